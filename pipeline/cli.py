@@ -1,0 +1,113 @@
+"""The `pipeline` command: one subcommand per DVC stage, plus `devices`.
+
+Subcommands are imported only when invoked, so `pipeline --help` (and any config error)
+never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+
+import click
+
+from pipeline.errors import PipelineError
+
+STAGE_COMMANDS = {
+    "download": "stages.download",
+    "preprocess": "stages.preprocess",
+    "train": "stages.train",
+    "evaluate": "stages.evaluate",
+}
+HELP = {
+    "download": "Download a dataset's files, verified, into a folder.",
+    "preprocess": "Turn downloaded files into train/val/test arrays.",
+    "train": "Train a dataset's model with tf.distribute; log to MLflow.",
+    "evaluate": "Test metrics and confusion matrix; log into the training run.",
+    "devices": "Show devices and the strategy training would use.",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose stage commands are imported on first use; errors become one line."""
+
+    def list_commands(self, ctx):
+        return [*STAGE_COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx, name):
+        if name in STAGE_COMMANDS:
+            return importlib.import_module(STAGE_COMMANDS[name]).command
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx, formatter):
+        # Short help from a table, so listing commands imports none of them.
+        rows = [(name, HELP[name]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except PipelineError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="pipeline", message="%(prog)s %(version)s")
+def cli():
+    """Reproducible experiments: download, preprocess, train (tf.distribute) and evaluate
+    the Reuters and MNIST datasets. DVC runs the stages (`dvc repro`); MLflow records the runs
+    (`mlflow ui`). Defaults live in params.yaml."""
+    # Quiet TensorFlow's C++ start-up notices unless the user asked for them.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+@cli.command("devices")
+@click.option("--dataset", type=click.Choice(["reuters", "mnist"]), default=None,
+              help="Apply this dataset's train.<dataset>.devices and strategy from the params file.")
+@click.option("--params", "params_path", type=click.Path(), default="params.yaml", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+def devices(dataset, params_path, as_json):
+    """Show physical and logical devices and the strategy training would use."""
+    from pipeline.config import DeviceConfig, load_params
+
+    if dataset:
+        cfg = load_params(params_path, dataset).train
+        device_cfg, strategy_name, where = cfg.devices, cfg.strategy, f"train.{dataset}"
+    else:
+        device_cfg = DeviceConfig(visible_gpus=None, memory_growth=True, memory_limit_mb=None,
+                                  logical_devices=None)
+        strategy_name, where = "auto", "devices"
+    import tensorflow as tf
+
+    from pipeline import distribute
+
+    info = distribute.configure_devices(device_cfg, where=f"{where}.devices")
+    strategy = distribute.make_strategy(strategy_name, info)
+    report = {
+        "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
+        "logical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_logical_devices()],
+        **distribute.describe(strategy, info),
+    }
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo("physical devices:")
+    for d in report["physical"]:
+        click.echo(f"  {d['name']} ({d['type']})")
+    click.echo("logical devices:")
+    for d in report["logical"]:
+        click.echo(f"  {d['name']} ({d['type']})")
+    click.echo(f"strategy: {report['strategy']}, {report['replicas']} replica(s), "
+               f"{report['workers']} worker(s), on {', '.join(report['devices'])}")
+
+
+def main() -> None:
+    cli(prog_name="pipeline")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

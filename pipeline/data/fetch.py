@@ -1,0 +1,219 @@
+"""Fetch files over http(s) or from file:// URLs: mirrors, sha256, retries, resume, atomic output.
+
+A download goes to `<out>.partial/<name>.part`, is resumed from there with an HTTP Range
+request after a dropped connection (or on the next run after an interrupted one), is verified,
+and only when every file of the set is complete does the folder become `<out>`. So a failed
+or interrupted download never leaves anything at the output path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import socket
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from pipeline.errors import DownloadError
+from pipeline.io import replace_dir
+
+CHUNK = 1 << 20
+USER_AGENT = "pipeline-fetch/1"
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    name: str
+    url: str          # the configured URL
+    fetched_from: str # where the bytes came from (the mirror, when one is set)
+    sha256: str
+    bytes: int
+    verified: bool    # True when a configured sha256 was checked
+
+
+class _Retryable(Exception):
+    """A transient failure: worth another attempt."""
+
+
+def base_name(url: str) -> str:
+    name = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)).name
+    if not name:
+        raise DownloadError(f"{url}: URL has no file name")
+    return name
+
+
+def resolve_url(url: str, mirror: str) -> str:
+    """The URL to fetch: under `mirror` by the URL's base name when a mirror is set."""
+    if not mirror:
+        return url
+    return mirror.rstrip("/") + "/" + urllib.parse.quote(base_name(url))
+
+
+def fetch_all(
+    files: Sequence,
+    out: Path,
+    *,
+    mirror: str = "",
+    retries: int = 3,
+    backoff_seconds: float = 1.0,
+    timeout_seconds: float = 60.0,
+    progress: Optional[bool] = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[FetchResult]:
+    """Fetch every file (objects with `url` and `sha256`) into the folder `out`, atomically."""
+    out = Path(out)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    staging = out.with_name(out.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    # Finished files from an earlier failed run are fetched again; only .part files are kept,
+    # to resume from.
+    for leftover in staging.iterdir():
+        if not leftover.name.endswith(".part"):
+            _remove(leftover)
+    results = []
+    for spec in files:
+        name = base_name(spec.url)
+        source = resolve_url(spec.url, mirror)
+        target = staging / name
+        digest, size = _fetch_with_retries(
+            source, target, retries=retries, backoff=backoff_seconds,
+            timeout=timeout_seconds, progress=progress, sleep=sleep,
+        )
+        if spec.sha256 and digest != spec.sha256.lower():
+            target.unlink()
+            raise DownloadError(
+                f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}"
+            )
+        verify_format(target, source)
+        results.append(FetchResult(name, spec.url, source, digest, size, bool(spec.sha256)))
+    replace_dir(staging, out)
+    return results
+
+
+def verify_format(path: Path, source: str) -> None:
+    """Read an archive through to its end so that a truncated or corrupt one fails here."""
+    name = path.name.lower()
+    try:
+        if name.endswith((".zip", ".npz")):
+            with zipfile.ZipFile(path) as zf:
+                bad = zf.testzip()
+            if bad is not None:
+                raise DownloadError(f"{source}: corrupt archive: bad CRC for member {bad!r}")
+        elif name.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")):
+            with tarfile.open(path) as tf:
+                for member in tf:
+                    if member.isfile():
+                        handle = tf.extractfile(member)
+                        while handle.read(CHUNK):
+                            pass
+    except DownloadError:
+        path.unlink()
+        raise
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+        path.unlink()
+        raise DownloadError(f"{source}: truncated or corrupt archive: {exc}") from None
+
+
+def _fetch_with_retries(source, target, *, retries, backoff, timeout, progress, sleep):
+    part = target.with_name(target.name + ".part")
+    last_error = "unknown error"
+    for attempt in range(retries + 1):
+        if attempt:
+            sleep(backoff * 2 ** (attempt - 1))
+        try:
+            _fetch_once(source, part, timeout=timeout, progress=progress)
+        except _Retryable as exc:
+            last_error = str(exc)
+            continue
+        os.replace(part, target)
+        return _sha256(target), target.stat().st_size
+    raise DownloadError(f"{source}: {last_error} (gave up after {retries + 1} attempts)")
+
+
+def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> None:
+    scheme = urllib.parse.urlparse(source).scheme
+    if scheme == "file":
+        _copy_file(source, part)
+        return
+    if scheme not in ("http", "https"):
+        raise DownloadError(f"{source}: unsupported URL scheme {scheme!r} (expected http, https or file)")
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(source, headers={"User-Agent": USER_AGENT})
+    if have:
+        request.add_header("Range", f"bytes={have}-")
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:
+            part.unlink()  # our partial file is no prefix of theirs: start over
+            raise _Retryable("server refused to resume; restarting") from None
+        if exc.code >= 500 or exc.code in (408, 429):
+            raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
+        raise DownloadError(f"{source}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, socket.timeout, ConnectionError, http.client.HTTPException) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise _Retryable(f"cannot connect: {reason}") from None
+    with response:
+        if have and response.status == 206:
+            mode = "ab"
+        else:
+            mode, have = "wb", 0
+        length = response.headers.get("Content-Length")
+        expected = have + int(length) if length is not None else None
+        from tqdm import tqdm
+
+        with open(part, mode) as fh, tqdm(
+            total=expected, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
+            desc=part.name[: -len(".part")], disable=not progress, leave=False,
+        ) as bar:
+            try:
+                while True:
+                    chunk = response.read(CHUNK)
+                    if not chunk:
+                        break
+                    fh.write(chunk)
+                    bar.update(len(chunk))
+            except (socket.timeout, ConnectionError, http.client.HTTPException, OSError) as exc:
+                raise _Retryable(f"connection dropped: {exc}") from None
+    got = part.stat().st_size
+    if expected is not None and got != expected:
+        raise _Retryable(f"connection dropped after {got} of {expected} bytes")
+
+
+def _copy_file(source: str, part: Path) -> None:
+    parsed = urllib.parse.urlparse(source)
+    path = Path(urllib.request.url2pathname(parsed.path))
+    if parsed.netloc not in ("", "localhost"):
+        raise DownloadError(f"{source}: file:// URLs must name a local path")
+    if not path.is_file():
+        raise DownloadError(f"{source}: no such file")
+    try:
+        shutil.copyfile(path, part)
+    except OSError as exc:
+        raise DownloadError(f"{source}: cannot read: {exc.strerror}") from None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()

@@ -1,0 +1,43 @@
+"""tf.data input pipelines: cache, then shuffle (a new order every epoch), batch, prefetch.
+
+Images stay uint8 at native size until here: scaling, resizing and the grey-to-RGB expansion
+run per batch inside the pipeline, on the accelerator's side of the prefetch.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+
+def make_dataset(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    batch_size: int,
+    shuffle: bool,
+    seed: int = 0,
+    shuffle_buffer: int = 0,
+    image_size: Optional[int] = None,
+) -> tf.data.Dataset:
+    """A batched dataset of (features, labels); `batch_size` is the global batch."""
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).cache()
+    if shuffle:
+        buffer = shuffle_buffer or len(y)
+        # Shuffle after cache, so each epoch sees a new order (the other way round freezes it).
+        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size)
+    if image_size is not None:
+        ds = ds.map(lambda images, labels: (prepare_images(images, image_size), labels),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def prepare_images(images: tf.Tensor, image_size: int) -> tf.Tensor:
+    """uint8 [batch, h, w] -> float32 [batch, size, size, 3] scaled to [-1, 1]."""
+    images = tf.cast(images, tf.float32)[..., tf.newaxis] / 127.5 - 1.0
+    if images.shape[1] != image_size or images.shape[2] != image_size:
+        images = tf.image.resize(images, (image_size, image_size))
+    return tf.image.grayscale_to_rgb(images)

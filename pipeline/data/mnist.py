@@ -1,0 +1,137 @@
+"""MNIST image folders in an archive -> uint8 arrays at native size.
+
+Accepted layouts (zip or tar, optionally under one top folder such as `mnist_png/`):
+`{train,training}/<digit>/<image>` and `{test,testing}/<digit>/<image>`, images PNG or JPEG.
+Images are read straight from the archive, never unpacked to disk. Every image must be
+`image_size` square; colour or palette images are converted to grayscale with Pillow's
+ITU-R 601-2 luma rule (`convert("L")`). Anything that is not an image inside a class folder
+is an error, so no sample is silently dropped.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+import numpy as np
+
+from pipeline.data.arrays import class_counts, split_validation
+from pipeline.errors import DataError
+
+SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+NUM_CLASSES = 10
+ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+
+
+def find_archive(raw_dir: Path | str) -> Path:
+    """The one archive in the download folder."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        raise DataError(f"{raw_dir}: missing; run the download stage first")
+    found = sorted(p for p in raw_dir.iterdir() if p.name.lower().endswith(ARCHIVE_SUFFIXES))
+    if len(found) != 1:
+        raise DataError(
+            f"{raw_dir}: expected exactly one archive ({', '.join(ARCHIVE_SUFFIXES)}), found {len(found)}"
+        )
+    return found[0]
+
+
+def _members(archive: Path) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every regular file in a zip or tar archive."""
+    if archive.name.lower().endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                if not info.is_dir():
+                    yield info.filename, zf.read(info)
+    else:
+        with tarfile.open(archive) as tf:
+            for member in tf:
+                if member.isfile():
+                    yield member.name, tf.extractfile(member).read()
+
+
+def _locate(name: str) -> tuple[str, str, str] | None:
+    """(split, class folder, file name) of an archive path, or None outside the split folders."""
+    parts = [p for p in PurePosixPath(name).parts if p not in ("", ".")]
+    if parts and parts[0] == "__MACOSX":
+        return None
+    for i, part in enumerate(parts[:-1]):
+        if part.lower() in SPLIT_NAMES and i <= 1:
+            rest = parts[i + 1:]
+            if len(rest) != 2:
+                raise DataError(f"{name}: expected <split>/<digit>/<image>, got a file at depth {len(rest)}")
+            return SPLIT_NAMES[part.lower()], rest[0], rest[1]
+    return None
+
+
+def decode_image(data: bytes, name: str, image_size: int) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            if img.size != (image_size, image_size):
+                raise DataError(
+                    f"{name}: expected a {image_size}x{image_size} image, got {img.size[0]}x{img.size[1]}"
+                )
+            gray = img if img.mode == "L" else img.convert("L")
+            return np.asarray(gray, dtype=np.uint8)
+    except DataError:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise DataError(f"{name}: unreadable image: {exc}") from None
+
+
+def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Decode every image: {'train': (x, y), 'test': (x, y)}, sorted by class then file name."""
+    archive = Path(archive)
+    found: dict[str, list[tuple[int, str, np.ndarray]]] = {"train": [], "test": []}
+    try:
+        for name, data in _members(archive):
+            where = _locate(name)
+            if where is None:
+                continue
+            split, label, filename = where
+            if not (len(label) == 1 and label.isdigit()):
+                raise DataError(f"{archive}: {name}: class folder {label!r} is not a digit 0-9")
+            if not filename.lower().endswith(IMAGE_SUFFIXES):
+                raise DataError(f"{archive}: {name}: not a PNG or JPEG image")
+            image = decode_image(data, f"{archive}: {name}", image_size)
+            found[split].append((int(label), name, image))
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise DataError(f"{archive}: truncated or corrupt archive: {exc}") from None
+    out = {}
+    for split, items in found.items():
+        if not items:
+            raise DataError(
+                f"{archive}: no {split} images: expected a folder named "
+                f"{' or '.join(k for k, v in SPLIT_NAMES.items() if v == split)}"
+            )
+        items.sort(key=lambda t: (t[0], t[1]))
+        x = np.stack([t[2] for t in items])
+        y = np.array([t[0] for t in items], dtype=np.uint8)
+        out[split] = (x, y)
+    return out
+
+
+def prepare(images: dict, cfg) -> tuple[dict, dict]:
+    """Hold out a seeded validation split from train. Returns ({split: (x, y)}, stats)."""
+    x_train, y_train = images["train"]
+    train_idx, val_idx = split_validation(len(y_train), cfg.validation_split, cfg.validation_seed)
+    splits = {
+        "train": (x_train[train_idx], y_train[train_idx]),
+        "val": (x_train[val_idx], y_train[val_idx]),
+        "test": images["test"],
+    }
+    stats = {
+        "num_classes": NUM_CLASSES,
+        "image_size": cfg.image_size,
+        "samples": {k: int(len(v[1])) for k, v in splits.items()},
+        "class_counts": {k: class_counts(v[1], NUM_CLASSES) for k, v in splits.items()},
+    }
+    return splits, stats

@@ -1,0 +1,23 @@
+"""Errors the pipeline reports to a user as one line, with the exit code they map to."""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """An expected failure: the CLI prints its message on one line and exits with `exit_code`."""
+
+    exit_code = 1
+
+
+class ConfigError(PipelineError):
+    """A usage or configuration error (params.yaml, CLI arguments, device requests)."""
+
+    exit_code = 2
+
+
+class DataError(PipelineError):
+    """Input data that cannot be read or does not have the expected shape or content."""
+
+
+class DownloadError(PipelineError):
+    """A file that could not be fetched or did not verify."""

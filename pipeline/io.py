@@ -1,0 +1,59 @@
+"""Atomic writes: a stage's output path holds either a complete result or nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextlib.contextmanager
+def atomic_dir(out: Path | str) -> Iterator[Path]:
+    """Yield an empty sibling folder of `out`; on success it replaces `out`, on error it is removed."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def replace_dir(src: Path, out: Path) -> None:
+    """Move the finished folder `src` to `out`, replacing whatever was there."""
+    if out.is_dir() and not out.is_symlink():
+        shutil.rmtree(out)
+    elif out.exists() or out.is_symlink():
+        out.unlink()
+    os.replace(src, out)
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it is renamed to `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path | str, data: Any) -> None:
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_json(path: Path | str) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))

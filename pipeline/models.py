@@ -1,0 +1,43 @@
+"""The models, by name. Each ends in a Dense layer of logits (no softmax): the loss takes logits."""
+
+from __future__ import annotations
+
+import keras
+
+
+def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding_dim: int) -> keras.Model:
+    """The text model: Embedding, Conv1D 64x5, MaxPool 2, Conv1D 32x3, MaxPool 2, Flatten, Dense."""
+    inputs = keras.Input(shape=(max_len,), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")(inputs)
+    h = keras.layers.Conv1D(64, 5, activation="relu", name="conv1")(h)
+    h = keras.layers.MaxPooling1D(2, name="pool1")(h)
+    h = keras.layers.Conv1D(32, 3, activation="relu", name="conv2")(h)
+    h = keras.layers.MaxPooling1D(2, name="pool2")(h)
+    h = keras.layers.Flatten(name="flatten")(h)
+    logits = keras.layers.Dense(num_classes, name="logits")(h)
+    return keras.Model(inputs, logits, name="reuters_conv1d")
+
+
+def mobilenet_v2(*, img_size: int, num_classes: int, dense_units: int) -> keras.Model:
+    """MobileNetV2 from scratch (no top, no pretrained weights), global pooling, Dense, Dense."""
+    inputs = keras.Input(shape=(img_size, img_size, 3), name="image")
+    backbone = keras.applications.MobileNetV2(
+        input_shape=(img_size, img_size, 3), include_top=False, weights=None, pooling="avg"
+    )
+    h = backbone(inputs)
+    h = keras.layers.Dense(dense_units, activation="relu", name="dense")(h)
+    logits = keras.layers.Dense(num_classes, name="logits")(h)
+    return keras.Model(inputs, logits, name="mobilenet_v2")
+
+
+def build_model(cfg, stats: dict) -> keras.Model:
+    """Build the model that `cfg.model` names, sized from the preprocess stats."""
+    if cfg.model == "reuters_conv1d":
+        return reuters_conv1d(
+            max_len=stats["max_len"], vocab_size=stats["vocab_size"],
+            num_classes=stats["num_classes"], embedding_dim=cfg.embedding_dim,
+        )
+    if cfg.model == "mobilenet_v2":
+        return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"],
+                            dense_units=cfg.dense_units)
+    raise ValueError(f"unknown model {cfg.model!r}")

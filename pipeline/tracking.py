@@ -1,0 +1,123 @@
+"""MLflow: one experiment per dataset, one run per training, with its lineage.
+
+DVC decides what reruns; MLflow keeps the history. The train stage opens the run and writes
+its id to a small file (a DVC out); the evaluate stage reopens that run to add test metrics.
+With no MLFLOW_TRACKING_URI, runs go to MLflow's own default store, `sqlite:///mlflow.db` in
+the repository root (also from a `dvc exp run --temp` copy of the repository).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Iterable, Optional
+
+import yaml
+
+def repo_root(start: Optional[Path] = None) -> Path:
+    """The project root: the working directory, or the main checkout when DVC runs a copy."""
+    here = Path(start or Path.cwd()).resolve()
+    parts = here.parts
+    # `dvc exp run --temp/--queue` runs in <root>/.dvc/tmp/exps/<name>: log to <root>.
+    for i in range(len(parts) - 3):
+        if parts[i: i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return here
+
+
+def tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI when set; otherwise sqlite:///<repo root>/mlflow.db."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def _git(args: list[str], cwd: Path) -> Optional[str]:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def lineage_tags(inputs: Iterable[Path | str], root: Optional[Path] = None) -> dict[str, str]:
+    """Git commit and dirty flag, dvc.lock hashes of `inputs`, DVC experiment, host, versions."""
+    root = Path(root or Path.cwd())
+    tags: dict[str, str] = {"host": socket.gethostname(), "python.version": platform.python_version()}
+    commit = _git(["rev-parse", "HEAD"], root)
+    if commit:
+        dirty = bool(_git(["status", "--porcelain", "--untracked-files=no"], root))
+        tags.update({"git.commit": commit, "git.dirty": str(dirty).lower(),
+                     "mlflow.source.git.commit": commit})
+    tags.update(_dvc_hashes(inputs, root))
+    for env, tag in (("DVC_EXP_NAME", "dvc.exp_name"), ("DVC_EXP_BASELINE_REV", "dvc.exp_baseline_rev"),
+                     ("DVC_STAGE", "dvc.stage"), ("NVIDIA_TENSORFLOW_VERSION", "container.nvidia_tensorflow"),
+                     ("PIPELINE_IMAGE", "container.image")):
+        if os.environ.get(env):
+            tags[tag] = os.environ[env]
+    return tags
+
+
+def _dvc_hashes(inputs: Iterable[Path | str], root: Path) -> dict[str, str]:
+    """The md5 that dvc.lock records for each input path (as an out of the stage that made it)."""
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return {}
+    try:
+        stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
+    except yaml.YAMLError:
+        return {}
+    recorded = {}
+    for stage in stages.values():
+        for out in stage.get("outs", []) or []:
+            recorded[os.path.normpath(out["path"])] = out.get("md5") or out.get("hash") or ""
+    tags = {}
+    for path in inputs:
+        rel = os.path.normpath(os.path.relpath(Path(path).resolve(), root.resolve()))
+        if rel in recorded and recorded[rel]:
+            tags[f"dvc.data.{rel}"] = recorded[rel]
+    return tags
+
+
+def framework_tags() -> dict[str, str]:
+    """TensorFlow, Keras, CUDA and cuDNN versions (CUDA/cuDNN 'none' on a CPU build)."""
+    import keras
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info()
+    return {
+        "tensorflow.version": tf.__version__,
+        "keras.version": keras.__version__,
+        "cuda.version": str(build.get("cuda_version") or "none"),
+        "cudnn.version": str(build.get("cudnn_version") or "none"),
+    }
+
+
+def start_run(dataset: str, run_name: Optional[str] = None):
+    """Start the training run of `dataset` in the experiment named after it."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    mlflow.set_experiment(dataset)
+    return mlflow.start_run(run_name=run_name or os.environ.get("DVC_EXP_NAME") or None)
+
+
+def resume_run(run_id: str):
+    """Reopen the training run that the train stage recorded (to add evaluation results)."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    return mlflow.start_run(run_id=run_id)
+
+
+def model_requirements() -> list[str]:
+    """The logged model's pip requirements, stated rather than inferred (inference reloads
+    the model in a subprocess, which costs more than the rest of the logging)."""
+    import keras
+    import tensorflow as tf
+
+    return [f"tensorflow=={tf.__version__}", f"keras=={keras.__version__}"]

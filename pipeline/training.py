@@ -1,0 +1,159 @@
+"""Training with Keras `fit` under a tf.distribute strategy; per-epoch timing and throughput."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pipeline.data.inputs import make_dataset
+from pipeline.models import build_model
+
+HISTORY_COLUMNS = (
+    "epoch", "loss", "accuracy", "val_loss", "val_accuracy",
+    "learning_rate", "epoch_seconds", "train_seconds", "samples_per_second",
+)
+
+OPTIMIZERS = {
+    "adam": keras.optimizers.Adam,
+    "nadam": keras.optimizers.Nadam,
+    "sgd": keras.optimizers.SGD,
+    "rmsprop": keras.optimizers.RMSprop,
+}
+
+
+def lr_at_epoch(base: float, decay_epochs, factor: float, epoch: int) -> float:
+    """The learning rate of 0-based `epoch`: `base`, times `factor` once per decay epoch passed.
+
+    A decay epoch d takes effect after d epochs, so `[30]` with 40 epochs trains 30 epochs at
+    the base rate and 10 at base * factor.
+    """
+    return base * factor ** sum(1 for d in decay_epochs if epoch >= d)
+
+
+def loss_fn():
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def compile_model(model: keras.Model, cfg) -> None:
+    model.compile(
+        optimizer=OPTIMIZERS[cfg.optimizer](learning_rate=cfg.learning_rate),
+        loss=loss_fn(),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+
+
+class EpochRecorder(keras.callbacks.Callback):
+    """Times each epoch (training alone, and with validation) and reports one row per epoch."""
+
+    def __init__(self, train_samples: int, on_epoch: Optional[Callable[[int, dict], None]] = None):
+        super().__init__()
+        self.train_samples = train_samples
+        self.on_epoch = on_epoch
+        self.rows: list[dict] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+        self._train_end = None
+
+    def on_test_begin(self, logs=None):
+        # Inside fit, validation starts when the epoch's training steps are done.
+        if self._train_end is None:
+            self._train_end = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        end = time.perf_counter()
+        train_seconds = (self._train_end or end) - self._start
+        logs = dict(logs or {})
+        row = {
+            "epoch": epoch + 1,
+            "loss": float(logs["loss"]),
+            "accuracy": float(logs["accuracy"]),
+            "val_loss": float(logs.get("val_loss", np.nan)),
+            "val_accuracy": float(logs.get("val_accuracy", np.nan)),
+            "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
+            "epoch_seconds": end - self._start,
+            "train_seconds": train_seconds,
+            "samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
+        }
+        self.rows.append(row)
+        if self.on_epoch is not None:
+            self.on_epoch(epoch + 1, row)
+
+
+@dataclass
+class TrainResult:
+    model: keras.Model
+    history: list[dict]
+    global_batch_size: int
+    train_seconds: float
+    samples_per_second: float
+    summary: dict = field(default_factory=dict)
+
+
+def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: int = 2) -> TrainResult:
+    """Build, compile and fit `cfg.model` under `strategy` on the train split, validating on val.
+
+    The batch size in `cfg` is per replica; the global batch is that times the replicas.
+    """
+    keras.utils.set_random_seed(cfg.seed)
+    replicas = strategy.num_replicas_in_sync
+    global_batch = cfg.batch_size_per_replica * replicas
+    image_size = getattr(cfg, "img_size", None)
+    x_train, y_train = splits["train"]
+    train_ds = make_dataset(x_train, y_train, batch_size=global_batch, shuffle=True,
+                            seed=cfg.seed, shuffle_buffer=cfg.shuffle_buffer, image_size=image_size)
+    val_ds = None
+    if "val" in splits and len(splits["val"][1]):
+        val_ds = make_dataset(*splits["val"], batch_size=global_batch, shuffle=False, image_size=image_size)
+    with strategy.scope():
+        model = build_model(cfg, stats)
+        compile_model(model, cfg)
+    recorder = EpochRecorder(len(y_train), on_epoch)
+    callbacks = [recorder]
+    if cfg.lr_decay_epochs:
+        callbacks.append(keras.callbacks.LearningRateScheduler(
+            lambda epoch, lr: lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
+        ))
+    model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose)
+    train_seconds = float(sum(r["train_seconds"] for r in recorder.rows))
+    return TrainResult(
+        model=model,
+        history=recorder.rows,
+        global_batch_size=global_batch,
+        train_seconds=train_seconds,
+        samples_per_second=len(y_train) * cfg.epochs / train_seconds if train_seconds else 0.0,
+        summary={
+            "final_loss": recorder.rows[-1]["loss"],
+            "final_accuracy": recorder.rows[-1]["accuracy"],
+            "final_val_loss": recorder.rows[-1]["val_loss"],
+            "final_val_accuracy": recorder.rows[-1]["val_accuracy"],
+            "params_count": int(model.count_params()),
+        },
+    )
+
+
+def model_signature(model: keras.Model, x_sample: np.ndarray, image_size: Optional[int] = None):
+    """An MLflow signature from a few samples as the model receives them."""
+    from mlflow.models import infer_signature
+
+    from pipeline.data.inputs import prepare_images
+
+    inputs = x_sample
+    if image_size is not None:
+        inputs = prepare_images(tf.constant(x_sample), image_size).numpy()
+    return infer_signature(inputs, model.predict(inputs, verbose=0)), inputs
+
+
+def write_history_csv(rows: list[dict], path) -> None:
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=HISTORY_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})

@@ -1,0 +1,84 @@
+"""train: fit the dataset's model under a tf.distribute strategy; log the run to MLflow."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.config import load_params
+from stages._common import dataset_argument, params_option, path_option
+
+
+@click.command("train")
+@dataset_argument
+@path_option("--data", "Folder written by the preprocess stage.")
+@path_option("--model-dir", "Folder to write model.keras and run.json (the MLflow run) to.")
+@path_option("--history", "CSV of per-epoch metrics, for dvc plots.")
+@path_option("--summary", "JSON of training figures (time, throughput, devices), for dvc metrics.")
+@params_option
+def command(dataset, data, model_dir, history, summary, params_path):
+    """Train DATASET's model on every device the host has (see params train.<dataset>)."""
+    params = load_params(params_path, dataset)
+    cfg = params.train
+    # Devices must be configured before TensorFlow makes any tensor.
+    from pipeline import distribute
+
+    where = f"train.{dataset}"
+    info = distribute.configure_devices(cfg.devices, where=f"{where}.devices")
+    strategy = distribute.make_strategy(cfg.strategy, info, where=f"{where}.strategy")
+    devices = distribute.describe(strategy, info)
+
+    import mlflow
+
+    from pipeline import tracking, training
+    from pipeline.data import arrays
+    from pipeline.io import atomic_dir, atomic_file, read_json, write_json
+
+    splits = {s: arrays.load_split(data, s) for s in ("train", "val")}
+    stats = read_json(data / "stats.json")
+    with tracking.start_run(dataset) as run:
+        mlflow.log_params(params.flat())
+        mlflow.log_params({
+            "devices.physical_gpus": devices["physical_gpus"],
+            "devices.logical_devices": devices["logical_devices"],
+            "distribute.replicas": devices["replicas"],
+            "distribute.workers": devices["workers"],
+            "distribute.strategy": devices["strategy"],
+            "train.global_batch_size": cfg.batch_size_per_replica * devices["replicas"],
+            "data.train_samples": len(splits["train"][1]),
+            "data.val_samples": len(splits["val"][1]),
+        })
+        mlflow.set_tags({**tracking.lineage_tags([data]), **tracking.framework_tags(),
+                         "pipeline.stage": "train", "pipeline.dataset": dataset})
+        result = training.train(
+            cfg, splits=splits, stats=stats, strategy=strategy,
+            on_epoch=lambda epoch, row: mlflow.log_metrics(
+                {k: v for k, v in row.items() if k != "epoch"}, step=epoch),
+        )
+        figures = {
+            "train_seconds": result.train_seconds,
+            "samples_per_second": result.samples_per_second,
+            "global_batch_size": result.global_batch_size,
+            **result.summary,
+            **{k: devices[k] for k in ("physical_gpus", "logical_devices", "replicas", "workers", "strategy")},
+        }
+        mlflow.log_metrics({"train_seconds": result.train_seconds,
+                            "train_samples_per_second": result.samples_per_second})
+        with atomic_dir(model_dir) as tmp:
+            result.model.save(tmp / "model.keras")
+            write_json(tmp / "run.json", {"run_id": run.info.run_id,
+                                          "experiment_id": run.info.experiment_id})
+        with atomic_file(history) as tmp:
+            training.write_history_csv(result.history, tmp)
+        write_json(summary, figures)
+        mlflow.log_artifact(str(history))
+        signature, example = training.model_signature(
+            result.model, splits["val"][0][:4], getattr(cfg, "img_size", None))
+        import mlflow.tensorflow
+
+        mlflow.tensorflow.log_model(result.model, name="model", signature=signature,
+                                    pip_requirements=tracking.model_requirements())
+    click.echo(
+        f"{dataset}: {devices['replicas']} replica(s) on {devices['strategy']}, "
+        f"{result.samples_per_second:.0f} samples/s, val accuracy {result.summary['final_val_accuracy']:.4f}; "
+        f"MLflow run {run.info.run_id}"
+    )

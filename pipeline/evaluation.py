@@ -57,6 +57,15 @@ def per_class_report(matrix: np.ndarray) -> list[dict]:
     return rows
 
 
+def macro_averages(report: list[dict]) -> dict:
+    """Unweighted means of per-class precision and recall over the classes the test set has."""
+    present = [r for r in report if r["support"]]
+    return {
+        "test_macro_precision": float(np.mean([r["precision"] for r in present])) if present else 0.0,
+        "test_macro_recall": float(np.mean([r["recall"] for r in present])) if present else 0.0,
+    }
+
+
 def plot_confusion(matrix: np.ndarray, path, title: str) -> None:
     """A confusion matrix as a PNG, counts in each cell when the matrix is small enough to read."""
     import matplotlib

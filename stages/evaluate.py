@@ -44,6 +44,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     matrix = evaluation.confusion_matrix(y_test, y_pred, stats["num_classes"])
     report = evaluation.per_class_report(matrix)
 
+    results.update(evaluation.macro_averages(report))
     write_json(metrics, results)
     with atomic_file(per_class) as tmp, open(tmp, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(report[0]))
@@ -58,8 +59,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     run_id = read_json(model_dir / "run.json")["run_id"]
     with tracking.resume_run(run_id):
         mlflow.log_metrics({k: v for k, v in results.items() if k != "test_samples"})
-        mlflow.log_metrics({f"test_precision_class_{r['class']}": r["precision"] for r in report})
-        mlflow.log_metrics({f"test_recall_class_{r['class']}": r["recall"] for r in report})
+        mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")
         for path in (metrics, per_class, confusion_png):
             mlflow.log_artifact(str(path), artifact_path="evaluation")
         mlflow.log_dict({"labels": list(range(len(matrix))), "matrix": matrix.tolist()},

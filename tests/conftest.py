@@ -1,0 +1,65 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index  # noqa: E402
+
+
+def subprocess_env(**extra) -> dict:
+    env = dict(os.environ)
+    env.update({"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "DVC_NO_ANALYTICS": "1",
+                "CUDA_VISIBLE_DEVICES": "-1"})
+    env.pop("PIPELINE_DATA_MIRROR", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.update(extra)
+    return env
+
+
+def run_pipeline(*args, cwd=None, env=None, timeout=600):
+    """`python -m pipeline ARGS` in a fresh process (each TF/distributed case gets its own)."""
+    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd or ROOT,
+                          env=env or subprocess_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_python(code: str, cwd=None, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd or ROOT, env=env or subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def dataset_files(tmp_path_factory) -> Path:
+    """A folder holding small files in the real formats, under the published base names."""
+    root = tmp_path_factory.mktemp("served")
+    make_reuters_npz(root / "reuters.npz")
+    make_word_index(root / "reuters_word_index.json")
+    make_mnist_archive(root / "mnist_png.tar.gz")
+    return root
+
+
+@pytest.fixture
+def file_server(dataset_files):
+    with FileServer(dataset_files) as server:
+        yield server
+
+
+def write_params(folder: Path, overrides: dict | None = None) -> Path:
+    """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for key, value in (overrides or {}).items():
+        node = raw
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node[part]
+        assert last in node, key
+        node[last] = value
+    path = Path(folder) / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path

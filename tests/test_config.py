@@ -1,0 +1,155 @@
+import copy
+import json
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_python
+from pipeline.config import DATASETS, STAGES, load_params, validate
+from pipeline.errors import ConfigError
+
+
+@pytest.fixture
+def raw():
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def error_of(raw) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate(raw, source="params.yaml")
+    assert info.value.exit_code == 2
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_shipped_params_load_for_every_dataset():
+    for dataset in DATASETS:
+        params = load_params(ROOT / "params.yaml", dataset)
+        assert params.train.epochs > 0
+        flat = params.flat()
+        assert all(key.split(".")[1] == dataset for key in flat)
+        assert {key.split(".")[0] for key in flat} == set(STAGES)
+
+
+def test_config_objects_are_frozen():
+    params = load_params(ROOT / "params.yaml", "reuters")
+    with pytest.raises(AttributeError):
+        params.train.epochs = 3
+
+
+def test_flat_keys_cover_nested_values():
+    flat = load_params(ROOT / "params.yaml", "reuters").flat()
+    assert flat["train.reuters.devices.logical_devices"] is None
+    assert flat["download.reuters.files.0.url"].endswith("reuters.npz")
+    assert flat["train.reuters.lr_decay_epochs"] == []
+
+
+def test_wrong_type_names_key_and_value(raw):
+    raw["train"]["reuters"]["batch_size_per_replica"] = "32x"
+    assert error_of(raw) == (
+        'params.yaml: train.reuters.batch_size_per_replica: expected a positive integer, got "32x"'
+    )
+
+
+def test_out_of_range(raw):
+    raw["preprocess"]["mnist"]["validation_split"] = 1.5
+    assert error_of(raw) == "params.yaml: preprocess.mnist.validation_split: expected a number in [0, 1), got 1.5"
+
+
+def test_bool_is_not_an_integer(raw):
+    raw["train"]["mnist"]["epochs"] = True
+    assert "train.mnist.epochs: expected a positive integer, got true" in error_of(raw)
+
+
+def test_unknown_key_suggests_the_close_one(raw):
+    raw["train"]["reuters"]["epoch"] = raw["train"]["reuters"].pop("epochs")
+    assert error_of(raw) == 'params.yaml: train.reuters.epoch: unknown key (did you mean "epochs"?)'
+
+
+def test_missing_key(raw):
+    del raw["evaluate"]["mnist"]["batch_size"]
+    assert error_of(raw) == "params.yaml: evaluate.mnist.batch_size: missing key"
+
+
+def test_unknown_dataset_and_stage(raw):
+    bad = copy.deepcopy(raw)
+    bad["train"]["cifar"] = {}
+    assert "train.cifar: unknown key" in error_of(bad)
+    bad = copy.deepcopy(raw)
+    bad["trian"] = bad.pop("train")
+    assert 'trian: unknown key (did you mean "train"?)' in error_of(bad)
+
+
+def test_yaml_booleans_in_choices_are_explained(raw):
+    raw["preprocess"]["reuters"]["padding"] = False  # what YAML makes of `padding: off`
+    message = error_of(raw)
+    assert "preprocess.reuters.padding: expected 'pre' or 'post', got false" in message
+    assert "quote" in message
+
+
+def test_nested_list_items_are_checked(raw):
+    raw["download"]["reuters"]["files"][1]["sha256"] = "abc"
+    assert "download.reuters.files[1].sha256: expected a 64-digit hex sha256 or null, got \"abc\"" in error_of(raw)
+    raw["download"]["reuters"]["files"][1] = {"url": "ftp://x/y", "sha256": None}
+    assert "download.reuters.files[1].url: expected an http://, https:// or file:// URL" in error_of(raw)
+
+
+def test_device_list_items(raw):
+    raw["train"]["reuters"]["devices"]["visible_gpus"] = [0, "1"]
+    assert "train.reuters.devices.visible_gpus[1]: expected null or a list of GPU indices, got \"1\"" in error_of(raw)
+    raw["train"]["reuters"]["devices"]["visible_gpus"] = [0, 0]
+    assert "visible_gpus: expected null or a list of GPU indices, got [0, 0]" in error_of(raw)
+
+
+def test_null_where_a_value_is_required(raw):
+    raw["train"]["reuters"]["learning_rate"] = None
+    assert error_of(raw) == "params.yaml: train.reuters.learning_rate: expected a positive number, got null"
+
+
+def test_model_must_fit_the_dataset(raw):
+    raw["train"]["reuters"]["model"] = "mobilenet_v2"
+    assert "train.reuters.model: expected 'reuters_conv1d', got \"mobilenet_v2\"" in error_of(raw)
+
+
+def test_yaml_syntax_error_has_line_and_column(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  reuters:\n    epochs: [1, 2\n")
+    with pytest.raises(ConfigError) as info:
+        load_params(path, "reuters")
+    assert str(info.value).startswith(f"{path}:4:1: invalid YAML:")
+
+
+def test_duplicate_key_is_an_error(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  a: 1\n  a: 2\n")
+    with pytest.raises(ConfigError, match=r":3:3: invalid YAML: duplicate key 'a'"):
+        load_params(path, "reuters")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml: file not found"):
+        load_params(tmp_path / "nope.yaml", "reuters")
+
+
+@pytest.mark.parametrize("stage,args", [
+    ("train", ["--data", "d", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json"]),
+    ("download", ["--out", "o", "--manifest", "o.json"]),
+])
+def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_path, raw, stage, args):
+    raw["train"]["reuters"]["batch_size_per_replica"] = "32x"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    code = (
+        "import sys\n"
+        "from pipeline.cli import cli\n"
+        "try:\n"
+        f"    cli({[stage, 'reuters', *args, '--params', 'params.yaml']!r}, prog_name='pipeline')\n"
+        "except SystemExit as exc:\n"
+        "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
+    )
+    result = run_python(code, cwd=tmp_path)
+    assert "EXIT 2 False False" in result.stdout, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        'error: params.yaml: train.reuters.batch_size_per_replica: expected a positive integer, got "32x"'
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

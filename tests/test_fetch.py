@@ -1,0 +1,145 @@
+import hashlib
+import json
+import socket
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT, run_pipeline, subprocess_env
+from pipeline.data.fetch import fetch_all, resolve_url
+from pipeline.errors import DownloadError
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def spec(url, sha=None):
+    return SimpleNamespace(url=url, sha256=sha)
+
+
+def no_sleep(seconds):
+    no_sleep.calls.append(seconds)
+
+
+def fetch(files, out, **kw):
+    no_sleep.calls = []
+    kw.setdefault("retries", 2)
+    return fetch_all(files, out, backoff_seconds=0.5, timeout_seconds=5, progress=False, sleep=no_sleep, **kw)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_resolve_url_uses_the_base_name_under_the_mirror():
+    url = "https://example.org/a/b/reuters.npz?x=1"
+    assert resolve_url(url, "") == url
+    assert resolve_url(url, "file:///srv/data/") == "file:///srv/data/reuters.npz"
+
+
+def test_http_download_verifies_and_reports(file_server, dataset_files, tmp_path):
+    expected = sha256(dataset_files / "reuters.npz")
+    out = tmp_path / "raw"
+    results = fetch([spec(f"{file_server.url}/reuters.npz", expected),
+                     spec(f"{file_server.url}/mnist_png.tar.gz")], out)
+    assert sorted(p.name for p in out.iterdir()) == ["mnist_png.tar.gz", "reuters.npz"]
+    assert (out / "reuters.npz").read_bytes() == (dataset_files / "reuters.npz").read_bytes()
+    assert [r.verified for r in results] == [True, False]
+    assert results[1].sha256 == sha256(dataset_files / "mnist_png.tar.gz")
+    assert not (tmp_path / "raw.partial").exists()
+
+
+def test_mirror_replaces_the_host(file_server, dataset_files, tmp_path):
+    results = fetch([spec("https://unreachable.invalid/x/reuters.npz")], tmp_path / "raw",
+                    mirror=file_server.url)
+    assert results[0].fetched_from == f"{file_server.url}/reuters.npz"
+    assert results[0].url == "https://unreachable.invalid/x/reuters.npz"
+
+
+def test_file_url(dataset_files, tmp_path):
+    fetch([spec((dataset_files / "reuters.npz").as_uri())], tmp_path / "raw")
+    assert (tmp_path / "raw" / "reuters.npz").is_file()
+
+
+def test_dropped_connection_is_resumed_with_a_range_request(file_server, dataset_files, tmp_path):
+    file_server.faults["mnist_png.tar.gz"] = [("drop", 5000)]
+    fetch([spec(f"{file_server.url}/mnist_png.tar.gz", sha256(dataset_files / "mnist_png.tar.gz"))],
+          tmp_path / "raw")
+    assert file_server.requests == [("mnist_png.tar.gz", None), ("mnist_png.tar.gz", "bytes=5000-")]
+    assert sha256(tmp_path / "raw" / "mnist_png.tar.gz") == sha256(dataset_files / "mnist_png.tar.gz")
+
+
+def test_server_errors_are_retried_with_backoff(file_server, tmp_path):
+    file_server.faults["reuters.npz"] = [("status", 503), ("status", 500)]
+    fetch([spec(f"{file_server.url}/reuters.npz")], tmp_path / "raw", retries=3)
+    assert len(file_server.requests) == 3
+    assert no_sleep.calls == [0.5, 1.0]
+
+
+def test_not_found_is_not_retried_and_leaves_nothing(file_server, tmp_path):
+    with pytest.raises(DownloadError, match=r"/missing.npz: HTTP 404"):
+        fetch([spec(f"{file_server.url}/missing.npz")], tmp_path / "raw")
+    assert len(file_server.requests) == 1
+    assert not (tmp_path / "raw").exists()
+
+
+def test_unreachable_url_gives_up_after_retries(tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}/reuters.npz"
+    with pytest.raises(DownloadError) as info:
+        fetch([spec(url)], tmp_path / "raw", retries=2)
+    assert str(info.value).startswith(f"{url}: cannot connect:")
+    assert "gave up after 3 attempts" in str(info.value)
+    assert not (tmp_path / "raw").exists()
+
+
+def test_checksum_mismatch_leaves_nothing(file_server, tmp_path):
+    with pytest.raises(DownloadError, match="sha256 mismatch: expected 0{64}, got [0-9a-f]{64}"):
+        fetch([spec(f"{file_server.url}/reuters.npz", "0" * 64)], tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+    assert list((tmp_path / "raw.partial").iterdir()) == []
+
+
+def test_an_earlier_output_survives_a_failed_download(file_server, tmp_path):
+    out = tmp_path / "raw"
+    fetch([spec(f"{file_server.url}/reuters.npz")], out)
+    with pytest.raises(DownloadError):
+        fetch([spec(f"{file_server.url}/reuters.npz", "0" * 64)], out)
+    assert (out / "reuters.npz").is_file()
+
+
+@pytest.mark.parametrize("name", ["mnist_png.tar.gz", "reuters.npz"])
+def test_truncated_archive_is_rejected(dataset_files, tmp_path, name):
+    data = (dataset_files / name).read_bytes()
+    bad = tmp_path / "src" / name
+    bad.parent.mkdir()
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DownloadError, match=f"{name}: truncated or corrupt archive"):
+        fetch([spec(bad.as_uri())], tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
+    result = run_pipeline("download", "mnist", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "raw.json").read_text())
+    (entry,) = manifest["files"]
+    assert entry["sha256"] == sha256(dataset_files / "mnist_png.tar.gz")
+    assert entry["fetched_from"] == f"{file_server.url}/mnist_png.tar.gz"
+    assert entry["url"].startswith("https://")
+    assert "no sha256 configured" in result.stdout
+
+
+def test_download_stage_error_is_one_line(tmp_path):
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    env = subprocess_env(PIPELINE_DATA_MIRROR=(tmp_path / "empty").as_uri())
+    result = run_pipeline("download", "reuters", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {(tmp_path / 'empty').as_uri()}/reuters.npz: no such file"
+    ]
+    assert not (tmp_path / "raw").exists() and not (tmp_path / "raw.json").exists()

@@ -1,0 +1,98 @@
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from fixtures import encode, make_mnist_archive, write_archive
+from pipeline.config import load_params
+from pipeline.data import mnist
+from pipeline.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_params(ROOT / "params.yaml", "mnist").preprocess
+
+
+@pytest.mark.parametrize("name,splits,top,ext", [
+    ("mnist_png.tar.gz", ("training", "testing"), "mnist_png", "png"),
+    ("mnist.zip", ("train", "test"), "mnist", "jpg"),
+    ("flat.zip", ("train", "test"), "", "png"),
+])
+def test_layouts_and_formats(tmp_path, cfg, name, splits, top, ext):
+    archive = make_mnist_archive(tmp_path / name, splits=splits, top=top, ext=ext, per_class=(4, 2))
+    images = mnist.read_archive(archive, 28)
+    x, y = images["train"]
+    assert x.shape == (40, 28, 28) and x.dtype == np.uint8
+    assert np.bincount(y).tolist() == [4] * 10
+    assert images["test"][0].shape == (20, 28, 28)
+    # the fixture draws a bright bar whose row depends on the class
+    assert x[y == 1][0][7:11, 2:12].min() > 150
+
+
+def test_colour_images_are_converted_to_grayscale(tmp_path):
+    archive = make_mnist_archive(tmp_path / "rgb.tar.gz", mode="RGB", per_class=(1, 1))
+    x, _ = mnist.read_archive(archive, 28)["train"]
+    assert x.ndim == 3 and x[1][7:11, 2:12].min() > 150
+
+
+def test_prepare_holds_out_validation_and_counts_classes(tmp_path, cfg):
+    archive = make_mnist_archive(tmp_path / "a.tar.gz", per_class=(10, 3))
+    splits, stats = mnist.prepare(mnist.read_archive(archive, 28), cfg)
+    assert stats["samples"] == {"train": 90, "val": 10, "test": 30}
+    assert stats["class_counts"]["test"] == [3] * 10
+    total = np.add(stats["class_counts"]["train"], stats["class_counts"]["val"])
+    assert total.tolist() == [10] * 10
+
+
+def bad_archive(tmp_path, name, data=None):
+    img = encode(np.zeros((28, 28), np.uint8))
+    members = {f"d/train/{c}/0.png": img for c in range(10)}
+    members.update({f"d/test/{c}/0.png": img for c in range(10)})
+    members[name] = img if data is None else data
+    path = tmp_path / "bad.tar.gz"
+    write_archive(path, members)
+    return path
+
+
+def test_non_digit_class_folder(tmp_path):
+    path = bad_archive(tmp_path, "d/train/cat/1.png")
+    with pytest.raises(DataError, match=r"d/train/cat/1.png: class folder 'cat' is not a digit 0-9"):
+        mnist.read_archive(path, 28)
+
+
+def test_unreadable_image_is_named(tmp_path):
+    path = bad_archive(tmp_path, "d/test/3/broken.png", b"\x89PNG\r\n\x1a\nnot really")
+    with pytest.raises(DataError, match=r"d/test/3/broken.png: unreadable image"):
+        mnist.read_archive(path, 28)
+
+
+def test_non_image_file_in_a_class_folder(tmp_path):
+    path = bad_archive(tmp_path, "d/test/3/notes.txt", b"hello")
+    with pytest.raises(DataError, match=r"d/test/3/notes.txt: not a PNG or JPEG image"):
+        mnist.read_archive(path, 28)
+
+
+def test_wrong_size_image(tmp_path):
+    path = bad_archive(tmp_path, "d/train/4/big.png", encode(np.zeros((32, 32), np.uint8)))
+    with pytest.raises(DataError, match=r"d/train/4/big.png: expected a 28x28 image, got 32x32"):
+        mnist.read_archive(path, 28)
+
+
+def test_missing_split(tmp_path):
+    path = tmp_path / "only_train.zip"
+    make_mnist_archive(path, per_class=(1, 0), splits=("train", "test"))
+    with pytest.raises(DataError, match=r"no test images: expected a folder named test or testing"):
+        mnist.read_archive(path, 28)
+
+
+def test_truncated_archive(tmp_path):
+    good = make_mnist_archive(tmp_path / "good.tar.gz", per_class=(3, 1))
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(good.read_bytes()[:-2000])
+    with pytest.raises(DataError, match="bad.tar.gz: truncated or corrupt archive"):
+        mnist.read_archive(bad, 28)
+
+
+def test_find_archive_needs_exactly_one(tmp_path):
+    with pytest.raises(DataError, match="expected exactly one archive"):
+        mnist.find_archive(tmp_path)

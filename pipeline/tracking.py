@@ -50,7 +50,11 @@ def lineage_tags(inputs: Iterable[Path | str], root: Optional[Path] = None) -> d
     tags: dict[str, str] = {"host": socket.gethostname(), "python.version": platform.python_version()}
     commit = _git(["rev-parse", "HEAD"], root)
     if commit:
-        dirty = bool(_git(["status", "--porcelain", "--untracked-files=no"], root))
+        # Dirty: tracked code or params differ from the commit. What DVC and the stages write
+        # during a repro (dvc.lock, .gitignore files, reports/) does not count.
+        dirty = bool(_git(["status", "--porcelain", "--untracked-files=no", "--", ".",
+                           ":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore",
+                           ":(exclude)reports"], root))
         tags.update({"git.commit": commit, "git.dirty": str(dirty).lower(),
                      "mlflow.source.git.commit": commit})
     tags.update(_dvc_hashes(inputs, root))
@@ -77,7 +81,7 @@ def _dvc_hashes(inputs: Iterable[Path | str], root: Path) -> dict[str, str]:
             recorded[os.path.normpath(out["path"])] = out.get("md5") or out.get("hash") or ""
     tags = {}
     for path in inputs:
-        rel = os.path.normpath(os.path.relpath(Path(path).resolve(), root.resolve()))
+        rel = os.path.normpath(os.path.relpath((root / path).resolve(), root.resolve()))
         if rel in recorded and recorded[rel]:
             tags[f"dvc.data.{rel}"] = recorded[rel]
     return tags

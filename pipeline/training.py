@@ -95,6 +95,38 @@ class TrainResult:
     summary: dict = field(default_factory=dict)
 
 
+def even_batch(n: int, batch: int, replicas: int) -> int:
+    """A batch size for evaluating `n` samples on `replicas` replicas without tripping Keras or TF.
+
+    Two upstream limits shape it. Keras 3 builds a model from the first batch reduced across
+    replicas (`_maybe_symbolic_build`), which fails ("AddN must have the same size") when that
+    batch splits unevenly; and a replica handed an empty slice of a last batch breaks Conv1D
+    on the CPU ("input depth must be evenly divisible"). So: a multiple of `replicas`, at
+    most `batch`, whose last partial batch (if any) has at least one sample per replica.
+    Evaluation results do not depend on the batch size.
+    """
+    top = min(batch, n) - min(batch, n) % replicas
+    for size in range(top, replicas - 1, -replicas):
+        rest = n % size
+        if rest == 0 or rest >= replicas:
+            return size
+    return max(1, min(batch, n))
+
+
+def train_batches(n: int, global_batch: int, replicas: int) -> tuple[int, bool]:
+    """(batch size, drop_remainder) for training on `n` samples.
+
+    The global batch, unless the split is smaller than it. When the last batch of an epoch
+    would leave some replica without a sample (fewer samples than replicas), that batch is
+    dropped: a different handful of samples each epoch, as the order is reshuffled, and said
+    so in the log.
+    """
+    if n < global_batch:
+        return even_batch(n, global_batch, replicas), False
+    rest = n % global_batch
+    return global_batch, 0 < rest < replicas
+
+
 def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: int = 2) -> TrainResult:
     """Build, compile and fit `cfg.model` under `strategy` on the train split, validating on val.
 
@@ -105,11 +137,16 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
     global_batch = cfg.batch_size_per_replica * replicas
     image_size = getattr(cfg, "img_size", None)
     x_train, y_train = splits["train"]
-    train_ds = make_dataset(x_train, y_train, batch_size=global_batch, shuffle=True,
-                            seed=cfg.seed, shuffle_buffer=cfg.shuffle_buffer, image_size=image_size)
+    batch, drop = train_batches(len(y_train), global_batch, replicas)
+    if drop:
+        print(f"note: the last {len(y_train) % batch} sample(s) of each shuffled epoch are left out, so that "
+              f"every one of {replicas} replicas gets a sample in each step")
+    train_ds = make_dataset(x_train, y_train, batch_size=batch, shuffle=True, seed=cfg.seed,
+                            shuffle_buffer=cfg.shuffle_buffer, image_size=image_size, drop_remainder=drop)
     val_ds = None
     if "val" in splits and len(splits["val"][1]):
-        val_ds = make_dataset(*splits["val"], batch_size=global_batch, shuffle=False, image_size=image_size)
+        val_ds = make_dataset(*splits["val"], batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
+                              shuffle=False, image_size=image_size)
     with strategy.scope():
         model = build_model(cfg, stats)
         compile_model(model, cfg)

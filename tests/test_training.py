@@ -87,3 +87,20 @@ def test_short_training_run_records_each_epoch(tmp_path):
     training.write_history_csv(result.history, path)
     lines = path.read_text().splitlines()
     assert lines[0] == ",".join(training.HISTORY_COLUMNS) and len(lines) == 4
+
+
+def test_evaluation_batches_split_evenly_and_leave_no_replica_empty():
+    assert training.even_batch(1000, 64, 2) == 64
+    assert training.even_batch(19, 32, 2) == 16  # 18 + 1 would leave a replica empty -> 16 + 3
+    assert training.even_batch(65, 64, 2) == 62  # 64 + 1 -> 62 + 3
+    assert training.even_batch(19, 32, 1) == 19
+    for n in [2, 4, *range(6, 300)]:  # 3 and 5 samples cannot be split so on 2 replicas
+        size = training.even_batch(n, 32, 2)
+        assert size % 2 == 0 and (n % size == 0 or n % size >= 2), n
+
+
+def test_training_batches():
+    assert training.train_batches(1000, 64, 2) == (64, False)  # last batch 40
+    assert training.train_batches(129, 64, 2) == (64, True)    # last batch 1: one replica empty
+    assert training.train_batches(129, 64, 1) == (64, False)
+    assert training.train_batches(20, 64, 2) == (20, False)

@@ -21,6 +21,7 @@ def make_dataset(
     seed: int = 0,
     shuffle_buffer: int = 0,
     image_size: Optional[int] = None,
+    drop_remainder: bool = False,
 ) -> tf.data.Dataset:
     """A batched dataset of (features, labels); `batch_size` is the global batch."""
     ds = tf.data.Dataset.from_tensor_slices((x, y)).cache()
@@ -28,7 +29,7 @@ def make_dataset(
         buffer = shuffle_buffer or len(y)
         # Shuffle after cache, so each epoch sees a new order (the other way round freezes it).
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if image_size is not None:
         ds = ds.map(lambda images, labels: (prepare_images(images, image_size), labels),
                     num_parallel_calls=tf.data.AUTOTUNE)

@@ -1,0 +1,231 @@
+"""The whole pipeline for real: dvc repro in a temporary git repo, data served over HTTP from
+127.0.0.1, runs logged to a real `mlflow server`, then a no-op repro and a `dvc exp run`."""
+
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, subprocess_env, write_params
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
+
+PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore",
+                 ".dvcignore", ".gitignore", "pyproject.toml"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """A real MLflow tracking server on 127.0.0.1 (one worker), proxying artifacts."""
+    root = tmp_path_factory.mktemp("mlflow")
+    port = free_port()
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+         "--artifacts-destination", str(root / "artifacts")],
+        stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def copy_project(dest: Path) -> None:
+    dest.mkdir()
+    for name in PROJECT_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def sh(*args, cwd, env, check=True):
+    result = subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def dvc(*args, cwd, env, check=True):
+    return sh(sys.executable, "-m", "dvc", *args, cwd=cwd, env=env, check=check)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, dataset_files, mlflow_server):
+    """The project in a fresh git repo, after one `dvc repro` against the served fixtures."""
+    from fixtures import FileServer
+
+    repo = tmp_path_factory.mktemp("e2e") / "project"
+    copy_project(repo)
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    files = raw["download"]["reuters"]["files"]
+    for entry in files:  # the fixtures' own hashes, so that the real check runs
+        entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
+    write_params(repo, {
+        "download.reuters.files": files,
+        "train.reuters.epochs": 2,
+        "train.reuters.batch_size_per_replica": 16,
+        "train.reuters.devices.logical_devices": 2,
+        "train.mnist.epochs": 1,
+        "train.mnist.batch_size_per_replica": 16,
+        "evaluate.mnist.batch_size": 32,
+    })
+    env = subprocess_env(MLFLOW_TRACKING_URI=mlflow_server,
+                         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                         GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.org",
+                         GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.org")
+    env.pop("PYTHONPATH")  # the stages must run from the copied project, as a user's would
+    sh("git", "init", "-q", "-b", "main", cwd=repo, env=env)
+    sh("git", "add", "-A", cwd=repo, env=env)
+    sh("git", "commit", "-qm", "project", cwd=repo, env=env)
+    with FileServer(dataset_files) as server:
+        env["PIPELINE_DATA_MIRROR"] = server.url
+        started = time.time()
+        first = dvc("repro", cwd=repo, env=env)
+        print(f"dvc repro (fixtures): {time.time() - started:.1f} s")
+        sh("git", "add", "-A", cwd=repo, env=env)  # dvc.lock and the small results, as a user would
+        sh("git", "commit", "-qm", "results", cwd=repo, env=env)
+        second = dvc("repro", cwd=repo, env=env)
+        requested = sorted({path for path, _ in server.requests})
+    return {"path": repo, "env": env, "first": first, "second": second, "server": mlflow_server,
+            "requested": requested}
+
+
+def client(url):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=url)
+
+
+def runs_of(url, experiment):
+    c = client(url)
+    exp = c.get_experiment_by_name(experiment)
+    assert exp is not None, f"no MLflow experiment {experiment!r}"
+    return c.search_runs([exp.experiment_id])
+
+
+def test_repro_downloads_over_http_and_writes_every_output(repo):
+    path = repo["path"]
+    assert repo["requested"] == ["mnist_png.tar.gz", "reuters.npz", "reuters_word_index.json"]
+    for dataset in ("reuters", "mnist"):
+        for out in (f"data/raw/{dataset}", f"data/prepared/{dataset}/train.npz", f"models/{dataset}/model.keras",
+                    f"reports/{dataset}/history.csv", f"reports/{dataset}/confusion.png",
+                    f"reports/{dataset}/per_class.csv"):
+            assert (path / out).exists(), out
+        metrics = json.loads((path / f"reports/{dataset}/metrics.json").read_text())
+        assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    assert "test_top5_accuracy" in json.loads((path / "reports/reuters/metrics.json").read_text())
+    manifest = json.loads((path / "data/raw/reuters.manifest.json").read_text())
+    assert all(f["fetched_from"].startswith("http://127.0.0.1:") for f in manifest["files"])
+
+
+def test_second_repro_does_nothing(repo):
+    assert "Data and pipelines are up to date." in repo["second"].stdout
+    assert "Running stage" not in repo["second"].stdout
+    assert len(runs_of(repo["server"], "reuters")) == 1
+
+
+def test_dvc_metrics_and_plots(repo):
+    shown = json.loads(dvc("metrics", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout)
+    data = next(iter(shown.values()))["data"]
+    assert "test_accuracy" in data["reports/reuters/metrics.json"]["data"]
+    assert data["reports/reuters/train.json"]["data"]["replicas"] == 2
+    plots = dvc("plots", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout
+    for name in ("Reuters accuracy", "MNIST loss", "reports/mnist/confusion.csv", "reports/reuters/confusion.png"):
+        assert name in plots
+
+
+def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
+    (run,) = runs_of(repo["server"], "reuters")
+    params, tags = run.data.params, run.data.tags
+    assert params["train.reuters.devices.logical_devices"] == "2"
+    assert params["devices.logical_devices"] == "2"
+    assert params["distribute.replicas"] == "2"
+    assert params["distribute.workers"] == "1"
+    assert params["devices.physical_gpus"] == "0"
+    assert params["distribute.strategy"] == "MirroredStrategy"
+    assert params["train.reuters.batch_size_per_replica"] == "16"
+    assert params["train.global_batch_size"] == "32"
+    assert params["preprocess.reuters.max_len"] == "300"
+    assert params["download.reuters.files.0.sha256"] == hashlib.sha256(
+        (repo["path"] / "data/raw/reuters/reuters.npz").read_bytes()).hexdigest()
+    history = client(repo["server"]).get_metric_history(run.info.run_id, "val_accuracy")
+    assert [m.step for m in history] == [1, 2]
+    for metric in ("loss", "accuracy", "val_loss", "samples_per_second", "epoch_seconds",
+                   "test_accuracy", "test_loss", "test_top5_accuracy", "test_macro_recall"):
+        assert metric in run.data.metrics, metric
+    head = sh("git", "rev-parse", "HEAD~1", cwd=repo["path"], env=repo["env"]).stdout.strip()
+    assert tags["git.commit"] == head and tags["git.dirty"] == "false"
+    lock = yaml.safe_load((repo["path"] / "dvc.lock").read_text())
+    prepared = next(o["md5"] for o in lock["stages"]["preprocess@reuters"]["outs"])
+    assert tags["dvc.data.data/prepared/reuters"] == prepared
+    assert tags["tensorflow.version"] and tags["keras.version"] and "cuda.version" in tags
+    assert tags["host"] == socket.gethostname()
+    assert tags["dvc.stage"] == "train@reuters"
+    artifacts = {a.path for a in client(repo["server"]).list_artifacts(run.info.run_id)}
+    assert {"history.csv", "evaluation"} <= artifacts
+    run_json = json.loads((repo["path"] / "models/reuters/run.json").read_text())
+    assert run_json["run_id"] == run.info.run_id
+    models = client(repo["server"]).search_logged_models(experiment_ids=[run.info.experiment_id])
+    assert [m.source_run_id for m in models] == [run.info.run_id]
+    (mnist_run,) = runs_of(repo["server"], "mnist")
+    assert mnist_run.data.params["distribute.replicas"] == "1"
+    assert "test_top5_accuracy" not in mnist_run.data.metrics
+
+
+def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(repo):
+    env = dict(repo["env"])
+    env.pop("MLFLOW_TRACKING_URI")  # MLflow's own default: sqlite:///mlflow.db in the repo root
+    path = repo["path"]
+    result = dvc("exp", "run", "-n", "short", "-S", "train.reuters.epochs=1", cwd=path, env=env)
+    assert "Running stage 'train@reuters'" in result.stdout
+    assert "Running stage 'evaluate@reuters'" in result.stdout
+    assert "Running stage '" in result.stdout and "@mnist'" not in result.stdout.replace(
+        "@mnist' didn't change", "")
+    (run,) = runs_of(f"sqlite:///{path / 'mlflow.db'}", "reuters")
+    assert run.data.tags["dvc.exp_name"] == "short"
+    assert run.data.params["train.reuters.epochs"] == "1"
+    assert run.data.tags["git.dirty"] == "true"  # params.yaml differs from the commit
+    assert "test_accuracy" in run.data.metrics
+    table = dvc("exp", "show", "--csv", cwd=path, env=env).stdout
+    rows = list(csv.DictReader(io.StringIO(table)))
+    column = "reports/reuters/metrics.json:test_accuracy"
+    baseline = next(r for r in rows if r["rev"] == "main")
+    variant = next(r for r in rows if r["Experiment"] == "short")
+    assert float(baseline[column]) >= 0 and float(variant[column]) >= 0
+    assert variant["train.reuters.epochs"] == "1" and baseline["train.reuters.epochs"] == "2"
+    status = sh("git", "status", "--porcelain", cwd=path, env=env).stdout
+    assert "mlflow.db" not in status and "mlruns" not in status

@@ -1,0 +1,47 @@
+import subprocess
+
+import yaml
+
+from pipeline import tracking
+
+
+def git(*args, cwd):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"})
+
+
+def test_default_store_is_sqlite_in_the_repo_root(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert tracking.tracking_uri() == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert tracking.tracking_uri() == "http://127.0.0.1:5000"
+
+
+def test_a_dvc_temp_experiment_logs_to_the_main_checkout(tmp_path):
+    copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc123"
+    copy.mkdir(parents=True)
+    assert tracking.repo_root(copy) == tmp_path.resolve()
+
+
+def test_lineage_tags(tmp_path, monkeypatch):
+    git("init", "-q", cwd=tmp_path)
+    (tmp_path / "params.yaml").write_text("a: 1\n")
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
+        "preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}))
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-qm", "c", cwd=tmp_path)
+    (tmp_path / "data" / "prepared" / "x").mkdir(parents=True)
+    monkeypatch.setenv("DVC_EXP_NAME", "bold-cat")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")  # DVC rewrites it mid-repro
+    tags = tracking.lineage_tags([tmp_path / "data" / "prepared" / "x"], root=tmp_path)
+    assert tags["git.dirty"] == "false"
+    assert len(tags["git.commit"]) == 40 and tags["mlflow.source.git.commit"] == tags["git.commit"]
+    assert tags["dvc.exp_name"] == "bold-cat"
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"stages": {
+        "preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}))
+    (tmp_path / "params.yaml").write_text("a: 2\n")
+    tags = tracking.lineage_tags(["data/prepared/x"], root=tmp_path)
+    assert tags["git.dirty"] == "true"
+    assert tags["dvc.data.data/prepared/x"] == "abc.dir"

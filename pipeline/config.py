@@ -141,6 +141,8 @@ class MnistTrainConfig(TrainConfig):
     # MobileNetV2 needs at least 32x32 inputs; images are resized in the tf.data pipeline.
     img_size: int = _spec("an integer >= 32", lambda v: v >= 32)
     dense_units: int = _positive_int()
+    # Moving-average momentum of the backbone's BatchNormalization layers.
+    batchnorm_momentum: float = _fraction(low_open=True)
 
 
 # --------------------------------------------------------------------------- evaluate

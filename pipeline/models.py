@@ -18,12 +18,22 @@ def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding
     return keras.Model(inputs, logits, name="reuters_conv1d")
 
 
-def mobilenet_v2(*, img_size: int, num_classes: int, dense_units: int) -> keras.Model:
-    """MobileNetV2 from scratch (no top, no pretrained weights), global pooling, Dense, Dense."""
+def mobilenet_v2(*, img_size: int, num_classes: int, dense_units: int,
+                 batchnorm_momentum: float) -> keras.Model:
+    """MobileNetV2 from scratch (no top, no pretrained weights), global pooling, Dense, Dense.
+
+    Keras builds MobileNetV2's BatchNormalization layers with momentum 0.999, made for long
+    ImageNet runs: trained from scratch for a few epochs, their moving statistics lag so far
+    behind the weights that inference-mode accuracy stays at chance. `batchnorm_momentum`
+    replaces it.
+    """
     inputs = keras.Input(shape=(img_size, img_size, 3), name="image")
     backbone = keras.applications.MobileNetV2(
         input_shape=(img_size, img_size, 3), include_top=False, weights=None, pooling="avg"
     )
+    for layer in backbone.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.momentum = batchnorm_momentum
     h = backbone(inputs)
     h = keras.layers.Dense(dense_units, activation="relu", name="dense")(h)
     logits = keras.layers.Dense(num_classes, name="logits")(h)
@@ -39,5 +49,5 @@ def build_model(cfg, stats: dict) -> keras.Model:
         )
     if cfg.model == "mobilenet_v2":
         return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"],
-                            dense_units=cfg.dense_units)
+                            dense_units=cfg.dense_units, batchnorm_momentum=cfg.batchnorm_momentum)
     raise ValueError(f"unknown model {cfg.model!r}")

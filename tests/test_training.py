@@ -58,13 +58,15 @@ def test_reuters_model_is_the_seeds_architecture():
 
 
 def test_mobilenet_model_has_no_top_and_logits():
-    model = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=512)
+    model = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=512, batchnorm_momentum=0.9)
     assert model.input_shape == (None, 32, 32, 3)
     assert model.output_shape == (None, 10)
     backbone = model.layers[1]
     assert backbone.name.startswith("mobilenetv2") and backbone.output_shape == (None, 1280)
     assert model.get_layer("dense").units == 512
     assert model.get_layer("logits").activation.__name__ == "linear"
+    norms = [layer for layer in backbone.layers if isinstance(layer, models.keras.layers.BatchNormalization)]
+    assert norms and {layer.momentum for layer in norms} == {0.9}
 
 
 def test_short_training_run_records_each_epoch(tmp_path):

@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from pipeline.config import DATASETS
 from pipeline.errors import PipelineError
 
 STAGE_COMMANDS = {
@@ -66,27 +67,24 @@ def cli():
 
 
 @cli.command("devices")
-@click.option("--dataset", type=click.Choice(["reuters", "mnist"]), default=None,
+@click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="Apply this dataset's train.<dataset>.devices and strategy from the params file.")
 @click.option("--params", "params_path", type=click.Path(), default="params.yaml", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices(dataset, params_path, as_json):
     """Show physical and logical devices and the strategy training would use."""
-    from pipeline.config import DeviceConfig, load_params
+    from pipeline.config import load_params
 
-    if dataset:
-        cfg = load_params(params_path, dataset).train
-        device_cfg, strategy_name, where = cfg.devices, cfg.strategy, f"train.{dataset}"
-    else:
-        device_cfg = DeviceConfig(visible_gpus=None, memory_growth=True, memory_limit_mb=None,
-                                  logical_devices=None)
-        strategy_name, where = "auto", "devices"
+    cfg = load_params(params_path, dataset).train if dataset else None
     import tensorflow as tf
 
     from pipeline import distribute
 
-    info = distribute.configure_devices(device_cfg, where=f"{where}.devices")
-    strategy = distribute.make_strategy(strategy_name, info)
+    if cfg is not None:
+        info = distribute.configure_devices(cfg.devices, where=f"train.{dataset}.devices")
+    else:
+        info = distribute.current_devices()
+    strategy = distribute.make_strategy(cfg.strategy if cfg else "auto", info)
     report = {
         "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
         "logical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_logical_devices()],

@@ -83,6 +83,15 @@ def configure_devices(devices, where: str = "devices") -> DeviceInfo:
     return DeviceInfo(len(gpus), len(visible), len(logical_gpus), len(logical_cpus))
 
 
+def current_devices() -> DeviceInfo:
+    """The devices as TensorFlow sees them, with no settings applied."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    return DeviceInfo(len(gpus), len(gpus), len(tf.config.list_logical_devices("GPU")),
+                      len(tf.config.list_logical_devices("CPU")))
+
+
 def make_strategy(name: str, info: DeviceInfo, where: str = "strategy"):
     """The tf.distribute strategy `name` over the devices configure_devices left visible."""
     import tensorflow as tf

@@ -210,7 +210,8 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")  # MLflow's own default: sqlite:///mlflow.db in the repo root
     path = repo["path"]
-    result = dvc("exp", "run", "-n", "short", "-S", "train.reuters.epochs=1", cwd=path, env=env)
+    result = dvc("exp", "run", "-n", "short", "-S", "train.reuters.epochs=1",
+                 "-S", "train.reuters.lr_decay_epochs=[1]", cwd=path, env=env)
     assert "Running stage 'train@reuters'" in result.stdout
     assert "Running stage 'evaluate@reuters'" in result.stdout
     assert "Running stage '" in result.stdout and "@mnist'" not in result.stdout.replace(
@@ -218,6 +219,7 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
     (run,) = runs_of(f"sqlite:///{path / 'mlflow.db'}", "reuters")
     assert run.data.tags["dvc.exp_name"] == "short"
     assert run.data.params["train.reuters.epochs"] == "1"
+    assert run.data.params["train.reuters.lr_decay_epochs"] == "[1]"
     assert run.data.tags["git.dirty"] == "true"  # params.yaml differs from the commit
     assert "test_accuracy" in run.data.metrics
     table = dvc("exp", "show", "--csv", cwd=path, env=env).stdout

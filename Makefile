@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup repro test clean-venv
+.PHONY: setup system-deps repro test clean-venv
 
 $(BIN)/pipeline: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.10 or newer is required") if sys.version_info < (3, 10) else None'
@@ -21,8 +21,12 @@ repro: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
 
-# The whole test suite: unit, multi-replica, and end-to-end (dvc repro + mlflow server).
-test: setup
+system-deps:
+	bash scripts/system-deps.sh
+
+# The whole test suite: unit, multi-replica, end-to-end (dvc repro + mlflow server) and
+# the MLflow UI in headless Chromium (installed from Debian's packages when missing).
+test: setup system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
 
 clean-venv:

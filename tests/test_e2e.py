@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from conftest import ROOT, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
+CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore",
                  ".dvcignore", ".gitignore", "pyproject.toml"]
 
@@ -231,3 +235,35 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
     assert variant["train.reuters.epochs"] == "1" and baseline["train.reuters.epochs"] == "2"
     status = sh("git", "status", "--porcelain", cwd=path, env=env).stdout
     assert "mlflow.db" not in status and "mlruns" not in status
+
+
+@pytest.mark.browser
+def test_mlflow_ui_shows_the_runs_side_by_side(repo, tmp_path):
+    """The MLflow UI, in a real headless Chromium: both runs compared, with device counts."""
+    from playwright.sync_api import sync_playwright
+
+    url = repo["server"]
+    (reuters_run,) = runs_of(url, "reuters")
+    (mnist_run,) = runs_of(url, "mnist")
+    runs = json.dumps([reuters_run.info.run_id, mnist_run.info.run_id]).replace(" ", "")
+    experiments = json.dumps([reuters_run.info.experiment_id, mnist_run.info.experiment_id]).replace(" ", "")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/#/experiments/{reuters_run.info.experiment_id}/runs/{reuters_run.info.run_id}",
+                  wait_until="load")
+        page.get_by_text("distribute.replicas").first.wait_for(timeout=60_000)
+        page.get_by_text("test_top5_accuracy").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+        page.goto(f"{url}/#/compare-runs?runs={urllib.parse.quote(runs)}"
+                  f"&experiments={urllib.parse.quote(experiments)}", wait_until="load")
+        page.get_by_text("devices.logical_devices").first.wait_for(timeout=60_000)
+        page.get_by_text("test_accuracy").first.wait_for(timeout=60_000)
+        body = page.inner_text("body")
+        page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+        browser.close()
+    assert reuters_run.info.run_name in body and mnist_run.info.run_name in body
+    shots = os.environ.get("PIPELINE_UI_SCREENSHOTS")
+    if shots:  # to look at them: PIPELINE_UI_SCREENSHOTS=/some/folder
+        for name in ("run.png", "compare.png"):
+            shutil.copy(tmp_path / name, Path(shots) / name)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test.
+# Installs what is missing with apt-get (as root, or through sudo).
+set -euo pipefail
+need=()
+[ -x "${PIPELINE_CHROMIUM:-/usr/bin/chromium}" ] || need+=(chromium)
+command -v git >/dev/null 2>&1 || need+=(git)
+[ ${#need[@]} -eq 0 ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: missing ${need[*]}; install them, or set PIPELINE_CHROMIUM to a Chromium binary" >&2
+    exit 2
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing Debian packages: ${need[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -183,7 +183,7 @@ def model_signature(model: keras.Model, x_sample: np.ndarray, image_size: Option
     inputs = x_sample
     if image_size is not None:
         inputs = prepare_images(tf.constant(x_sample), image_size).numpy()
-    return infer_signature(inputs, model.predict(inputs, verbose=0)), inputs
+    return infer_signature(inputs, model.predict(inputs, verbose=0))
 
 
 def write_history_csv(rows: list[dict], path) -> None:

@@ -71,7 +71,7 @@ def command(dataset, data, model_dir, history, summary, params_path):
             training.write_history_csv(result.history, tmp)
         write_json(summary, figures)
         mlflow.log_artifact(str(history))
-        signature, example = training.model_signature(
+        signature = training.model_signature(
             result.model, splits["val"][0][:4], getattr(cfg, "img_size", None))
         import mlflow.tensorflow
 

@@ -56,4 +56,12 @@ def write_json(path: Path | str, data: Any) -> None:
 
 
 def read_json(path: Path | str) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """Parse a JSON file that an earlier stage wrote; a missing or broken one is a DataError."""
+    from pipeline.errors import DataError
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing; run the stage that writes it first") from None
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not readable JSON: {exc}") from None

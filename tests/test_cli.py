@@ -52,3 +52,4 @@ def test_missing_input_is_one_line(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: nowhere/reuters.npz: missing; run the download stage first"]
     assert not (tmp_path / "out").exists()
+

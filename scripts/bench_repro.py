@@ -1,0 +1,89 @@
+"""Time a full `dvc repro` from a clean state, stage by stage, and print the figures.
+
+Clones the committed project into a temporary folder (no data, no cache, no MLflow store),
+runs every stage in pipeline order with `dvc repro --single-item`, and prints each stage's
+wall time and its processes' peak memory, the total, and the metrics of both experiments.
+
+    PIPELINE_DATA_MIRROR=file:///path/to/datasets python scripts/bench_repro.py [-S key=value ...]
+
+`-S` values are applied to params.yaml of the clone before the run (as `dvc exp run -S` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ("reuters", "mnist")
+STAGES = ("download", "preprocess", "train", "evaluate")
+
+
+def run(args, cwd, env):
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def override(params: Path, assignments: list[str]) -> None:
+    raw = yaml.safe_load(params.read_text())
+    for item in assignments:
+        key, _, value = item.partition("=")
+        node = raw
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node[part]
+        if last not in node:
+            sys.exit(f"-S {item}: no such key in params.yaml")
+        node[last] = yaml.safe_load(value)
+    params.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-S", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    opts = parser.parse_args()
+    env = dict(os.environ, DVC_NO_ANALYTICS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("MLFLOW_TRACKING_URI", None)
+    with tempfile.TemporaryDirectory(prefix="bench-repro-") as tmp:
+        work = Path(tmp) / "project"
+        run(["git", "clone", "-q", str(ROOT), str(work)], cwd=tmp, env=env)
+        override(work / "params.yaml", opts.overrides)
+        rows, total = [], 0.0
+        for stage in STAGES:
+            for dataset in DATASETS:
+                name = f"{stage}@{dataset}"
+                before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                start = time.perf_counter()
+                run([sys.executable, "-m", "dvc", "repro", "--single-item", name], cwd=work, env=env)
+                seconds = time.perf_counter() - start
+                peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                rows.append((name, seconds, peak if peak > before else None))
+                total += seconds
+        print(f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+        print(f"{'stage':<22}{'seconds':>10}{'peak RSS (MB)':>16}")
+        for name, seconds, peak in rows:
+            print(f"{name:<22}{seconds:>10.1f}{(f'{peak / 1024:.0f}' if peak else '<= above'):>16}")
+        print(f"{'total dvc repro':<22}{total:>10.1f}")
+        for dataset in DATASETS:
+            train = json.loads((work / f"reports/{dataset}/train.json").read_text())
+            test = json.loads((work / f"reports/{dataset}/metrics.json").read_text())
+            figures = {k: v for k, v in {**test, **train}.items() if isinstance(v, (int, float))}
+            print(f"{dataset}: " + ", ".join(
+                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(figures.items())))
+
+
+if __name__ == "__main__":
+    main()

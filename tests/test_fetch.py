@@ -143,3 +143,37 @@ def test_download_stage_error_is_one_line(tmp_path):
         f"error: {(tmp_path / 'empty').as_uri()}/reuters.npz: no such file"
     ]
     assert not (tmp_path / "raw").exists() and not (tmp_path / "raw.json").exists()
+
+
+def test_progress_bar_only_on_a_terminal(file_server, tmp_path):
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    import subprocess
+    import sys
+
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
+    args = [sys.executable, "-m", "pipeline", "download", "mnist", "--out", "raw", "--manifest", "m.json"]
+    master, slave = pty.openpty()
+    # a terminal 100 columns wide (a new pty has 0, and tqdm would draw an empty bar)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closes when the process exits
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=60) == 0
+    os.close(master)
+    shown = b"".join(chunks).decode(errors="replace")
+    assert "mnist_png.tar.gz:" in shown and "B/s" in shown
+    piped = run_pipeline("download", "mnist", "--out", "raw2", "--manifest", "m2.json", cwd=tmp_path, env=env)
+    assert piped.returncode == 0 and "B/s" not in piped.stderr

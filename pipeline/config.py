@@ -108,6 +108,10 @@ class DeviceConfig:
     memory_limit_mb: Optional[int] = _spec("a positive integer or null", lambda v: v > 0)
     # Split the first GPU (or the CPU when there is no GPU) into this many logical devices.
     logical_devices: Optional[int] = _spec("a positive integer or null", lambda v: v > 0)
+    # Replicas on exactly these logical devices (e.g. ["/gpu:0", "/gpu:1"]); null: all of them.
+    device_list: Optional[tuple[str, ...]] = _spec(
+        "null or a list of device names such as /gpu:0", lambda v: len(v) > 0 and len(set(v)) == len(v)
+    )
 
 
 @dataclass(frozen=True)
@@ -123,9 +127,23 @@ class TrainConfig:
     lr_decay_factor: float = _spec("a number in (0, 1]", lambda v: 0 < v <= 1)
     shuffle_buffer: int = _spec("a non-negative integer (0: the whole training set)", lambda v: v >= 0)
     seed: int = _non_negative_int()
-    strategy: Literal["auto", "mirrored", "one_device", "default"] = _spec(
-        "one of auto, mirrored, one_device, default"
+    strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec(
+        "one of auto, mirrored, multi_worker, one_device, default"
     )
+    # fit: Keras model.fit under strategy.scope(); custom: a strategy.run training loop.
+    loop: Literal["fit", "custom"] = _spec("'fit' or 'custom'")
+    # All-reduce implementation for MirroredStrategy; auto picks NCCL on real multi-GPU hosts.
+    cross_device_ops: Literal["auto", "nccl", "hierarchical_copy", "reduction_to_one_device"] = _spec(
+        "one of auto, nccl, hierarchical_copy, reduction_to_one_device"
+    )
+    num_packs: int = _positive_int()
+    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = _spec(
+        "one of float32, mixed_float16, mixed_bfloat16"
+    )
+    jit_compile: bool = _spec("true or false")
+    steps_per_execution: int = _positive_int()
+    # Seeds for Python, NumPy and TF plus op determinism: identical reruns, slower.
+    deterministic: bool = _spec("true or false")
     devices: DeviceConfig = _spec("a mapping")
 
 

@@ -14,7 +14,8 @@ def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding
     h = keras.layers.Conv1D(32, 3, activation="relu", name="conv2")(h)
     h = keras.layers.MaxPooling1D(2, name="pool2")(h)
     h = keras.layers.Flatten(name="flatten")(h)
-    logits = keras.layers.Dense(num_classes, name="logits")(h)
+    # Logits stay float32 under a mixed-precision policy, for a numerically sound loss.
+    logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
     return keras.Model(inputs, logits, name="reuters_conv1d")
 
 
@@ -36,7 +37,7 @@ def mobilenet_v2(*, img_size: int, num_classes: int, dense_units: int,
             layer.momentum = batchnorm_momentum
     h = backbone(inputs)
     h = keras.layers.Dense(dense_units, activation="relu", name="dense")(h)
-    logits = keras.layers.Dense(num_classes, name="logits")(h)
+    logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
     return keras.Model(inputs, logits, name="mobilenet_v2")
 
 

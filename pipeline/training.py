@@ -1,9 +1,12 @@
-"""Training with Keras `fit` under a tf.distribute strategy; per-epoch timing and throughput."""
+"""Training under a tf.distribute strategy, with Keras `fit` or a custom `strategy.run` loop;
+per-epoch timing, throughput and backups for resuming a killed run."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 import keras
@@ -40,23 +43,37 @@ def loss_fn():
 
 
 def compile_model(model: keras.Model, cfg) -> None:
+    """Optimizer, loss on logits and accuracy; XLA and steps_per_execution apply to fit."""
+    fit = getattr(cfg, "loop", "fit") == "fit"
     model.compile(
         optimizer=OPTIMIZERS[cfg.optimizer](learning_rate=cfg.learning_rate),
         loss=loss_fn(),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=bool(cfg.jit_compile) if fit else False,
+        steps_per_execution=cfg.steps_per_execution if fit else 1,
     )
 
 
 class EpochRecorder(keras.callbacks.Callback):
     """Times each epoch (training alone, and with validation) and reports one row per epoch."""
 
-    def __init__(self, train_samples: int, on_epoch: Optional[Callable[[int, dict], None]] = None):
+    def __init__(self, train_samples: int, on_epoch: Optional[Callable[[int, dict], None]] = None,
+                 backup_dir: Optional[Path] = None):
         super().__init__()
         self.train_samples = train_samples
         self.on_epoch = on_epoch
+        self.backup = Path(backup_dir) / "history.json" if backup_dir is not None else None
         self.rows: list[dict] = []
+        if self.backup is not None and self.backup.is_file():
+            self.rows = json.loads(self.backup.read_text())
+        self._resumed = False
 
     def on_epoch_begin(self, epoch, logs=None):
+        if not self._resumed:
+            # The first epoch of this process: keep only the rows of epochs the restored
+            # weights have finished (a kill between two backups repeats no finished epoch).
+            self.rows = [r for r in self.rows if r["epoch"] <= epoch]
+            self._resumed = True
         self._start = time.perf_counter()
         self._train_end = None
 
@@ -81,6 +98,11 @@ class EpochRecorder(keras.callbacks.Callback):
             "samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
         }
         self.rows.append(row)
+        if self.backup is not None:
+            self.backup.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.backup.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.rows))
+            tmp.replace(self.backup)
         if self.on_epoch is not None:
             self.on_epoch(epoch + 1, row)
 
@@ -127,12 +149,19 @@ def train_batches(n: int, global_batch: int, replicas: int) -> tuple[int, bool]:
     return global_batch, 0 < rest < replicas
 
 
-def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: int = 2) -> TrainResult:
-    """Build, compile and fit `cfg.model` under `strategy` on the train split, validating on val.
+def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: int = 2,
+          backup_dir: Optional[Path] = None) -> TrainResult:
+    """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
 
     The batch size in `cfg` is per replica; the global batch is that times the replicas.
+    With `backup_dir`, each finished epoch is backed up there, and a run that was killed
+    resumes from its last finished epoch (Keras BackupAndRestore for fit, a checkpoint
+    manager for the custom loop); the caller removes the folder after a finished run.
     """
     keras.utils.set_random_seed(cfg.seed)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.mixed_precision.set_dtype_policy(cfg.precision)
     replicas = strategy.num_replicas_in_sync
     global_batch = cfg.batch_size_per_replica * replicas
     image_size = getattr(cfg, "img_size", None)
@@ -150,28 +179,64 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
     with strategy.scope():
         model = build_model(cfg, stats)
         compile_model(model, cfg)
-    recorder = EpochRecorder(len(y_train), on_epoch)
-    callbacks = [recorder]
-    if cfg.lr_decay_epochs:
-        callbacks.append(keras.callbacks.LearningRateScheduler(
-            lambda epoch, lr: lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
-        ))
-    model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose)
-    train_seconds = float(sum(r["train_seconds"] for r in recorder.rows))
+    recorder = EpochRecorder(len(y_train), on_epoch, backup_dir)
+    def lr_for_epoch(epoch):
+        return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
+
+    if cfg.loop == "fit":
+        callbacks = [recorder]
+        if cfg.lr_decay_epochs:
+            callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch)))
+        if backup_dir is not None:
+            callbacks.append(keras.callbacks.BackupAndRestore(str(Path(backup_dir) / "fit"), delete_checkpoint=False))
+        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose)
+    else:
+        from pipeline.custom_loop import CustomLoop
+
+        loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
+        callbacks, initial_epoch = [recorder], 0
+        if backup_dir is not None:
+            saver = EpochCheckpoint(model, Path(backup_dir) / "custom")
+            initial_epoch = saver.restore()
+            callbacks.append(saver)
+        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
+                 lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None)
+    rows = recorder.rows
+    train_seconds = float(sum(r["train_seconds"] for r in rows))
     return TrainResult(
         model=model,
-        history=recorder.rows,
+        history=rows,
         global_batch_size=global_batch,
         train_seconds=train_seconds,
-        samples_per_second=len(y_train) * cfg.epochs / train_seconds if train_seconds else 0.0,
+        samples_per_second=len(y_train) * len(rows) / train_seconds if train_seconds else 0.0,
         summary={
-            "final_loss": recorder.rows[-1]["loss"],
-            "final_accuracy": recorder.rows[-1]["accuracy"],
-            "final_val_loss": recorder.rows[-1]["val_loss"],
-            "final_val_accuracy": recorder.rows[-1]["val_accuracy"],
+            "final_loss": rows[-1]["loss"],
+            "final_accuracy": rows[-1]["accuracy"],
+            "final_val_loss": rows[-1]["val_loss"],
+            "final_val_accuracy": rows[-1]["val_accuracy"],
             "params_count": int(model.count_params()),
         },
     )
+
+
+class EpochCheckpoint(keras.callbacks.Callback):
+    """The custom loop's backup: model and optimizer state after each finished epoch."""
+
+    def __init__(self, model: keras.Model, folder: Path):
+        super().__init__()
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(folder), max_to_keep=1)
+
+    def restore(self) -> int:
+        """Load the last checkpoint, if any; return the number of epochs it had finished."""
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return 0
+        self.checkpoint.restore(latest).expect_partial()
+        return int(latest.rsplit("-", 1)[1])
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.manager.save(checkpoint_number=epoch + 1)
 
 
 def model_signature(model: keras.Model, x_sample: np.ndarray, image_size: Optional[int] = None):

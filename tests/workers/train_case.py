@@ -1,0 +1,89 @@
+"""One training case in its own process (strategies collide within one, tensorflow#61314).
+
+    python train_case.py one_step REPLICAS OUT.npz
+        One custom-loop step on a fixed global batch from fixed initial weights; saves weights.
+    python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json
+        A few epochs of `training.train` on small data; saves the per-epoch history.
+"""
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+
+def setup(replicas: int):
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices=devices)
+
+
+def small_data(n=96, max_len=40, vocab=200, classes=46, seed=1):
+    rng = np.random.RandomState(seed)
+    x = rng.randint(1, vocab, (n, max_len)).astype(np.int32)
+    y = (x[:, 0] % classes).astype(np.int32)
+    return x, y
+
+
+def base_cfg(**changes):
+    from pipeline.config import load_params
+
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    return dataclasses.replace(cfg, **changes)
+
+
+def one_step(replicas: int, out: str) -> None:
+    import keras
+
+    from pipeline import models, training
+    from pipeline.custom_loop import CustomLoop
+
+    strategy = setup(replicas)
+    cfg = base_cfg(optimizer="nadam", learning_rate=0.01)
+    with strategy.scope():
+        model = models.reuters_conv1d(max_len=40, vocab_size=200, num_classes=46, embedding_dim=7)
+        rng = np.random.RandomState(0)
+        model.set_weights([rng.normal(0, 0.1, w.shape).astype(np.float32) for w in model.get_weights()])
+        training.compile_model(model, dataclasses.replace(cfg, loop="custom"))
+    loop = CustomLoop(model, strategy)
+    x, y = small_data(n=32)
+    import tensorflow as tf
+
+    batch = next(iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(32))))
+    loss_sum, correct, count = (float(v) for v in loop.train_step(batch))
+    assert count == 32, count
+    np.savez(out, *[np.asarray(w) for w in model.get_weights()], loss=loss_sum / count)
+    keras.backend.clear_session()
+
+
+def curve(loop: str, replicas: int, deterministic: bool, out: str) -> None:
+    from pipeline import training
+
+    strategy = setup(replicas)
+    x, y = small_data(n=96)
+    xv, yv = small_data(n=32, seed=2)
+    stats = {"max_len": 40, "vocab_size": 200, "num_classes": 46}
+    # shuffle_buffer 1 keeps the order fixed: fit and the custom loop advance a reshuffling
+    # dataset differently (seen: a different first-epoch order), which is not what is compared.
+    cfg = base_cfg(loop=loop, epochs=3, batch_size_per_replica=16 // replicas, deterministic=deterministic,
+                   shuffle_buffer=1)
+    result = training.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats,
+                            strategy=strategy, verbose=0)
+    keys = ("loss", "accuracy", "val_loss", "val_accuracy")
+    Path(out).write_text(json.dumps([{k: r[k] for k in keys} for r in result.history]))
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    if mode == "one_step":
+        one_step(int(args[0]), args[1])
+    else:
+        curve(args[0], int(args[1]), args[2] == "true", args[3])

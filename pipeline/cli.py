@@ -84,7 +84,10 @@ def devices(dataset, params_path, as_json):
         info = distribute.configure_devices(cfg.devices, where=f"train.{dataset}.devices")
     else:
         info = distribute.current_devices()
-    strategy = distribute.make_strategy(cfg.strategy if cfg else "auto", info)
+    if cfg is not None:
+        strategy = distribute.strategy_for(cfg, info, where=f"train.{dataset}")
+    else:
+        strategy = distribute.make_strategy("auto", info)
     report = {
         "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
         "logical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_logical_devices()],

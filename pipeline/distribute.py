@@ -6,11 +6,14 @@ Device settings must be applied before TensorFlow initialises its devices, so
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass
+from typing import Optional
 
 from pipeline.errors import ConfigError
 
-STRATEGIES = ("auto", "mirrored", "one_device", "default")
+STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device", "default")
 
 
 @dataclass(frozen=True)
@@ -74,13 +77,14 @@ def configure_devices(devices, where: str = "devices") -> DeviceInfo:
             tf.config.set_logical_device_configuration(
                 cpus[0], [tf.config.LogicalDeviceConfiguration()] * split
             )
-        logical_gpus = tf.config.list_logical_devices("GPU")
-        logical_cpus = tf.config.list_logical_devices("CPU")
     except RuntimeError as exc:
         raise ConfigError(f"{where}: cannot apply device settings after TensorFlow has started: {exc}") from None
     except (ValueError, tf.errors.OpError) as exc:
         raise ConfigError(f"{where}: this host cannot provide the devices asked for: {exc}") from None
-    return DeviceInfo(len(gpus), len(visible), len(logical_gpus), len(logical_cpus))
+    # Counted, not listed: listing logical devices starts TensorFlow's runtime, after which a
+    # MultiWorkerMirroredStrategy can no longer configure its collective ops.
+    logical_gpus = len(visible) + (split - 1 if visible else 0)
+    return DeviceInfo(len(gpus), len(visible), logical_gpus, 1 if visible else split)
 
 
 def current_devices() -> DeviceInfo:
@@ -92,33 +96,151 @@ def current_devices() -> DeviceInfo:
                       len(tf.config.list_logical_devices("CPU")))
 
 
-def make_strategy(name: str, info: DeviceInfo, where: str = "strategy"):
-    """The tf.distribute strategy `name` over the devices configure_devices left visible."""
+def detect_cluster(env=None) -> Optional[str]:
+    """'tf_config' or 'slurm' when this process is one of several workers, else None."""
+    env = os.environ if env is None else env
+    raw = env.get("TF_CONFIG")
+    if raw:
+        try:
+            spec = json.loads(raw)
+        except ValueError as exc:
+            raise ConfigError(f"TF_CONFIG: not valid JSON: {exc}") from None
+        cluster = spec.get("cluster", {}) if isinstance(spec, dict) else {}
+        if sum(len(cluster.get(kind, [])) for kind in ("chief", "worker")) > 1:
+            return "tf_config"
+    if env.get("SLURM_PROCID") is not None and int(env.get("SLURM_NTASKS", "1") or 1) > 1:
+        return "slurm"
+    return None
+
+
+def make_strategy(name: str, info: DeviceInfo, *, loop: str = "fit", cross_device_ops: str = "auto",
+                  num_packs: int = 1, device_list=None, where: str = "train"):
+    """The tf.distribute strategy `name` over the devices configure_devices left visible.
+
+    `auto` is MultiWorkerMirroredStrategy when a cluster is configured (TF_CONFIG, Slurm),
+    else MirroredStrategy over the GPUs, or over the CPU's logical devices when there is none.
+    """
     import tensorflow as tf
 
+    cluster = detect_cluster()
+    if name == "multi_worker" or (name == "auto" and cluster):
+        if name == "multi_worker" and cluster is None:
+            raise ConfigError(f"{where}.strategy: multi_worker needs a cluster: set TF_CONFIG with "
+                              f"two or more workers, or run under Slurm with two or more tasks")
+        if loop == "fit":
+            raise ConfigError(f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
+                              f"(keras-team/keras#20585); set {where}.loop to custom")
+        resolver = None
+        if cluster == "slurm":
+            # Without a GPU count the resolver runs nvidia-smi, and 0 is refused: say 1 on CPU nodes.
+            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+                gpus_per_node=max(1, info.physical_gpus))
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.AUTO)
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
+                                                         communication_options=options)
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+    devices = gpus or cpus
+    if device_list:
+        devices = _pick_devices(device_list, gpus + cpus, f"{where}.devices.device_list")
+    on_gpus = all("GPU" in d.upper() for d in devices)
     if name in ("auto", "mirrored"):
-        # With no GPU, mirror over the CPU's logical devices (one replica per device).
-        return tf.distribute.MirroredStrategy(devices=gpus or cpus)
+        ops = _cross_device_ops(cross_device_ops, num_packs, on_gpus, len(devices),
+                                virtual=info.logical_gpus > info.visible_gpus, where=where)
+        return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops)
     if name == "one_device":
-        return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else cpus[0])
+        return tf.distribute.OneDeviceStrategy(devices[0])
     if name == "default":
         return tf.distribute.get_strategy()
-    raise ConfigError(f"{where}: expected one of {', '.join(STRATEGIES)}, got {name!r}")
+    raise ConfigError(f"{where}.strategy: expected one of {', '.join(STRATEGIES)}, got {name!r}")
+
+
+def _pick_devices(wanted, available: list[str], where: str) -> list[str]:
+    import tensorflow as tf
+
+    def key(name):
+        spec = tf.DeviceSpec.from_string(name)
+        return (spec.device_type or "").upper(), spec.device_index
+
+    by_key = {key(d): d for d in available}
+    chosen = []
+    for name in wanted:
+        try:
+            found = by_key.get(key(name))
+        except ValueError:
+            found = None
+        if found is None:
+            raise ConfigError(f"{where}: no device {name!r} on this host; it has {', '.join(available)}")
+        chosen.append(found)
+    return chosen
+
+
+def _cross_device_ops(choice: str, num_packs: int, on_gpus: bool, count: int, *, virtual: bool, where: str):
+    """The all-reduce for MirroredStrategy; None lets TensorFlow pick its default."""
+    import tensorflow as tf
+
+    if choice == "auto":
+        # NCCL on two or more real GPUs; it cannot work on virtual GPUs or on CPUs.
+        if on_gpus and count > 1 and not virtual:
+            return tf.distribute.NcclAllReduce(num_packs=num_packs)
+        return None
+    if choice == "nccl":
+        if not on_gpus:
+            raise ConfigError(f"{where}.cross_device_ops: nccl needs GPUs, but the replicas are on CPUs")
+        if virtual:
+            raise ConfigError(f"{where}.cross_device_ops: nccl does not work on virtual (split) GPUs")
+        return tf.distribute.NcclAllReduce(num_packs=num_packs)
+    if choice == "hierarchical_copy":
+        return tf.distribute.HierarchicalCopyAllReduce(num_packs=num_packs)
+    return tf.distribute.ReductionToOneDevice()
+
+
+def is_chief(strategy) -> bool:
+    """True on the one worker that logs and writes outputs (and on any single-host run)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    if not spec:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    return "chief" not in spec and resolver.task_type == "worker" and resolver.task_id == 0
+
+
+def task_name(strategy) -> str:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return "local"
+    return f"{resolver.task_type}-{resolver.task_id}"
 
 
 def describe(strategy, info: DeviceInfo) -> dict:
     """Device counts and strategy facts, as logged to MLflow and printed by `pipeline devices`."""
     extended = strategy.extended
     workers = 1
-    resolver = getattr(extended, "_cluster_resolver", None)
+    resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is not None and resolver.cluster_spec().as_dict():
-        workers = len(resolver.cluster_spec().as_dict().get("worker", [])) or 1
+        spec = resolver.cluster_spec().as_dict()
+        workers = len(spec.get("worker", [])) + len(spec.get("chief", [])) or 1
+    # The all-reduce actually in use (TensorFlow's own pick when the param said auto).
+    ops = getattr(extended, "_cross_device_ops", None)
+    ops_name = type(ops).__name__ if ops is not None else "none"
+    communication = getattr(extended, "_communication_options", None)
+    if communication is not None and ops is not None:
+        ops_name += f" ({communication.implementation.name})"
     return {
         **info.as_dict(),
         "replicas": int(strategy.num_replicas_in_sync),
         "workers": workers,
-        "strategy": type(strategy).__name__,
+        # MultiWorkerMirroredStrategy's class is named CollectiveAllReduceStrategy.
+        "strategy": {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy"}.get(
+            type(strategy).__name__, type(strategy).__name__),
+        "cross_device_ops": ops_name,
         "devices": list(getattr(extended, "worker_devices", ()) or ()),
     }
+
+
+def strategy_for(cfg, info: DeviceInfo, where: str):
+    """make_strategy with a TrainConfig's strategy, loop, all-reduce and device list."""
+    return make_strategy(cfg.strategy, info, loop=cfg.loop, cross_device_ops=cfg.cross_device_ops,
+                         num_packs=cfg.num_packs, device_list=cfg.devices.device_list, where=where)

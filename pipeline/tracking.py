@@ -125,3 +125,24 @@ def model_requirements() -> list[str]:
     import tensorflow as tf
 
     return [f"tensorflow=={tf.__version__}", f"keras=={keras.__version__}"]
+
+
+def start_or_resume_run(dataset: str, backup_dir: Optional[Path], fingerprint: str = ""):
+    """The training run: the one a killed attempt left in `backup_dir`, or a new one.
+
+    `fingerprint` identifies the params; a backup made under other params is discarded.
+    """
+    import json
+    import shutil
+
+    marker = Path(backup_dir) / "mlflow_run.json" if backup_dir is not None else None
+    if marker is not None and marker.is_file():
+        saved = json.loads(marker.read_text())
+        if saved.get("fingerprint") == fingerprint:
+            return resume_run(saved["run_id"])
+        shutil.rmtree(backup_dir)  # made under other params: start over
+    run = start_run(dataset)
+    if marker is not None:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"run_id": run.info.run_id, "fingerprint": fingerprint}))
+    return run

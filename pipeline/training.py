@@ -248,7 +248,9 @@ def model_signature(model: keras.Model, x_sample: np.ndarray, image_size: Option
     inputs = x_sample
     if image_size is not None:
         inputs = prepare_images(tf.constant(x_sample), image_size).numpy()
-    return infer_signature(inputs, model.predict(inputs, verbose=0))
+    # A plain call, not predict: under MultiWorkerMirroredStrategy predict is a collective
+    # step, and the other workers have finished by now.
+    return infer_signature(inputs, keras.ops.convert_to_numpy(model(inputs, training=False)))
 
 
 def write_history_csv(rows: list[dict], path) -> None:
@@ -259,3 +261,13 @@ def write_history_csv(rows: list[dict], path) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def weights_digest(model: keras.Model) -> str:
+    """sha256 of all weights, to show that every worker ended with the same model."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,95 @@
+"""Training as two MultiWorkerMirroredStrategy workers: real processes, TF_CONFIG, 127.0.0.1."""
+
+import json
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_pipeline, subprocess_env, write_params
+from fixtures import make_reuters_npz
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def tf_config(ports, index):
+    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                       "task": {"type": "worker", "index": index}})
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    (tmp_path / "raw").mkdir()
+    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=240)
+    write_params(tmp_path, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
+                            "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 8})
+    result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return tmp_path
+
+
+TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
+              "--summary", "summary.json", "--backup-dir", "backup"]
+
+
+def test_two_workers_train_one_model_and_log_one_run(prepared):
+    ports = free_ports(2)
+    db = prepared / "mlflow.db"
+    procs = []
+    for index in range(2):
+        env = subprocess_env(TF_CONFIG=tf_config(ports, index), MLFLOW_TRACKING_URI=f"sqlite:///{db}")
+        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=prepared, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-4000:]
+    digests = [re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out) for out, _ in outputs]
+    assert [d.group(1) for d in digests] == ["0", "1"]
+    assert digests[0].group(2) == digests[1].group(2)  # the same final weights on both workers
+    assert (prepared / "model" / "model.keras").is_file()
+    assert not (prepared / "backup").exists()  # both workers removed their backups
+    summary = json.loads((prepared / "summary.json").read_text())
+    assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
+        2, 2, "MultiWorkerMirroredStrategy")
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    assert len(runs) == 1  # only the chief logs
+    params = runs[0].data.params
+    assert (params["distribute.workers"], params["distribute.replicas"]) == ("2", "2")
+    assert params["distribute.strategy"] == "MultiWorkerMirroredStrategy"
+    assert runs[0].data.tags["weights.sha256"] == digests[0].group(2)
+    assert [m.step for m in client.get_metric_history(runs[0].info.run_id, "loss")] == [1, 2]
+
+
+def test_fit_under_a_cluster_is_a_config_error(prepared):
+    write_params(prepared, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "fit"})
+    env = subprocess_env(TF_CONFIG=tf_config(free_ports(2), 0))
+    result = run_pipeline(*TRAIN_ARGS, cwd=prepared, env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: train.reuters.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
+        "(keras-team/keras#20585); set train.reuters.loop to custom")
+    assert not (prepared / "model").exists()
+
+
+def test_multi_worker_without_a_cluster_is_a_config_error(prepared):
+    write_params(prepared, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
+                            "train.reuters.strategy": "multi_worker"})
+    result = run_pipeline(*TRAIN_ARGS, cwd=prepared)
+    assert result.returncode == 2
+    assert "train.reuters.strategy: multi_worker needs a cluster" in result.stderr

@@ -1,0 +1,64 @@
+"""A training process killed (SIGKILL) mid-epoch resumes from its last finished epoch."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_pipeline, subprocess_env, write_params
+from fixtures import make_reuters_npz
+
+pytestmark = [pytest.mark.slow]
+
+TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
+              "--summary", "summary.json", "--backup-dir", "backup"]
+EPOCHS = 4
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
+    (tmp_path / "raw").mkdir()
+    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=3000)
+    write_params(tmp_path, {"train.reuters.loop": loop, "train.reuters.epochs": EPOCHS,
+                            "train.reuters.batch_size_per_replica": 8})
+    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
+    env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backup = tmp_path / "backup" / "history.json"
+    deadline = time.time() + 300
+    while not (backup.is_file() and json.loads(backup.read_text() or "[]")):
+        assert proc.poll() is None, "training ended before its first backup"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    started = time.time()
+    time.sleep(0.4)  # into the second epoch
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished_before_kill = len(json.loads(backup.read_text()))
+    assert 1 <= finished_before_kill < EPOCHS
+    assert not (tmp_path / "model").exists()  # no half-written output
+
+    resumed = subprocess.run([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    print(f"{loop}: killed {time.time() - started:.1f} s before the resumed run ended; "
+          f"{finished_before_kill} epoch(s) kept")
+    rows = (tmp_path / "history.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == list(range(1, EPOCHS + 1))
+    assert (tmp_path / "model" / "model.keras").is_file()
+    assert not (tmp_path / "backup").exists()
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    assert run.info.status == "FINISHED"
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+    assert sorted(steps) == list(range(1, EPOCHS + 1))  # every epoch logged once: none repeated
+    assert "train_seconds" in run.data.metrics

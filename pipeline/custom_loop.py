@@ -27,10 +27,11 @@ class CustomLoop:
         self.strategy = strategy
         self.optimizer = model.optimizer
         self.loss_obj = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-        with strategy.scope():
-            # Keras 3 optimizers must be built inside the scope before the first distributed
-            # step, or the step fails on an unfed placeholder (keras-team/keras#23085).
-            self.optimizer.build(model.trainable_variables)
+        if not self.optimizer.built:
+            with strategy.scope():
+                # Keras 3 optimizers must be built inside the scope before the first distributed
+                # step, or the step fails on an unfed placeholder (keras-team/keras#23085).
+                self.optimizer.build(model.trainable_variables)
         self._replica_train = tf.function(self._train_on_replica, jit_compile=jit_compile)
         self._replica_eval = tf.function(self._eval_on_replica, jit_compile=jit_compile)
 

@@ -226,7 +226,7 @@ def describe(strategy, info: DeviceInfo) -> dict:
     ops = getattr(extended, "_cross_device_ops", None)
     ops_name = type(ops).__name__ if ops is not None else "none"
     communication = getattr(extended, "_communication_options", None)
-    if communication is not None and ops is not None:
+    if type(strategy).__name__ == "CollectiveAllReduceStrategy" and communication is not None:
         ops_name += f" ({communication.implementation.name})"
     return {
         **info.as_dict(),
@@ -242,5 +242,16 @@ def describe(strategy, info: DeviceInfo) -> dict:
 
 def strategy_for(cfg, info: DeviceInfo, where: str):
     """make_strategy with a TrainConfig's strategy, loop, all-reduce and device list."""
-    return make_strategy(cfg.strategy, info, loop=cfg.loop, cross_device_ops=cfg.cross_device_ops,
-                         num_packs=cfg.num_packs, device_list=cfg.devices.device_list, where=where)
+    strategy = make_strategy(cfg.strategy, info, loop=cfg.loop, cross_device_ops=cfg.cross_device_ops,
+                             num_packs=cfg.num_packs, device_list=cfg.devices.device_list, where=where)
+    devices = list(getattr(strategy.extended, "worker_devices", ()) or ())
+    if cfg.jit_compile and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
+        # XLA compiles a replica's step for one device, and the mirrored variables on the other
+        # logical CPU devices are out of its reach ("Trying to access resource ... located in
+        # device CPU:1 from device CPU:0").
+        raise ConfigError(f"{where}.jit_compile: XLA cannot compile a step across {len(devices)} "
+                          f"logical CPU devices; use one replica, or GPUs")
+    if cfg.loop == "fit" and cfg.steps_per_execution > 1 and strategy.num_replicas_in_sync > 1:
+        raise ConfigError(f"{where}.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 "
+                          f"on more than one replica (keras-team/keras#19246); use 1, or loop: custom")
+    return strategy

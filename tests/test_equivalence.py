@@ -49,8 +49,8 @@ def test_one_step_changes_the_weights(tmp_path):
 def test_fit_and_custom_loop_give_the_same_loss_curve(tmp_path):
     case("curve", "fit", 1, "true", tmp_path / "fit.json")
     case("curve", "custom", 1, "true", tmp_path / "custom.json")
-    fit = json.loads((tmp_path / "fit.json").read_text())
-    custom = json.loads((tmp_path / "custom.json").read_text())
+    fit = json.loads((tmp_path / "fit.json").read_text())["history"]
+    custom = json.loads((tmp_path / "custom.json").read_text())["history"]
     assert len(fit) == len(custom) == 3
     worst = max(abs(b[k] - a[k]) / abs(a[k]) for a, b in zip(fit, custom) for k in ("loss", "val_loss"))
     print(f"fit vs custom: largest relative loss difference {worst:.3g}")
@@ -65,3 +65,22 @@ def test_deterministic_runs_are_identical(tmp_path, loop):
     case("curve", loop, 2, "true", tmp_path / "a.json")
     case("curve", loop, 2, "true", tmp_path / "b.json")
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text())
+
+
+@pytest.mark.parametrize("loop,replicas,extra,optimizer", [
+    ("custom", 2, {"precision": "mixed_float16"}, "LossScaleOptimizer"),
+    ("fit", 2, {"precision": "mixed_bfloat16"}, "Nadam"),
+    ("fit", 1, {"steps_per_execution": 3}, "Nadam"),  # > 1 replica: keras#19246, a config error
+    # XLA cannot span logical CPU devices (a config error, tested in test_distribute)
+    ("fit", 1, {"jit_compile": True}, "Nadam"),
+    ("custom", 1, {"jit_compile": True}, "Nadam"),
+])
+def test_precision_and_compilation_options_train(tmp_path, loop, replicas, extra, optimizer):
+    case("curve", loop, replicas, "false", tmp_path / "out.json", json.dumps(extra))
+    out = json.loads((tmp_path / "out.json").read_text())
+    losses = [row["loss"] for row in out["history"]]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert out["logits_dtype"] == "float32"  # the output layer stays float32
+    assert out["optimizer"] == optimizer     # mixed_float16 scales the loss
+    expected = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}.get(extra.get("precision"), "float32")
+    assert out["compute_dtype"] == expected

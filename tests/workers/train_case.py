@@ -2,7 +2,7 @@
 
     python train_case.py one_step REPLICAS OUT.npz
         One custom-loop step on a fixed global batch from fixed initial weights; saves weights.
-    python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json
+    python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json [JSON_OVERRIDES]
         A few epochs of `training.train` on small data; saves the per-epoch history.
 """
 
@@ -64,7 +64,7 @@ def one_step(replicas: int, out: str) -> None:
     keras.backend.clear_session()
 
 
-def curve(loop: str, replicas: int, deterministic: bool, out: str) -> None:
+def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = "{}") -> None:
     from pipeline import training
 
     strategy = setup(replicas)
@@ -74,11 +74,16 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str) -> None:
     # shuffle_buffer 1 keeps the order fixed: fit and the custom loop advance a reshuffling
     # dataset differently (seen: a different first-epoch order), which is not what is compared.
     cfg = base_cfg(loop=loop, epochs=3, batch_size_per_replica=16 // replicas, deterministic=deterministic,
-                   shuffle_buffer=1)
+                   shuffle_buffer=1, **json.loads(extra))
     result = training.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats,
                             strategy=strategy, verbose=0)
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
-    Path(out).write_text(json.dumps([{k: r[k] for k in keys} for r in result.history]))
+    Path(out).write_text(json.dumps({
+        "history": [{k: r[k] for k in keys} for r in result.history],
+        "logits_dtype": str(result.model.output.dtype),
+        "compute_dtype": result.model.layers[2].compute_dtype,
+        "optimizer": type(result.model.optimizer).__name__,
+    }))
 
 
 if __name__ == "__main__":
@@ -86,4 +91,4 @@ if __name__ == "__main__":
     if mode == "one_step":
         one_step(int(args[0]), args[1])
     else:
-        curve(args[0], int(args[1]), args[2] == "true", args[3])
+        curve(args[0], int(args[1]), args[2] == "true", *args[3:])

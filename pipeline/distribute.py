@@ -130,11 +130,7 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str = "fit", cross_devic
         if loop == "fit":
             raise ConfigError(f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
                               f"(keras-team/keras#20585); set {where}.loop to custom")
-        resolver = None
-        if cluster == "slurm":
-            # Without a GPU count the resolver runs nvidia-smi, and 0 is refused: say 1 on CPU nodes.
-            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-                gpus_per_node=max(1, info.physical_gpus))
+        resolver = slurm_resolver(info, where) if cluster == "slurm" else None
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.AUTO)
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
@@ -154,6 +150,35 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str = "fit", cross_devic
     if name == "default":
         return tf.distribute.get_strategy()
     raise ConfigError(f"{where}.strategy: expected one of {', '.join(STRATEGIES)}, got {name!r}")
+
+
+def _tasks_per_node(env) -> int:
+    """The most tasks on one node, from Slurm's compressed form such as '2(x3),1'."""
+    text = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "1"
+    return max(int(part.split("(")[0]) for part in text.split(",") if part)
+
+
+def slurm_resolver(info: DeviceInfo, where: str, env=None):
+    """TensorFlow's SlurmClusterResolver, told the GPU layout so that it works on CPU nodes.
+
+    Without a GPU count it runs nvidia-smi, it refuses 0 GPUs, and it divides the node's GPUs
+    among its tasks (zero each when there are more tasks than GPUs). On CPU nodes it is told
+    one stand-in GPU per task and not to set CUDA_VISIBLE_DEVICES. The first port is
+    PIPELINE_SLURM_PORT_BASE (8888 by default), one more per task on a node.
+    """
+    import tensorflow as tf
+
+    env = os.environ if env is None else env
+    tasks = _tasks_per_node(env)
+    port_base = int(env.get("PIPELINE_SLURM_PORT_BASE", "8888"))
+    Resolver = tf.distribute.cluster_resolver.SlurmClusterResolver
+    try:
+        if info.physical_gpus:
+            return Resolver(gpus_per_node=info.physical_gpus, port_base=port_base)
+        return Resolver(gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False, port_base=port_base)
+    except (ValueError, RuntimeError, KeyError) as exc:
+        raise ConfigError(f"{where}.strategy: cannot build the cluster from Slurm's variables "
+                          f"({tasks} task(s) per node, {info.physical_gpus} GPU(s)): {exc}") from None
 
 
 def _pick_devices(wanted, available: list[str], where: str) -> list[str]:

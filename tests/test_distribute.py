@@ -118,3 +118,11 @@ def test_steps_per_execution_on_replicas_is_a_config_error(tmp_path):
     report = json.loads(devices_json(tmp_path, steps_per_execution=4, loop="custom",
                                      **{"devices.logical_devices": 2}).stdout)
     assert report["replicas"] == 2
+
+
+def test_slurm_tasks_per_node_forms():
+    from pipeline.distribute import _tasks_per_node
+
+    assert _tasks_per_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1"}) == 2
+    assert _tasks_per_node({"SLURM_TASKS_PER_NODE": "4"}) == 4
+    assert _tasks_per_node({}) == 1

@@ -93,3 +93,24 @@ def test_multi_worker_without_a_cluster_is_a_config_error(prepared):
     result = run_pipeline(*TRAIN_ARGS, cwd=prepared)
     assert result.returncode == 2
     assert "train.reuters.strategy: multi_worker needs a cluster" in result.stderr
+
+
+def test_two_workers_from_slurm_variables(prepared):
+    """The Slurm path: two tasks with the variables srun sets (no Slurm controller here)."""
+    port = free_ports(1)[0]
+    db = prepared / "mlflow.db"
+    procs = []
+    for task in range(2):
+        env = subprocess_env(SLURM_JOB_ID="42", SLURM_PROCID=str(task), SLURM_NTASKS="2",
+                             SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="localhost",
+                             SLURM_STEP_TASKS_PER_NODE="2", PIPELINE_SLURM_PORT_BASE=str(port),
+                             MLFLOW_TRACKING_URI=f"sqlite:///{db}")
+        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=prepared, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-4000:]
+    digests = {re.search(r"final weights sha256 ([0-9a-f]{64})", out).group(1) for out, _ in outputs}
+    assert len(digests) == 1
+    summary = json.loads((prepared / "summary.json").read_text())
+    assert (summary["workers"], summary["replicas"]) == (2, 2)

@@ -63,3 +63,29 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     path = Path(folder) / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+def run_on_terminal(args, cwd, env, columns=100, timeout=600) -> tuple[int, str]:
+    """Run a command with stderr on a pseudo-terminal `columns` wide; (exit code, what it drew)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    # a new pty has 0 columns, and tqdm would draw an empty bar
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closes when the process exits
+            break
+        if not data:
+            break
+        chunks.append(data)
+    code = proc.wait(timeout=timeout)
+    os.close(master)
+    return code, b"".join(chunks).decode(errors="replace")

@@ -5,7 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import ROOT, run_pipeline, subprocess_env
+import sys
+
+from conftest import ROOT, run_on_terminal, run_pipeline, subprocess_env
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 
@@ -146,34 +148,11 @@ def test_download_stage_error_is_one_line(tmp_path):
 
 
 def test_progress_bar_only_on_a_terminal(file_server, tmp_path):
-    import fcntl
-    import os
-    import pty
-    import struct
-    import termios
-    import subprocess
-    import sys
-
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
     args = [sys.executable, "-m", "pipeline", "download", "mnist", "--out", "raw", "--manifest", "m.json"]
-    master, slave = pty.openpty()
-    # a terminal 100 columns wide (a new pty has 0, and tqdm would draw an empty bar)
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=slave)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # the terminal closes when the process exits
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(timeout=60) == 0
-    os.close(master)
-    shown = b"".join(chunks).decode(errors="replace")
+    code, shown = run_on_terminal(args, tmp_path, env)
+    assert code == 0
     assert "mnist_png.tar.gz:" in shown and "B/s" in shown
     piped = run_pipeline("download", "mnist", "--out", "raw2", "--manifest", "m2.json", cwd=tmp_path, env=env)
     assert piped.returncode == 0 and "B/s" not in piped.stderr

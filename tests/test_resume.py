@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import run_pipeline, subprocess_env, write_params
+from conftest import run_on_terminal, run_pipeline, subprocess_env, write_params
 from fixtures import make_reuters_npz
 
 pytestmark = [pytest.mark.slow]
@@ -62,3 +62,17 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
     assert sorted(steps) == list(range(1, EPOCHS + 1))  # every epoch logged once: none repeated
     assert "train_seconds" in run.data.metrics
+
+
+def test_custom_loop_draws_a_progress_bar_on_a_terminal(tmp_path):
+    (tmp_path / "raw").mkdir()
+    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=400)
+    write_params(tmp_path, {"train.reuters.loop": "custom", "train.reuters.epochs": 2,
+                            "preprocess.reuters.max_len": 60})
+    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
+    env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    code, shown = run_on_terminal([sys.executable, "-m", "pipeline", *TRAIN_ARGS], tmp_path, env)
+    assert code == 0
+    for epoch in ("epoch 1/2", "epoch 2/2"):
+        assert epoch in shown
+    assert "loss=" in shown and "accuracy=" in shown and "9/9" in shown  # 288 samples, batch 32

@@ -184,6 +184,7 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
         # or the custom loop): "You must feed a value for placeholder tensor" (keras#23085).
         model.optimizer.build(model.trainable_variables)
     recorder = EpochRecorder(len(y_train), on_epoch, backup_dir)
+
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test.
+# Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test, and
+# Slurm with munge, for the multi-worker test under a real (one-node) Slurm cluster.
 # Installs what is missing with apt-get (as root, or through sudo).
 set -euo pipefail
 need=()
 [ -x "${PIPELINE_CHROMIUM:-/usr/bin/chromium}" ] || need+=(chromium)
 command -v git >/dev/null 2>&1 || need+=(git)
+command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || need+=(munge)
 [ ${#need[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "error: missing ${need[*]}; install them, or set PIPELINE_CHROMIUM to a Chromium binary" >&2

@@ -89,3 +89,14 @@ def run_on_terminal(args, cwd, env, columns=100, timeout=600) -> tuple[int, str]
     code = proc.wait(timeout=timeout)
     os.close(master)
     return code, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A real one-node Slurm cluster (munged, slurmctld, slurmd), started for these tests."""
+    folder = tmp_path_factory.mktemp("slurm")
+    script = ROOT / "scripts" / "slurm-local.sh"
+    started = subprocess.run(["bash", str(script), "start", str(folder)], capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr + started.stdout
+    yield {"SLURM_CONF": str(folder / "slurm.conf")}
+    subprocess.run(["bash", str(script), "stop", str(folder)], capture_output=True)

@@ -95,22 +95,31 @@ def test_multi_worker_without_a_cluster_is_a_config_error(prepared):
     assert "train.reuters.strategy: multi_worker needs a cluster" in result.stderr
 
 
-def test_two_workers_from_slurm_variables(prepared):
-    """The Slurm path: two tasks with the variables srun sets (no Slurm controller here)."""
-    port = free_ports(1)[0]
+@pytest.mark.slurm
+def test_slurm_batch_script_trains_two_workers(prepared, slurm):
+    """deploy/slurm/train.sbatch itself, submitted to a real Slurm with sbatch (one node here,
+    so its two tasks share the node and its GPU line is overridden)."""
+    import os
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    os.symlink(Path(sys.prefix), prepared / ".venv")
+    (prepared / "data" / "prepared").mkdir(parents=True)  # where the script looks for the data
+    (prepared / "prepared").rename(prepared / "data" / "prepared" / "reuters")
     db = prepared / "mlflow.db"
-    procs = []
-    for task in range(2):
-        env = subprocess_env(SLURM_JOB_ID="42", SLURM_PROCID=str(task), SLURM_NTASKS="2",
-                             SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="localhost",
-                             SLURM_STEP_TASKS_PER_NODE="2", PIPELINE_SLURM_PORT_BASE=str(port),
-                             MLFLOW_TRACKING_URI=f"sqlite:///{db}")
-        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=prepared, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err[-4000:]
-    digests = {re.search(r"final weights sha256 ([0-9a-f]{64})", out).group(1) for out, _ in outputs}
-    assert len(digests) == 1
-    summary = json.loads((prepared / "summary.json").read_text())
-    assert (summary["workers"], summary["replicas"]) == (2, 2)
+    env = subprocess_env(**slurm, MLFLOW_TRACKING_URI=f"sqlite:///{db}",
+                         PIPELINE_SLURM_PORT_BASE=str(free_ports(1)[0]))
+    result = subprocess.run(
+        ["sbatch", "--wait", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=0",
+         f"--output={prepared / 'slurm.out'}", str(ROOT / "deploy" / "slurm" / "train.sbatch")],
+        cwd=prepared, env=env, capture_output=True, text=True, timeout=900)
+    log = (prepared / "slurm.out").read_text() if (prepared / "slurm.out").exists() else ""
+    assert result.returncode == 0, result.stderr + log[-4000:]
+    digests = re.findall(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", log)
+    assert sorted(d[0] for d in digests) == ["0", "1"] and len({d[1] for d in digests}) == 1
+    summary = json.loads((prepared / "reports" / "reuters" / "train.json").read_text())
+    assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
+        2, 2, "MultiWorkerMirroredStrategy")
+    assert (prepared / "models" / "reuters" / "model.keras").is_file()
+    assert not (prepared / ".backup" / "train-reuters").exists()

@@ -100,3 +100,16 @@ def slurm(tmp_path_factory):
     assert started.returncode == 0, started.stderr + started.stdout
     yield {"SLURM_CONF": str(folder / "slurm.conf")}
     subprocess.run(["bash", str(script), "stop", str(folder)], capture_output=True)
+
+
+def free_ports(n: int) -> list[int]:
+    """Ports on 127.0.0.1 that nothing listens on (free when asked)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports

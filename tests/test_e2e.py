@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, subprocess_env, write_params
+from conftest import ROOT, free_ports, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
@@ -29,17 +29,11 @@ PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config",
                  ".dvcignore", ".gitignore", "pyproject.toml"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """A real MLflow tracking server on 127.0.0.1 (one worker), proxying artifacts."""
     root = tmp_path_factory.mktemp("mlflow")
-    port = free_port()
+    (port,) = free_ports(1)
     log = open(root / "server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),

@@ -1,13 +1,12 @@
 import hashlib
 import json
-import socket
 from types import SimpleNamespace
 
 import pytest
 
 import sys
 
-from conftest import ROOT, run_on_terminal, run_pipeline, subprocess_env
+from conftest import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 
@@ -28,12 +27,6 @@ def fetch(files, out, **kw):
     no_sleep.calls = []
     kw.setdefault("retries", 2)
     return fetch_all(files, out, backoff_seconds=0.5, timeout_seconds=5, progress=False, sleep=no_sleep, **kw)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_resolve_url_uses_the_base_name_under_the_mirror():
@@ -89,7 +82,7 @@ def test_not_found_is_not_retried_and_leaves_nothing(file_server, tmp_path):
 
 
 def test_unreachable_url_gives_up_after_retries(tmp_path):
-    url = f"http://127.0.0.1:{closed_port()}/reuters.npz"
+    url = f"http://127.0.0.1:{free_ports(1)[0]}/reuters.npz"
     with pytest.raises(DownloadError) as info:
         fetch([spec(url)], tmp_path / "raw", retries=2)
     assert str(info.value).startswith(f"{url}: cannot connect:")

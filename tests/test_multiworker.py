@@ -2,26 +2,15 @@
 
 import json
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import run_pipeline, subprocess_env, write_params
+from conftest import free_ports, run_pipeline, subprocess_env, write_params
 from fixtures import make_reuters_npz
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def tf_config(ports, index):

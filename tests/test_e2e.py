@@ -261,3 +261,17 @@ def test_mlflow_ui_shows_the_runs_side_by_side(repo, tmp_path):
     if shots:  # to look at them: PIPELINE_UI_SCREENSHOTS=/some/folder
         for name in ("run.png", "compare.png"):
             shutil.copy(tmp_path / name, Path(shots) / name)
+
+
+def test_temp_experiment_logs_to_the_main_checkouts_store(repo):
+    """`dvc exp run --temp` runs in a copy under .dvc/tmp/exps; its run still lands in the
+    repository root's mlflow.db, where `mlflow ui` looks."""
+    env = dict(repo["env"])
+    env.pop("MLFLOW_TRACKING_URI")
+    path = repo["path"]
+    dvc("exp", "run", "--temp", "-n", "in-temp", "-S", "train.reuters.epochs=1",
+        "-S", "train.reuters.seed=7", cwd=path, env=env)
+    runs = runs_of(f"sqlite:///{path / 'mlflow.db'}", "reuters")
+    temp = [r for r in runs if r.data.tags.get("dvc.exp_name") == "in-temp"]
+    assert len(temp) == 1 and temp[0].data.params["train.reuters.seed"] == "7"
+    assert not list((path / ".dvc" / "tmp").rglob("mlflow.db"))

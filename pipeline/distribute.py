@@ -108,7 +108,9 @@ def detect_cluster(env=None) -> Optional[str]:
         cluster = spec.get("cluster", {}) if isinstance(spec, dict) else {}
         if sum(len(cluster.get(kind, [])) for kind in ("chief", "worker")) > 1:
             return "tf_config"
-    if env.get("SLURM_PROCID") is not None and int(env.get("SLURM_NTASKS", "1") or 1) > 1:
+    # A job step started by srun: SLURM_STEP_NUM_TASKS. The batch script itself also has
+    # SLURM_PROCID and SLURM_NTASKS, but it is one process, not a worker of a cluster.
+    if env.get("SLURM_PROCID") is not None and int(env.get("SLURM_STEP_NUM_TASKS", "1") or 1) > 1:
         return "slurm"
     return None
 

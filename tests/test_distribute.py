@@ -96,8 +96,10 @@ def test_cluster_detection():
     one = json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})
     assert detect_cluster({"TF_CONFIG": two}) == "tf_config"
     assert detect_cluster({"TF_CONFIG": one}) is None
-    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}) == "slurm"
-    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}) is None
+    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "4"}) == "slurm"
+    # a batch script outside srun (seen under Slurm 22.05): one process, not a cluster
+    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}) is None
+    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"}) is None
     assert detect_cluster({}) is None
     with pytest.raises(Exception, match="TF_CONFIG: not valid JSON"):
         detect_cluster({"TF_CONFIG": "{worker"})

@@ -201,7 +201,7 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
         callbacks, initial_epoch = [recorder], 0
         if backup_dir is not None:
-            saver = EpochCheckpoint(model, Path(backup_dir) / "custom")
+            saver = EpochCheckpoint(model, Path(backup_dir) / "custom", strategy)
             initial_epoch = saver.restore()
             callbacks.append(saver)
         loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
@@ -225,23 +225,44 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
 
 
 class EpochCheckpoint(keras.callbacks.Callback):
-    """The custom loop's backup: model and optimizer state after each finished epoch."""
+    """The custom loop's backup: model and optimizer state after each finished epoch.
 
-    def __init__(self, model: keras.Model, folder: Path):
+    The last two are kept, so that workers killed between their saves can agree on the last
+    epoch every one of them has.
+    """
+
+    def __init__(self, model: keras.Model, folder: Path, strategy):
         super().__init__()
+        self.folder = Path(folder)
+        self.strategy = strategy
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, str(folder), max_to_keep=1)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(folder), max_to_keep=2)
 
     def restore(self) -> int:
-        """Load the last checkpoint, if any; return the number of epochs it had finished."""
-        latest = self.manager.latest_checkpoint
-        if latest is None:
+        """Load the last checkpoint all workers have, if any; return its number of epochs."""
+        saved = {int(path.rsplit("-", 1)[1]): path for path in self.manager.checkpoints}
+        epoch = common_epoch(self.strategy, max(saved, default=0))
+        if epoch == 0:
             return 0
-        self.checkpoint.restore(latest).expect_partial()
-        return int(latest.rsplit("-", 1)[1])
+        if epoch not in saved:
+            from pipeline.errors import DataError
+
+            raise DataError(f"{self.folder}: no checkpoint of epoch {epoch}, the last one every worker "
+                            f"has; remove the backup folder to start over")
+        self.checkpoint.restore(saved[epoch]).expect_partial()
+        return epoch
 
     def on_epoch_end(self, epoch, logs=None):
         self.manager.save(checkpoint_number=epoch + 1)
+
+
+def common_epoch(strategy, epoch: int) -> int:
+    """The smallest of every worker's `epoch` (a collective across workers; local otherwise)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return epoch
+    per_replica = strategy.run(lambda: tf.constant([epoch], dtype=tf.int64))
+    return int(tf.reduce_min(strategy.gather(per_replica, axis=0)).numpy())
 
 
 def model_signature(model: keras.Model, x_sample: np.ndarray, image_size: Optional[int] = None):

@@ -112,3 +112,52 @@ def test_slurm_batch_script_trains_two_workers(prepared, slurm):
         2, 2, "MultiWorkerMirroredStrategy")
     assert (prepared / "models" / "reuters" / "model.keras").is_file()
     assert not (prepared / ".backup" / "train-reuters").exists()
+
+
+def test_two_killed_workers_resume_together(prepared):
+    """A preempted job: both workers killed mid-epoch, started again, finish one run."""
+    import signal
+    import time
+
+    from fixtures import make_reuters_npz as make
+
+    make(prepared / "raw" / "reuters.npz", n=3000)
+    write_params(prepared, {"train.reuters.loop": "custom", "train.reuters.epochs": 4,
+                            "train.reuters.batch_size_per_replica": 8})
+    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=prepared).returncode == 0
+    db = prepared / "mlflow.db"
+
+    def start(ports):
+        return [subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=prepared,
+                                 env=subprocess_env(TF_CONFIG=tf_config(ports, i), MLFLOW_TRACKING_URI=f"sqlite:///{db}"),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+
+    procs = start(free_ports(2))
+    backup = prepared / "backup" / "history.json"
+    deadline = time.time() + 300
+    while not (backup.is_file() and json.loads(backup.read_text() or "[]")):
+        assert all(p.poll() is None for p in procs) and time.time() < deadline
+        time.sleep(0.05)
+    time.sleep(0.4)
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    kept = len(json.loads(backup.read_text()))
+    assert 1 <= kept < 4
+
+    procs = start(free_ports(2))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-4000:]
+    digests = {re.search(r"final weights sha256 ([0-9a-f]{64})", out).group(1) for out, _ in outputs}
+    assert len(digests) == 1
+    rows = (prepared / "history.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3, 4]
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3, 4]
+    assert not (prepared / "backup").exists()

@@ -104,6 +104,7 @@ def devices(dataset, params_path, as_json):
         click.echo(f"  {d['name']} ({d['type']})")
     click.echo(f"strategy: {report['strategy']}, {report['replicas']} replica(s), "
                f"{report['workers']} worker(s), on {', '.join(report['devices'])}")
+    click.echo(f"all-reduce: {report['cross_device_ops']}")
 
 
 def main() -> None:

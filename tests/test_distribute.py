@@ -37,6 +37,7 @@ def test_default_strategy_without_params():
     result = run_pipeline("devices")
     assert result.returncode == 0, result.stderr
     assert "strategy: MirroredStrategy, 1 replica(s), 1 worker(s)" in result.stdout
+    assert "all-reduce: " in result.stdout
 
 
 def test_gpus_the_host_does_not_have(tmp_path):

@@ -82,11 +82,9 @@ def devices(dataset, params_path, as_json):
 
     if cfg is not None:
         info = distribute.configure_devices(cfg.devices, where=f"train.{dataset}.devices")
-    else:
-        info = distribute.current_devices()
-    if cfg is not None:
         strategy = distribute.strategy_for(cfg, info, where=f"train.{dataset}")
     else:
+        info = distribute.current_devices()
         strategy = distribute.make_strategy("auto", info)
     report = {
         "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],

@@ -223,32 +223,31 @@ def _cross_device_ops(choice: str, num_packs: int, on_gpus: bool, count: int, *,
     return tf.distribute.ReductionToOneDevice()
 
 
-def is_chief(strategy) -> bool:
-    """True on the one worker that logs and writes outputs (and on any single-host run)."""
+def cluster_of(strategy):
+    """(resolver, cluster spec) of a multi-worker strategy; (None, {}) on a single host."""
     resolver = getattr(strategy, "cluster_resolver", None)
     spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
-    if not spec:
-        return True
-    if resolver.task_type == "chief":
+    return (resolver, spec) if spec else (None, {})
+
+
+def is_chief(strategy) -> bool:
+    """True on the one worker that logs and writes outputs (and on any single-host run)."""
+    resolver, spec = cluster_of(strategy)
+    if resolver is None or resolver.task_type == "chief":
         return True
     return "chief" not in spec and resolver.task_type == "worker" and resolver.task_id == 0
 
 
 def task_name(strategy) -> str:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
-        return "local"
-    return f"{resolver.task_type}-{resolver.task_id}"
+    resolver, _ = cluster_of(strategy)
+    return "local" if resolver is None else f"{resolver.task_type}-{resolver.task_id}"
 
 
 def describe(strategy, info: DeviceInfo) -> dict:
     """Device counts and strategy facts, as logged to MLflow and printed by `pipeline devices`."""
     extended = strategy.extended
-    workers = 1
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is not None and resolver.cluster_spec().as_dict():
-        spec = resolver.cluster_spec().as_dict()
-        workers = len(spec.get("worker", [])) + len(spec.get("chief", [])) or 1
+    _, spec = cluster_of(strategy)
+    workers = len(spec.get("worker", [])) + len(spec.get("chief", [])) or 1
     # The all-reduce actually in use (TensorFlow's own pick when the param said auto).
     ops = getattr(extended, "_cross_device_ops", None)
     ops_name = type(ops).__name__ if ops is not None else "none"

@@ -258,8 +258,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
 def common_epoch(strategy, epoch: int) -> int:
     """The smallest of every worker's `epoch` (a collective across workers; local otherwise)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
+    from pipeline.distribute import cluster_of
+
+    if not cluster_of(strategy)[1]:
         return epoch
     per_replica = strategy.run(lambda: tf.constant([epoch], dtype=tf.int64))
     return int(tf.reduce_min(strategy.gather(per_replica, axis=0)).numpy())

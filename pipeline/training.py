@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import keras
 import numpy as np
@@ -55,13 +55,12 @@ def compile_model(model: keras.Model, cfg) -> None:
 
 
 class EpochRecorder(keras.callbacks.Callback):
-    """Times each epoch (training alone, and with validation) and reports one row per epoch."""
+    """Times each epoch (training alone, and with validation) and keeps one row per epoch,
+    in the backup folder too (before the epoch's checkpoint, so a checkpoint never lacks its row)."""
 
-    def __init__(self, train_samples: int, on_epoch: Optional[Callable[[int, dict], None]] = None,
-                 backup_dir: Optional[Path] = None):
+    def __init__(self, train_samples: int, backup_dir: Optional[Path] = None):
         super().__init__()
         self.train_samples = train_samples
-        self.on_epoch = on_epoch
         self.backup = Path(backup_dir) / "history.json" if backup_dir is not None else None
         self.rows: list[dict] = []
         if self.backup is not None and self.backup.is_file():
@@ -103,8 +102,40 @@ class EpochRecorder(keras.callbacks.Callback):
             tmp = self.backup.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.rows))
             tmp.replace(self.backup)
-        if self.on_epoch is not None:
-            self.on_epoch(epoch + 1, row)
+
+
+class EpochPublisher(keras.callbacks.Callback):
+    """Hands each finished epoch's row to `on_epoch` (MLflow) once it is backed up everywhere.
+
+    It runs after the backup callbacks and publishes only epochs that every worker has saved
+    (a collective minimum under MultiWorkerMirroredStrategy), remembering the last one it
+    published, so that a killed and resumed run logs each epoch exactly once.
+    """
+
+    def __init__(self, recorder: EpochRecorder, on_epoch, strategy, backup_dir: Optional[Path], backed_up: bool):
+        super().__init__()
+        self.recorder, self.on_epoch, self.strategy, self.backed_up = recorder, on_epoch, strategy, backed_up
+        self.marker = Path(backup_dir) / "published.json" if backup_dir is not None else None
+        self.published = json.loads(self.marker.read_text()) if self.marker and self.marker.is_file() else 0
+        self._resumed = False
+
+    def _publish(self, through: int) -> None:
+        for row in self.recorder.rows:
+            if self.published < row["epoch"] <= through:
+                if self.on_epoch is not None:
+                    self.on_epoch(row["epoch"], row)
+                self.published = row["epoch"]
+        if self.marker is not None:
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            self.marker.write_text(json.dumps(self.published))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._resumed:  # restored epochs whose publishing a kill interrupted
+            self._resumed = True
+            self._publish(epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._publish(common_epoch(self.strategy, epoch + 1) if self.backed_up else epoch + 1)
 
 
 @dataclass
@@ -183,7 +214,9 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
         # they fail under a strategy when that step runs in a loop (steps_per_execution > 1,
         # or the custom loop): "You must feed a value for placeholder tensor" (keras#23085).
         model.optimizer.build(model.trainable_variables)
-    recorder = EpochRecorder(len(y_train), on_epoch, backup_dir)
+    recorder = EpochRecorder(len(y_train), backup_dir)
+    # Last, after the backups: MLflow hears of an epoch once it can no longer be repeated.
+    publisher = EpochPublisher(recorder, on_epoch, strategy, backup_dir, backed_up=backup_dir is not None)
 
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
@@ -194,7 +227,8 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
             callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch)))
         if backup_dir is not None:
             callbacks.append(keras.callbacks.BackupAndRestore(str(Path(backup_dir) / "fit"), delete_checkpoint=False))
-        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose)
+        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=[*callbacks, publisher],
+                  verbose=verbose)
     else:
         from pipeline.custom_loop import CustomLoop
 
@@ -204,7 +238,7 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
             saver = EpochCheckpoint(model, Path(backup_dir) / "custom", strategy)
             initial_epoch = saver.restore()
             callbacks.append(saver)
-        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
+        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=[*callbacks, publisher],
                  lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None)
     rows = recorder.rows
     train_seconds = float(sum(r["train_seconds"] for r in rows))

@@ -30,7 +30,8 @@ def test_tfjob_runs_the_train_stage_on_workers():
     assert workers["replicas"] >= 2
     (container,) = workers["template"]["spec"]["containers"]
     assert container["name"] == "tensorflow"
-    assert parses(container["command"]) == parses(dvc_train_args("reuters"))
+    assert "command" not in container  # the image's entrypoint runs first
+    assert parses(container["args"]) == parses(dvc_train_args("reuters"))
 
 
 def test_slurm_script_runs_the_train_stage_with_srun():
@@ -39,4 +40,7 @@ def test_slurm_script_runs_the_train_stage_with_srun():
     text = path.read_text()
     assert re.search(r"^#SBATCH --nodes=\d+", text, re.M) and "--ntasks-per-node=1" in text
     srun = re.search(r"^srun (.*?)(?<!\\)$", text.replace("\\\n", " "), re.M).group(1)
-    assert parses(shlex.split(srun)) == parses(dvc_train_args("reuters"))
+    options, *command = shlex.split(srun)
+    assert options == "${container[@]}"  # empty, or the image's pyxis options
+    assert parses(command) == parses(dvc_train_args("reuters"))
+    assert '--container-image="$PIPELINE_IMAGE"' in text

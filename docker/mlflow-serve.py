@@ -1,0 +1,58 @@
+"""Start the tracking server of docker/compose.yaml, after checking its database.
+
+A wrong password or an unreachable database otherwise surfaces as a long traceback from
+the server's workers; here it is one line naming the database and what to change. With
+MLFLOW_AUTH_ADMIN_PASSWORD set, MLflow's basic-auth app is on (users in the same database).
+"""
+
+import os
+import sys
+import tempfile
+import urllib.parse
+
+import sqlalchemy
+
+
+def redacted(uri: str) -> str:
+    parts = urllib.parse.urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_database(uri: str) -> None:
+    try:
+        engine = sqlalchemy.create_engine(uri, connect_args={"connect_timeout": 10})
+        with engine.connect():
+            pass
+    except Exception as exc:  # any driver error: report it in one line
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        sys.exit(f"error: cannot open the backend store {redacted(uri)}: {reason}; check "
+                 "POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB in docker/.env (a database "
+                 "volume keeps the credentials it was created with: `docker compose down -v` "
+                 "starts it afresh)")
+
+
+def main() -> None:
+    uri = os.environ.get("MLFLOW_BACKEND_STORE_URI")
+    if not uri:
+        sys.exit("error: MLFLOW_BACKEND_STORE_URI is not set")
+    check_database(uri)
+    args = ["mlflow", "server", "--host", "0.0.0.0", "--port", "5000", "--workers", "1",
+            "--artifacts-destination", os.environ.get("MLFLOW_ARTIFACTS_DESTINATION", "/mlflow/artifacts"),
+            "--allowed-hosts", os.environ.get("MLFLOW_ALLOWED_HOSTS", "mlflow,mlflow:5000,localhost:*,127.0.0.1:*")]
+    if os.environ.get("MLFLOW_AUTH_ADMIN_PASSWORD"):
+        config = tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False)
+        config.write("[mlflow]\ndefault_permission = READ\n"
+                     f"database_uri = {uri.replace('%', '%%')}\n"
+                     f"admin_username = {os.environ.get('MLFLOW_AUTH_ADMIN_USERNAME', 'admin')}\n"
+                     "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+        config.close()
+        os.environ["MLFLOW_AUTH_CONFIG_PATH"] = config.name
+        args += ["--app-name", "basic-auth"]
+    os.execvp(args[0], args + sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

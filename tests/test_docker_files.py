@@ -1,0 +1,108 @@
+"""The container files as written: hadolint-clean, the compose file as Compose reads it, and
+the deploy examples pointing at the project's image. (tests/test_container.py builds and runs them.)"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+DOCKERFILES = [ROOT / "docker" / "Dockerfile", ROOT / "docker" / "mlflow.Dockerfile",
+               *sorted((ROOT / "tests" / "container").glob("*.Dockerfile"))]
+
+
+def test_dockerfiles_are_hadolint_clean():
+    hadolint = Path(sys.executable).parent / "hadolint"
+    out = subprocess.run([str(hadolint), "--no-color", *map(str, DOCKERFILES)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_image_has_the_container_bases_tensorflow_as_its_default():
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=nvcr.io/nvidia/tensorflow:25.02-tf2-py3\nFROM ${BASE_IMAGE}" in text
+    # the dependency layer comes before the sources, so a code change does not reinstall it
+    assert text.index("-r /opt/pipeline/requirements.txt") < text.index("COPY pipeline/")
+
+
+def test_dockerignore_keeps_data_stores_and_environments_out():
+    """What the build context holds, by Docker's rules: the package and the start scripts."""
+    patterns = [line for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line and not line.startswith("#")]
+    assert patterns[0] == "*"  # everything out, then the few things the images need back in
+    allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
+    assert allowed == {"pyproject.toml", "README.md", "pipeline", "stages", "docker/entrypoint.sh",
+                       "docker/mlflow-serve.py"}
+    copied = set()
+    for dockerfile in DOCKERFILES[:2]:
+        for line in dockerfile.read_text().splitlines():
+            if line.startswith("COPY "):
+                copied.update(p.rstrip("/") for p in line.split()[1:-1])
+    assert copied <= allowed, copied - allowed
+
+
+@pytest.fixture
+def compose_config(tmp_path):
+    compose = shutil.which("docker-compose")
+    if compose is None:  # installed by scripts/system-deps.sh, which `make test` runs
+        pytest.fail("docker-compose is not installed: run scripts/system-deps.sh")
+    out = subprocess.run([compose, "--env-file", str(ROOT / "docker" / ".env.example"),
+                          "-f", str(ROOT / "docker" / "compose.yaml"), "config"],
+                         capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("POSTGRES_")})
+    assert out.returncode == 0, out.stderr
+    return yaml.safe_load(out.stdout)
+
+
+def test_compose_stack_as_compose_reads_it(compose_config):
+    services = compose_config["services"]
+    assert set(services) == {"db", "mlflow", "pipeline"}
+    pipeline = services["pipeline"]
+    assert pipeline["deploy"]["resources"]["reservations"]["devices"] == [
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    assert pipeline["ipc"] == "host"
+    assert pipeline["ulimits"] == {"memlock": -1, "stack": 67108864}
+    assert pipeline["depends_on"] == {"mlflow": {"condition": "service_healthy"}}
+    assert pipeline["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+    assert pipeline["working_dir"] == "/workspace/project"
+    assert services["mlflow"]["depends_on"] == {"db": {"condition": "service_healthy"}}
+    assert [p["host_ip"] if isinstance(p, dict) else p.split(":")[0]
+            for p in services["mlflow"]["ports"]] == ["127.0.0.1"]
+    assert "pg_isready" in " ".join(services["db"]["healthcheck"]["test"])
+
+
+def test_compose_file_holds_no_credentials():
+    text = (ROOT / "docker" / "compose.yaml").read_text()
+    example = dict(line.split("=", 1) for line in (ROOT / "docker" / ".env.example").read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert example["POSTGRES_PASSWORD"] not in text
+    for key in ("POSTGRES_PASSWORD", "MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_TRACKING_PASSWORD"):
+        assert f"${{{key}" in text  # from docker/.env, nowhere else
+    ignored = subprocess.run(["git", "check-ignore", "-q", "docker/.env"], cwd=ROOT)
+    assert ignored.returncode == 0, "docker/.env must be git-ignored"
+
+
+def test_compose_refuses_to_start_without_a_database_password(tmp_path):
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        pytest.fail("docker-compose is not installed: run scripts/system-deps.sh")
+    env_file = tmp_path / ".env"
+    env_file.write_text("POSTGRES_USER=mlflow\n")
+    out = subprocess.run([compose, "--env-file", str(env_file), "-f", str(ROOT / "docker" / "compose.yaml"),
+                          "config"], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("POSTGRES_")})
+    assert out.returncode != 0
+    assert "set POSTGRES_PASSWORD in docker/.env" in out.stderr
+
+
+def test_deploy_examples_run_the_projects_image():
+    tfjob = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "tfjob-train.yaml").read_text())
+    container = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["image"].split(":")[0].endswith("/pipeline")
+    assert container["workingDir"] == "/workspace/project"
+    sbatch = (ROOT / "deploy" / "slurm" / "train.sbatch").read_text()
+    assert "--container-image" in sbatch and "pipeline" in sbatch

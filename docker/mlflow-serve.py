@@ -26,12 +26,15 @@ def check_database(uri: str) -> None:
         engine = sqlalchemy.create_engine(uri, connect_args={"connect_timeout": 10})
         with engine.connect():
             pass
-    except Exception as exc:  # any driver error: report it in one line
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    except sqlalchemy.exc.OperationalError as exc:  # refused, unknown host, wrong password
+        reason = str(exc.orig or exc).strip().splitlines()[0]
         sys.exit(f"error: cannot open the backend store {redacted(uri)}: {reason}; check "
                  "POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB in docker/.env (a database "
                  "volume keeps the credentials it was created with: `docker compose down -v` "
                  "starts it afresh)")
+    except Exception as exc:  # a URI or driver problem: still one line
+        reason = str(exc).strip().splitlines()[0]
+        sys.exit(f"error: cannot open the backend store {redacted(uri)}: {reason}")
 
 
 def main() -> None:
@@ -41,7 +44,9 @@ def main() -> None:
     check_database(uri)
     args = ["mlflow", "server", "--host", "0.0.0.0", "--port", "5000", "--workers", "1",
             "--artifacts-destination", os.environ.get("MLFLOW_ARTIFACTS_DESTINATION", "/mlflow/artifacts"),
-            "--allowed-hosts", os.environ.get("MLFLOW_ALLOWED_HOSTS", "mlflow,mlflow:5000,localhost:*,127.0.0.1:*")]
+            "--allowed-hosts", os.environ.get("MLFLOW_ALLOWED_HOSTS", "mlflow,mlflow:5000,localhost:*,127.0.0.1:*"),
+            # the health check calls every few seconds: an access log would be mostly that
+            "--uvicorn-opts", "--no-access-log"]
     if os.environ.get("MLFLOW_AUTH_ADMIN_PASSWORD"):
         config = tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False)
         config.write("[mlflow]\ndefault_permission = READ\n"

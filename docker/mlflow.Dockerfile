@@ -1,5 +1,6 @@
 # The MLflow tracking server of docker/compose.yaml: pinned MLflow (with its basic-auth app)
-# and the PostgreSQL driver, in a virtual environment.
+# and the PostgreSQL driver (psycopg 3, SQLAlchemy 2.1's default for postgresql://), in a
+# virtual environment.
 ARG BASE_IMAGE=python:3.12-slim-bookworm
 FROM ${BASE_IMAGE}
 
@@ -13,7 +14,7 @@ ENV VIRTUAL_ENV=/opt/mlflow
 ENV PATH=${VIRTUAL_ENV}/bin:${PATH}
 RUN python3 -m venv "${VIRTUAL_ENV}" \
     && pip install --no-cache-dir --disable-pip-version-check \
-       "mlflow[auth]==3.17.2" psycopg2-binary==2.9.13 \
+       "mlflow[auth]==3.17.2" "psycopg[binary]==3.3.9" \
     && pip check \
     && mkdir -p /mlflow/artifacts
 COPY docker/mlflow-serve.py /usr/local/bin/mlflow-serve

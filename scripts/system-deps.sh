@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test, and
-# Slurm with munge, for the multi-worker test under a real (one-node) Slurm cluster.
+# Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test;
+# Slurm with munge, for the multi-worker test under a real (one-node) Slurm cluster; and a
+# Docker engine, Compose and debootstrap, for the container tests (which start the engine).
 # Installs what is missing with apt-get (as root, or through sudo).
 set -euo pipefail
 need=()
@@ -8,6 +9,9 @@ need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || need+=(munge)
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "error: missing ${need[*]}; install them, or set PIPELINE_CHROMIUM to a Chromium binary" >&2

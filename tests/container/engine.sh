@@ -3,8 +3,8 @@
 # Debian's docker.io, docker-compose and debootstrap when missing, starts dockerd with its
 # state under DIR and prints the DOCKER_HOST to use; `engine.sh stop DIR` stops it.
 #
-# vfs storage (works in any sandbox; copies each layer whole, so keep images few-layered);
-# no iptables: containers reach each other on the networks compose creates and the host on
+# overlay2 storage where the kernel can mount it on DIR's file system, else vfs (works
+# anywhere, but copies every layer whole for every build step); no iptables: containers reach each other on the networks compose creates and the host on
 # published 127.0.0.1 ports. Stand-in for the NVIDIA container toolkit: dockerd accepts
 # `--gpus` / compose GPU reservations only when `nvidia-container-runtime-hook` is on its
 # PATH; here that hook does nothing, so a GPU request reaches the container as NVIDIA's
@@ -27,7 +27,14 @@ start)
     mkdir -p "$dir/bin"
     printf '#!/bin/sh\nexit 0\n' > "$dir/bin/nvidia-container-runtime-hook"
     chmod +x "$dir/bin/nvidia-container-runtime-hook"
-    PATH="$dir/bin:$PATH" setsid dockerd --storage-driver=vfs --iptables=false \
+    driver=vfs
+    mkdir -p "$dir/ov/lower" "$dir/ov/upper" "$dir/ov/work" "$dir/ov/merged"
+    if mount -t overlay overlay -o "lowerdir=$dir/ov/lower,upperdir=$dir/ov/upper,workdir=$dir/ov/work" \
+            "$dir/ov/merged" 2>/dev/null; then
+        umount "$dir/ov/merged" && driver=overlay2
+    fi
+    rm -rf "$dir/ov"
+    PATH="$dir/bin:$PATH" setsid dockerd --storage-driver="$driver" --iptables=false \
         --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
         --pidfile "$dir/dockerd.pid" >"$dir/dockerd.log" 2>&1 < /dev/null &
     for _ in $(seq 60); do
@@ -43,6 +50,8 @@ stop)
         kill "$(cat "$dir/dockerd.pid")" 2>/dev/null || true
         for _ in $(seq 30); do [ -e "$dir/dockerd.pid" ] || break; sleep 1; done
     fi
+    # dockerd leaves its network namespace mounted under its exec root
+    findmnt -rn -o TARGET | grep "^$dir/" | sort -r | xargs -r umount -l
     ;;
 *) echo "usage: engine.sh start|stop DIR" >&2; exit 2 ;;
 esac

@@ -7,7 +7,7 @@ user="${POSTGRES_USER:-postgres}" db="${POSTGRES_DB:-${POSTGRES_USER:-postgres}}
 chown -R postgres:postgres "$PGDATA"
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
     pwfile=$(mktemp) && printf '%s\n' "$POSTGRES_PASSWORD" > "$pwfile" && chown postgres "$pwfile"
-    su postgres -c "initdb -D '$PGDATA' -U '$user' --pwfile='$pwfile' --auth-host=scram-sha-256 --auth-local=trust" >/dev/null
+    su postgres -c "initdb -D '$PGDATA' -U '$user' --encoding=UTF8 --locale=C.UTF-8 --pwfile='$pwfile' --auth-host=scram-sha-256 --auth-local=trust" >/dev/null
     rm -f "$pwfile"
     echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
     su postgres -c "pg_ctl -D '$PGDATA' -o '-c listen_addresses=' -w start" >/dev/null

@@ -1,0 +1,469 @@
+"""The project's image and compose stack, built and run by a real Docker engine.
+
+NVIDIA's and Docker Hub's images cannot be pulled here, so the bases are stand-ins made from
+Debian's packages (tests/container/): TensorFlow 2.17.0 installed the way NVIDIA's image has
+it, and PostgreSQL. The project's own files (docker/Dockerfile, docker/mlflow.Dockerfile,
+docker/compose.yaml) are used as shipped; only the base images and the database image differ.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, free_ports, write_params
+
+pytestmark = [pytest.mark.container, pytest.mark.slow]
+
+HERE = ROOT / "tests" / "container"
+STANDIN_DEBIAN = "pipeline-standin/debian:bookworm"
+STANDIN_TF = "pipeline-standin/tensorflow:25.02-tf2-py3"
+IMAGE = "pipeline:ctest"
+MLFLOW_IMAGE = "pipeline-mlflow:3.17.2"  # the name docker/compose.yaml gives it
+UID, GID = 1234, 1234  # the clone's owner: not root, not a user the image knows
+STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline-standins"))
+
+
+def memlock_limit() -> str:
+    """`-1` (unlimited, as NVIDIA recommends) where this host lets a process raise its locked-
+    memory limit; otherwise the host's hard limit in bytes, the most a container can get (a
+    sandbox without CAP_SYS_RESOURCE: runc then fails with "error setting rlimit type 8")."""
+    import resource
+
+    if subprocess.run(["prlimit", "--memlock=unlimited:unlimited", "true"], capture_output=True).returncode == 0:
+        return "-1"
+    return str(resource.getrlimit(resource.RLIMIT_MEMLOCK)[1])
+
+
+def run(args, env, check=True, timeout=1800, **kw):
+    result = subprocess.run([str(a) for a in args], env=env, capture_output=True, text=True,
+                            timeout=timeout, **kw)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
+                             f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def project_files() -> list[str]:
+    """What a clone holds: tracked and new files, not ignored ones."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    return [f for f in out if f and (ROOT / f).is_file()]
+
+
+def copy_project(dest: Path, exclude=("reports/", "models/", "tests/")) -> Path:
+    for name in project_files():
+        if name.startswith(exclude):
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def docker(tmp_path_factory):
+    """A Docker engine of the test's own and the stand-in base images; all removed at the end."""
+    state = Path(tempfile.mkdtemp(prefix="pipeline-docker-", dir="/var/tmp"))
+    started = subprocess.run(["bash", HERE / "engine.sh", "start", state], capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr + started.stdout
+    env = {**os.environ, "DOCKER_HOST": started.stdout.strip(), "DOCKER_BUILDKIT": "0"}
+    t0 = time.time()
+    run(["bash", HERE / "standins.sh", STANDIN_CACHE], env)
+    print(f"\nstand-in bases: {time.time() - t0:.0f} s")
+    yield env
+    for what in (["container", "prune", "-f"], ["volume", "prune", "-f"], ["network", "prune", "-f"]):
+        run(["docker", *what], env, check=False)
+    images = run(["docker", "images", "-q"], env, check=False).stdout.split()
+    if images:
+        run(["docker", "rmi", "-f", *set(images)], env, check=False)
+    subprocess.run(["bash", HERE / "engine.sh", "stop", state], capture_output=True)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest"):
+    t0 = time.time()
+    out = run(["docker", "build", "--network", "host", "-f", context / dockerfile,
+               "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}",
+               "-t", tag, context], env)
+    return out.stdout, time.time() - t0
+
+
+def cached_steps(build_output: str) -> dict[str, bool]:
+    """Each RUN step of a classic `docker build` log -> whether it came from the cache."""
+    steps, current = {}, None
+    for line in build_output.splitlines():
+        if line.startswith("Step "):
+            current = line.split(" : ", 1)[1] if line.split(" : ", 1)[1].startswith("RUN") else None
+            if current:
+                steps[current] = False
+        elif current and "Using cache" in line:
+            steps[current] = True
+    return steps
+
+
+@pytest.fixture(scope="module")
+def image(docker, tmp_path_factory):
+    """The project's image on the TF 2.17 stand-in: a cold build, then a source-only rebuild."""
+    context = copy_project(tmp_path_factory.mktemp("context"), exclude=("reports/", "models/"))
+    cold, cold_s = build(docker, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
+    with open(context / "pipeline" / "__init__.py", "a") as fh:
+        fh.write("# a source-only change\n")
+    warm, warm_s = build(docker, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
+    size = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], docker).stdout)
+    print(f"\nimage build: cold {cold_s:.0f} s, after a source-only change {warm_s:.0f} s; "
+          f"{size / 1e9:.2f} GB (stand-in base included)")
+    return {"cold": cold, "warm": warm}
+
+
+def in_image(docker, *args, user=None, volumes=(), check=True, workdir=None):
+    cmd = ["docker", "run", "--rm", "--network", "none"]
+    for v in volumes:
+        cmd += ["-v", v]
+    if user:
+        cmd += ["--user", user]
+    if workdir:
+        cmd += ["-w", workdir]
+    return run([*cmd, IMAGE, *args], docker, check=check)
+
+
+def test_image_keeps_the_bases_tensorflow_and_pip_check_is_clean(docker, image):
+    out = in_image(docker, "python", "-c",
+                   "import tensorflow as tf, keras; print(tf.__version__, keras.__version__, tf.__file__)")
+    version, keras_version, where = out.stdout.strip().splitlines()[-1].split()
+    assert version == "2.17.0"
+    assert keras_version == "3.8.0"
+    # NVIDIA's copy, from the base's site-packages, not a second one in the project's venv
+    assert where.startswith("/usr/local/lib/python3.11/dist-packages/"), where
+    assert in_image(docker, "pip", "check").returncode == 0
+    listed = in_image(docker, "pip", "list", "--format=json", "--path", "/opt/pipeline/venv/lib/python3.11/site-packages")
+    in_venv = {p["name"].lower() for p in json.loads(listed.stdout.strip().splitlines()[-1])}
+    assert {"mlflow", "dvc", "pipeline"} <= in_venv
+    assert not in_venv & {"tensorflow", "tensorflow-cpu", "keras", "numpy", "protobuf", "h5py", "ml-dtypes"}
+
+
+def test_source_change_rebuilds_from_the_cached_dependency_layer(image):
+    cold, warm = cached_steps(image["cold"]), cached_steps(image["warm"])
+    deps = [step for step in warm if "-r /opt/pipeline/requirements.txt" in step]
+    assert len(deps) == 1 and warm[deps[0]] is True and cold[deps[0]] is False
+    sources = [step for step in warm if "--no-deps ." in step]
+    assert len(sources) == 1 and warm[sources[0]] is False
+
+
+def test_image_labels_and_lineage_environment(docker, image):
+    labels = json.loads(run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", IMAGE], docker).stdout)
+    assert labels["org.opencontainers.image.base.name"] == STANDIN_TF
+    assert labels["org.opencontainers.image.version"] == "ctest"
+    assert labels["org.opencontainers.image.title"] == "pipeline"
+    env = in_image(docker, "env").stdout
+    assert "PIPELINE_IMAGE=pipeline:ctest" in env
+    assert "NVIDIA_TENSORFLOW_VERSION=25.02-tf2-py3" in env
+
+
+def test_read_only_clone_and_missing_clone_get_one_line(docker, image, tmp_path):
+    clone = copy_project(tmp_path / "clone")
+    os.chown(clone, UID, GID)
+    before = sorted(p.name for p in clone.iterdir())
+    ro = in_image(docker, "dvc", "repro", user=f"{UID}:{GID}", volumes=[f"{clone}:/workspace/project:ro"],
+                  check=False)
+    assert ro.returncode == 2
+    assert ro.stderr.strip() == (f"error: /workspace/project is not writable by uid {UID}: mount the clone "
+                                 "read-write and run as its owner (--user \"$(id -u):$(id -g)\")")
+    assert sorted(p.name for p in clone.iterdir()) == before
+    empty = in_image(docker, "dvc", "repro", check=False)
+    assert empty.returncode == 2
+    assert empty.stderr.strip() == ("error: /workspace/project has no dvc.yaml: mount your clone there "
+                                    "(-v \"$PWD\":/workspace/project)")
+
+
+def test_gpus_asked_for_on_a_host_without_any_is_one_config_line(docker, image, tmp_path):
+    clone = copy_project(tmp_path / "clone")
+    write_params(clone, {"train.reuters.devices.visible_gpus": [0]})
+    out = in_image(docker, "pipeline", "devices", "--dataset", "reuters",
+                   volumes=[f"{clone}:/workspace/project"], check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    # TF 2.17 itself logs CUDA plugin notices at import (see README, known upstream issues)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [out.stderr.strip().splitlines()[-1]], out.stderr
+    assert errors[0].startswith("error: train.reuters.devices.visible_gpus: asked for GPU 0"), out.stderr
+
+
+def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_path):
+    """keras-team/keras#21069: Embedding + fit on two devices failed on TF 2.17/2.18."""
+    from fixtures import make_reuters_npz, make_word_index
+
+    clone = copy_project(tmp_path / "clone")
+    make_reuters_npz(tmp_path / "reuters.npz")
+    make_word_index(tmp_path / "reuters_word_index.json")
+    script = (
+        "set -e; pipeline preprocess reuters --raw /raw --out /tmp/prepared --params p.yaml >/dev/null; "
+        "for loop in fit custom; do pipeline devices --dataset reuters --params p.yaml --json "
+        "| python -c 'import json,sys; print(\"replicas\", json.load(sys.stdin)[\"replicas\"])'; "
+        "python - \"$loop\" <<'EOF'\n"
+        "import sys, yaml\n"
+        "raw = yaml.safe_load(open('p.yaml')); raw['train']['reuters']['loop'] = sys.argv[1]\n"
+        "yaml.safe_dump(raw, open('p2.yaml', 'w'))\n"
+        "EOF\n"
+        "MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db pipeline train reuters --data /tmp/prepared "
+        "--model-dir /tmp/m-$loop --history /tmp/h-$loop.csv --summary /tmp/s-$loop.json --params p2.yaml; "
+        "python -c \"import json; print('$loop', json.load(open('/tmp/s-$loop.json'))['replicas'])\"; done"
+    )
+    write_params(clone, {"train.reuters.devices.logical_devices": 2, "train.reuters.epochs": 2,
+                         "train.reuters.batch_size_per_replica": 16}).rename(clone / "p.yaml")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("reuters.npz", "reuters_word_index.json"):
+        shutil.move(tmp_path / name, raw / name)
+    out = in_image(docker, "bash", "-c", script, volumes=[f"{clone}:/workspace/project", f"{raw}:/raw:ro"],
+                   check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    lines = out.stdout.splitlines()
+    assert "fit 2" in lines and "custom 2" in lines, out.stdout
+
+
+# --- the compose stack -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stack(docker, image, tmp_path_factory, dataset_files):
+    """docker/compose.yaml up (db, mlflow) on a clone owned by a non-root user."""
+    base = tmp_path_factory.mktemp("stack")
+    clone = copy_project(base / "project")
+    write_params(clone, {
+        "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 16,
+        "train.reuters.devices.logical_devices": 2,
+        "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32,
+    })
+    raw = yaml.safe_load((clone / "params.yaml").read_text())
+    import hashlib
+
+    for entry in raw["download"]["reuters"]["files"]:  # the fixtures' own hashes: the real check runs
+        entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
+    (clone / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    git = {**os.environ, "GIT_AUTHOR_NAME": "c", "GIT_AUTHOR_EMAIL": "c@example.org",
+           "GIT_COMMITTER_NAME": "c", "GIT_COMMITTER_EMAIL": "c@example.org"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "project"]):
+        run(["git", *args], git, cwd=clone)
+    (port,) = free_ports(1)
+    (clone / "docker" / ".env").write_text(
+        "POSTGRES_USER=mlflow\nPOSTGRES_PASSWORD=ctest0secret\nPOSTGRES_DB=mlflow\n"
+        f"PIPELINE_UID={UID}\nPIPELINE_GID={GID}\nPIPELINE_VERSION=ctest\nMLFLOW_PUBLISH=127.0.0.1:{port}\n")
+    shutil.chown(clone, UID, GID)
+    subprocess.run(["chown", "-R", f"{UID}:{GID}", clone], check=True)
+    fixtures = base / "fixtures"
+    shutil.copytree(dataset_files, fixtures)
+    fixtures.chmod(0o755)  # read by the container's non-root user
+
+    _, mlflow_s = build(docker, clone, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
+    print(f"\nmlflow image build: {mlflow_s:.0f} s")
+    project = f"ctest{os.getpid()}"
+    compose = ["docker-compose", "-p", project, "-f", clone / "docker" / "compose.yaml",
+               "-f", HERE / "compose.standin.yaml"]
+    if memlock_limit() != "-1":
+        (base / "memlock.yaml").write_text(
+            f"services:\n  pipeline:\n    ulimits:\n      memlock: {memlock_limit()}\n")
+        compose += ["-f", base / "memlock.yaml"]
+    t0 = time.time()
+    run([*compose, "up", "-d", "--no-build", "mlflow"], docker)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 240
+    while True:
+        state = run(["docker", "inspect", "-f", "{{.State.Health.Status}}", f"{project}_mlflow_1"],
+                    docker, check=False).stdout.strip()
+        if state == "healthy":
+            break
+        if time.time() > deadline:
+            logs = run([*compose, "logs", "--no-color", "--tail", "50"], docker, check=False).stdout
+            raise AssertionError(f"mlflow did not become healthy ({state}):\n{logs}")
+        time.sleep(2)
+    print(f"db + mlflow healthy after {time.time() - t0:.0f} s")
+    yield {"clone": clone, "compose": compose, "url": url, "fixtures": fixtures, "env": docker,
+           "project": project}
+    run([*compose, "down", "-v", "--remove-orphans"], docker, check=False)
+
+
+def in_stack(stack, *args, service="pipeline", check=True, extra=()):
+    return run([*stack["compose"], "run", "--rm", "-T", *extra, service, *args], stack["env"], check=check)
+
+
+@pytest.fixture(scope="module")
+def repro(stack):
+    """`dvc repro` in the pipeline service, as the clone's owner, data served from 127.0.0.1."""
+    t0 = time.time()
+    out = in_stack(stack, "bash", "-c",
+                   "python3 -m http.server --bind 127.0.0.1 --directory /fixtures 8765 >/dev/null 2>&1 & "
+                   "exec dvc repro",
+                   extra=["-v", f"{stack['fixtures']}:/fixtures:ro",
+                          "-e", "PIPELINE_DATA_MIRROR=http://127.0.0.1:8765"], check=False)
+    print(f"\ndvc repro in the pipeline service: {time.time() - t0:.0f} s")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    return out
+
+
+def test_compose_repro_writes_outputs_owned_by_the_user(stack, repro):
+    clone = stack["clone"]
+    for path in ("models/reuters/model.keras", "models/mnist/model.keras", "reports/reuters/metrics.json",
+                 "reports/mnist/metrics.json", "dvc.lock", "data/prepared/reuters/train.npz"):
+        st = (clone / path).stat()
+        assert (st.st_uid, st.st_gid) == (UID, GID), path
+    written = [p for p in clone.rglob("*") if p.stat().st_uid != UID and ".git" not in p.parts]
+    assert written == []
+
+
+def test_compose_runs_reach_the_server_with_the_image_tag(stack, repro):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=stack["url"])
+    for dataset in ("reuters", "mnist"):
+        exp = client.get_experiment_by_name(dataset)
+        assert exp is not None, dataset
+        (run_,) = client.search_runs([exp.experiment_id])
+        assert run_.info.status == "FINISHED"
+        assert run_.data.tags["container.image"] == "pipeline:ctest"
+        assert run_.data.tags["container.nvidia_tensorflow"] == "25.02-tf2-py3"
+        assert run_.data.tags["tensorflow.version"] == "2.17.0"
+        assert "test_accuracy" in run_.data.metrics
+        assert run_.data.params["distribute.replicas"] == ("2" if dataset == "reuters" else "1")
+        assert run_.info.artifact_uri.startswith("mlflow-artifacts:")
+    # artifacts went through the server onto its volume; runs are rows in PostgreSQL
+    stored = in_stack(stack, "/mlflow/artifacts", "-name", "history.csv", service="mlflow",
+                      extra=["--entrypoint", "find"]).stdout.split()
+    assert len(stored) == 2, stored
+    rows = run([*stack["compose"], "exec", "-T", "db", "psql", "-U", "mlflow", "-d", "mlflow", "-tAc",
+                "SELECT count(*) FROM runs WHERE status = 'FINISHED'"], stack["env"]).stdout.strip()
+    assert int(rows) == 2
+
+
+def test_doctor_in_the_pipeline_service(stack, repro):
+    # as root on a clone owned by another uid: git's "dubious ownership" must not bite
+    out = in_stack(stack, "pipeline", "doctor", "--json", extra=["--user", "0:0"], check=False)
+    checks = {c["name"]: c for c in json.loads(out.stdout[out.stdout.index("["):])}
+    assert checks["tracking"]["status"] == "pass", checks["tracking"]
+    assert "http://mlflow:5000" in checks["tracking"]["detail"]
+    assert checks["git"]["status"] == "pass", checks["git"]
+    assert out.returncode == (1 if any(c["status"] == "fail" for c in checks.values()) else 0)
+
+
+def test_wrong_database_password_is_one_line(stack):
+    out = in_stack(stack, service="mlflow", check=False,
+                   extra=["-e", "MLFLOW_BACKEND_STORE_URI=postgresql://mlflow:wrong@db:5432/mlflow"])
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: cannot open the backend store postgresql://mlflow:***@db:5432/mlflow: ")
+    assert "password authentication failed" in lines[0] and "docker/.env" in lines[0]
+
+
+def test_basic_auth_refuses_anonymous_requests_and_the_pipeline_logs_with_credentials(stack, repro):
+    (port,) = free_ports(1)
+    name = f"{stack['project']}_mlflow_auth"
+    run([*stack["compose"], "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:5000",
+         "-e", "MLFLOW_AUTH_ADMIN_PASSWORD=ctest-admin-pw", "-e", f"MLFLOW_ALLOWED_HOSTS={name}:5000,127.0.0.1:*",
+         "mlflow"], stack["env"])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline, "the basic-auth server did not start"
+                time.sleep(2)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/search?max_results=1", timeout=10)
+        assert refused.value.code == 401
+        out = in_stack(stack, "dvc", "repro", "--force", "train@reuters", "evaluate@reuters", check=False,
+                       extra=["-e", f"MLFLOW_TRACKING_URI=http://{name}:5000",
+                              "-e", "MLFLOW_TRACKING_USERNAME=admin",
+                              "-e", "MLFLOW_TRACKING_PASSWORD=ctest-admin-pw"])
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        from mlflow import MlflowClient
+
+        os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = "admin", "ctest-admin-pw"
+        try:
+            client = MlflowClient(tracking_uri=url)
+            exp = client.get_experiment_by_name("reuters")
+            runs = client.search_runs([exp.experiment_id])
+        finally:
+            del os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]
+        assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    finally:
+        run(["docker", "rm", "-f", name], stack["env"], check=False)
+
+
+def test_database_down_is_reported_by_doctor(stack, repro):
+    run([*stack["compose"], "stop", "db"], stack["env"])
+    try:
+        out = in_stack(stack, "pipeline", "doctor", "--json", check=False, extra=["--no-deps"])
+        checks = {c["name"]: c for c in json.loads(out.stdout[out.stdout.index("["):])}
+        assert out.returncode == 1
+        assert checks["tracking"]["status"] == "fail", checks["tracking"]
+        assert "database" in checks["tracking"]["detail"] + checks["tracking"]["fix"]
+    finally:
+        run([*stack["compose"], "start", "db"], stack["env"])
+
+
+def readme_block(containing: str) -> str:
+    """The README's bash block holding `containing`, as a user would paste it."""
+    text = (ROOT / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```bash\n")[1:]]
+    (block,) = [b for b in blocks if containing in b]
+    return block
+
+
+def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, image, tmp_path, dataset_files):
+    """The README's `docker run` lines, pasted by a non-root user in a clone (the stand-in
+    hook accepts `--gpus all`); only the image tag and a file mirror of the data are added."""
+    block = readme_block("docker run --rm --gpus all")
+    assert block.rstrip().endswith(" pipeline")
+    script = block.rstrip()[: -len(" pipeline")].replace("--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + (
+        " -e PIPELINE_DATA_MIRROR=file:///fixtures -v \"$FIXTURES\":/fixtures:ro " + IMAGE + "\n")
+    clone = copy_project(tmp_path / "clone")
+    write_params(clone, {"train.reuters.epochs": 1, "train.mnist.epochs": 1,
+                         "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32})
+    raw = yaml.safe_load((clone / "params.yaml").read_text())
+    import hashlib
+
+    for entry in raw["download"]["reuters"]["files"]:
+        entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
+    (clone / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    git = {**os.environ, "GIT_AUTHOR_NAME": "c", "GIT_AUTHOR_EMAIL": "c@example.org",
+           "GIT_COMMITTER_NAME": "c", "GIT_COMMITTER_EMAIL": "c@example.org"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "project"]):
+        run(["git", *args], git, cwd=clone)
+    home = tmp_path / "home"
+    home.mkdir()
+    subprocess.run(["chown", "-R", f"{UID}:{GID}", clone, home], check=True)
+    # the user reaches the test's engine: its socket, and the folder holding it
+    sock = Path(docker["DOCKER_HOST"].removeprefix("unix://"))
+    sock.parent.chmod(0o711)
+    sock.chmod(0o666)
+    fixtures = shutil.copytree(dataset_files, tmp_path / "fixtures")
+    fixtures.chmod(0o755)  # read by the container's non-root user
+    env = {**docker, "HOME": str(home), "FIXTURES": str(fixtures)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    t0 = time.time()
+    out = run(["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", "bash", "-euc", script],
+              env, check=False, cwd=clone)
+    print(f"\nREADME docker run line (dvc repro): {time.time() - t0:.0f} s")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    assert (clone / "reports" / "reuters" / "metrics.json").stat().st_uid == UID
+    assert [p for p in clone.rglob("*") if p.stat().st_uid != UID] == []
+    assert any((home / ".cache" / "pipeline-dvc").rglob("*")), "the DVC cache went to the host folder"
+    # no tracking URI: runs went to mlflow.db in the clone, tagged with the image
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{clone / 'mlflow.db'}")
+    (run_,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    assert run_.data.tags["container.image"] == "pipeline:ctest"

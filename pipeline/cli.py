@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -28,6 +29,7 @@ HELP = {
     "train": "Train a dataset's model with tf.distribute; log to MLflow.",
     "evaluate": "Test metrics and confusion matrix; log into the training run.",
     "devices": "Show devices and the strategy training would use.",
+    "doctor": "Check this host or container before a run; the fix for each problem.",
 }
 
 
@@ -103,6 +105,28 @@ def devices(dataset, params_path, as_json):
     click.echo(f"strategy: {report['strategy']}, {report['replicas']} replica(s), "
                f"{report['workers']} worker(s), on {', '.join(report['devices'])}")
     click.echo(f"all-reduce: {report['cross_device_ops']}")
+
+
+@cli.command("doctor")
+@click.option("--dataset", type=click.Choice(DATASETS), default=DATASETS[0], show_default=True,
+              help="Whose train.<dataset> params decide the strategy checked.")
+@click.option("--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+def doctor(dataset, params_path, as_json):
+    """Check git, DVC, the MLflow tracking store, disk, GPUs, driver and library versions,
+    shared memory and the strategy, one line each: pass, warn or fail with its fix.
+    Exits 1 if any check fails."""
+    from pipeline import doctor as checks
+
+    results = checks.run_checks(params_path, dataset)
+    if as_json:
+        click.echo(json.dumps([c.as_dict() for c in results], indent=2))
+    else:
+        for check in results:
+            click.echo(checks.format_line(check))
+    if any(c.status == "fail" for c in results):
+        sys.exit(1)
 
 
 def main() -> None:

@@ -21,3 +21,8 @@ class DataError(PipelineError):
 
 class DownloadError(PipelineError):
     """A file that could not be fetched or did not verify."""
+
+
+class TrackingError(PipelineError):
+    """The MLflow tracking store does not answer, refuses the credentials, or cannot store.
+    Exit code 1: the params are fine; the server, the network or the credentials are not."""

@@ -36,6 +36,62 @@ def tracking_uri() -> str:
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
+def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
+    """Whether the tracking store can take a run: a one-line description, or TrackingError.
+
+    For a server: /health, then one query that reaches its database, with the credentials
+    MLflow would send. MLflow itself retries a dead server for minutes before a traceback.
+    """
+    import base64
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from pipeline.errors import TrackingError
+
+    uri = uri or tracking_uri()
+    scheme = urllib.parse.urlsplit(uri).scheme
+    if scheme == "sqlite":
+        path = Path(uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri[len("sqlite://"):])
+        folder = path.parent
+        if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
+            raise TrackingError(f"{uri}: {folder} is not writable; run where you can write, or set "
+                                "MLFLOW_TRACKING_URI to a tracking server")
+        return f"{uri} ({'exists' if path.exists() else 'made by the first run'})"
+    if scheme not in ("http", "https"):
+        return f"{uri} (a {scheme or 'file'} store: not checked)"
+    base = uri.rstrip("/")
+    try:
+        urllib.request.urlopen(f"{base}/health", timeout=timeout).close()
+    except urllib.error.HTTPError as exc:
+        raise TrackingError(f"{base}/health answered HTTP {exc.code}: not an MLflow server; "
+                            "check MLFLOW_TRACKING_URI") from None
+    except OSError as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingError(f"MLflow tracking server {base} does not answer ({reason}); start it, or "
+                            "set MLFLOW_TRACKING_URI to one that runs (unset: mlflow.db here)") from None
+    headers = {}
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
+    query = urllib.request.Request(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", headers=headers)
+    try:
+        urllib.request.urlopen(query, timeout=max(timeout, 15)).close()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            who = f"user {user!r} was refused" if headers else "no credentials were given"
+            raise TrackingError(f"{base} requires a login and {who} (HTTP {exc.code}); set "
+                                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
+        raise TrackingError(f"{base} answers but cannot query its backend store (HTTP {exc.code}); check "
+                            "the server's database (with docker/compose.yaml: the db service)") from None
+    except OSError as exc:
+        raise TrackingError(f"{base} answers /health but not a query ({getattr(exc, 'reason', exc)}); "
+                            "check the server's database and logs") from None
+    return f"{base} answers; its backend store too"
+
+
 def _git(args: list[str], cwd: Path) -> Optional[str]:
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
@@ -112,6 +168,7 @@ def start_run(dataset: str, run_name: Optional[str] = None):
 
 def resume_run(run_id: str):
     """Reopen the training run that the train stage recorded (to add evaluation results)."""
+    check_tracking()
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri())
@@ -132,6 +189,7 @@ def start_or_resume_run(dataset: str, backup_dir: Optional[Path], fingerprint: s
 
     `fingerprint` identifies the params; a backup made under other params is discarded.
     """
+    check_tracking()
     import json
     import shutil
 

@@ -20,13 +20,16 @@ from stages._common import dataset_argument, params_option, path_option
 def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_png, params_path):
     """Evaluate DATASET's trained model on the test split."""
     cfg = load_params(params_path, dataset).evaluate
+    from pipeline import tracking
+
+    tracking.check_tracking()  # before any output is written: the results go into the run
     import csv
 
     import keras
     import mlflow
     import numpy as np
 
-    from pipeline import evaluation, tracking
+    from pipeline import evaluation
     from pipeline.data import arrays
     from pipeline.errors import DataError
     from pipeline.io import atomic_file, read_json, write_json

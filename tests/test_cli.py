@@ -13,11 +13,11 @@ def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
         "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
     )
     assert "EXIT 0 False False" in result.stdout
-    for name in ("download", "preprocess", "train", "evaluate", "devices"):
+    for name in ("download", "preprocess", "train", "evaluate", "devices", "doctor"):
         assert f"  {name} " in result.stdout
 
 
-@pytest.mark.parametrize("stage", ["download", "preprocess", "train", "evaluate"])
+@pytest.mark.parametrize("stage", ["download", "preprocess", "train", "evaluate", "doctor"])
 def test_stage_help_is_lazy_too(stage):
     result = run_python(
         "import sys\n"

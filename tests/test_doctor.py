@@ -1,0 +1,153 @@
+"""`pipeline doctor` and the tracking check the stages run first, against real git, DVC,
+a real `mlflow server` on 127.0.0.1 and a port where nothing listens."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, free_ports, run_pipeline, subprocess_env, write_params
+
+pytestmark = pytest.mark.slow
+
+NAMES = ["git", "dvc", "dvc-remote", "folder", "disk", "tracking", "gpus", "versions", "shm", "strategy"]
+
+
+@pytest.fixture
+def clone(tmp_path):
+    """A DVC project in a git repository, with the shipped params."""
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    write_params(repo)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    for args in (["git", "init", "-q", "-b", "main"], [sys.executable, "-m", "dvc", "init", "-q"],
+                 ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
+        subprocess.run(args, cwd=repo, env=env, check=True, capture_output=True)
+    return repo
+
+
+def doctor(folder, *args, env=None, user=None):
+    cmd = [sys.executable, "-m", "pipeline", "doctor", "--json", *args]
+    if user is not None:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+    out = subprocess.run(cmd, cwd=folder, env=env or subprocess_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out.returncode, {c["name"]: c for c in json.loads(out.stdout)}, out
+
+
+def test_a_sound_clone_passes(clone):
+    code, checks, out = doctor(clone)
+    assert list(checks) == NAMES
+    assert code == 0, out.stdout
+    for name in ("git", "dvc", "dvc-remote", "folder", "tracking", "strategy"):
+        assert checks[name]["status"] == "pass", checks[name]
+    assert checks["tracking"]["detail"] == f"sqlite:///{clone / 'mlflow.db'} (made by the first run)"
+    assert checks["strategy"]["detail"].startswith("reuters: MirroredStrategy, 1 replica(s)")
+    assert checks["versions"]["detail"].startswith("TensorFlow ")
+
+
+def test_plain_output_is_one_line_per_check(clone):
+    out = run_pipeline("doctor", cwd=clone)
+    lines = out.stdout.strip().splitlines()
+    assert [line.split()[1] for line in lines] == NAMES
+    assert all(line.split()[0] in ("pass", "warn", "fail") for line in lines)
+
+
+def test_dubious_ownership_and_a_read_only_folder_fail_with_their_fix(clone):
+    subprocess.run(["chown", "-R", "65534:65534", clone], check=True)
+    code, checks, _ = doctor(clone)  # as root, on a clone owned by another uid
+    assert code == 1
+    assert checks["git"]["status"] == "fail"
+    assert "dubious ownership" in checks["git"]["detail"]
+    assert f"git config --global --add safe.directory {clone}" in checks["git"]["fix"]
+    # a folder another user can enter but not write to (root writes anywhere: run as nobody)
+    shared = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        shared.chmod(0o755)
+        subprocess.run(["chown", "-R", "0:0", clone], check=True)
+        clone = Path(shutil.move(clone, shared / "clone"))
+        code, checks, _ = doctor(clone, user=65534, env=subprocess_env(HOME=str(shared)))
+    finally:
+        shutil.rmtree(shared)
+    assert code == 1
+    assert checks["folder"]["status"] == "fail"
+    assert checks["folder"]["detail"] == f"{clone} is not writable by uid 65534 (Permission denied)"
+    assert "mount the clone read-write" in checks["folder"]["fix"]
+
+
+def test_gpus_the_host_lacks_are_a_failed_strategy_check(clone):
+    write_params(clone, {"train.mnist.devices.visible_gpus": [0]})
+    code, checks, _ = doctor(clone, "--dataset", "mnist")
+    assert code == 1
+    assert checks["strategy"]["status"] == "fail"
+    assert checks["strategy"]["detail"].startswith("train.mnist.devices.visible_gpus: asked for GPU 0")
+    assert "change train.mnist in params.yaml" in checks["strategy"]["fix"]
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow")
+    (port,) = free_ports(1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "a")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=subprocess_env(), start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_tracking_server_that_answers_and_one_that_does_not(clone, mlflow_server):
+    code, checks, _ = doctor(clone, env=subprocess_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert checks["tracking"] == {"name": "tracking", "status": "pass", "fix": "",
+                                  "detail": f"{mlflow_server} answers; its backend store too"}
+    (closed,) = free_ports(1)
+    code, checks, _ = doctor(clone, env=subprocess_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{closed}"))
+    assert code == 1
+    assert checks["tracking"]["status"] == "fail"
+    assert checks["tracking"]["detail"].startswith(f"MLflow tracking server http://127.0.0.1:{closed} does not answer")
+    assert checks["tracking"]["fix"].startswith("start it, or set MLFLOW_TRACKING_URI")
+
+
+@pytest.mark.distributed
+def test_train_stage_with_a_dead_tracking_server_stops_in_one_line_and_writes_nothing(tmp_path):
+    from fixtures import make_reuters_npz, make_word_index
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    make_reuters_npz(raw / "reuters.npz")
+    make_word_index(raw / "reuters_word_index.json")
+    write_params(tmp_path, {"train.reuters.epochs": 1})
+    assert run_pipeline("preprocess", "reuters", "--raw", raw, "--out", "prepared", cwd=tmp_path).returncode == 0
+    (closed,) = free_ports(1)
+    env = subprocess_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{closed}")
+    started = time.time()
+    out = run_pipeline("train", "reuters", "--data", "prepared", "--model-dir", "models", "--history", "h.csv",
+                       "--summary", "s.json", "--backup-dir", "backup", cwd=tmp_path, env=env)
+    took = time.time() - started
+    assert out.returncode == 1, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: MLflow tracking server http://127.0.0.1:{closed} does not answer ([Errno 111] "
+                      "Connection refused); start it, or set MLFLOW_TRACKING_URI to one that runs (unset: "
+                      "mlflow.db here)"]
+    assert "Traceback" not in out.stderr
+    assert not any((tmp_path / p).exists() for p in ("models", "h.csv", "s.json", "backup"))
+    print(f"\ntrain stage with a dead tracking server: exit 1 after {took:.1f} s")

@@ -6,6 +6,7 @@ MLFLOW_AUTH_ADMIN_PASSWORD set, MLflow's basic-auth app is on (users in the same
 """
 
 import os
+import secrets
 import sys
 import tempfile
 import urllib.parse
@@ -23,7 +24,8 @@ def redacted(uri: str) -> str:
 
 def check_database(uri: str) -> None:
     try:
-        engine = sqlalchemy.create_engine(uri, connect_args={"connect_timeout": 10})
+        timeout = {"connect_timeout": 10} if uri.startswith("postgresql") else {}
+        engine = sqlalchemy.create_engine(uri, connect_args=timeout)
         with engine.connect():
             pass
     except sqlalchemy.exc.OperationalError as exc:  # refused, unknown host, wrong password
@@ -48,6 +50,8 @@ def main() -> None:
             # the health check calls every few seconds: an access log would be mostly that
             "--uvicorn-opts", "--no-access-log"]
     if os.environ.get("MLFLOW_AUTH_ADMIN_PASSWORD"):
+        if len(os.environ["MLFLOW_AUTH_ADMIN_PASSWORD"]) < 12:  # MLflow's rule, as a traceback
+            sys.exit("error: MLFLOW_AUTH_ADMIN_PASSWORD must be at least 12 characters (docker/.env)")
         config = tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False)
         config.write("[mlflow]\ndefault_permission = READ\n"
                      f"database_uri = {uri.replace('%', '%%')}\n"
@@ -55,6 +59,9 @@ def main() -> None:
                      "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
         config.close()
         os.environ["MLFLOW_AUTH_CONFIG_PATH"] = config.name
+        # the auth app's CSRF protection needs a key; one server process may make its own
+        if not os.environ.get("MLFLOW_FLASK_SERVER_SECRET_KEY"):
+            os.environ["MLFLOW_FLASK_SERVER_SECRET_KEY"] = secrets.token_hex(32)
         args += ["--app-name", "basic-auth"]
     os.execvp(args[0], args + sys.argv[1:])
 

@@ -30,6 +30,7 @@ HELP = {
     "evaluate": "Test metrics and confusion matrix; log into the training run.",
     "devices": "Show devices and the strategy training would use.",
     "doctor": "Check this host or container before a run; the fix for each problem.",
+    "ui": "MLflow's UI on this project's runs, on 127.0.0.1.",
 }
 
 
@@ -127,6 +128,33 @@ def doctor(dataset, params_path, as_json):
             click.echo(checks.format_line(check))
     if any(c.status == "fail" for c in results):
         sys.exit(1)
+
+
+@cli.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to serve on.")
+@click.option("--port", type=int, default=5000, show_default=True, help="Port to serve on (MLflow's own).")
+def ui(host, port):
+    """MLflow's UI on this project's runs: mlflow.db in the repository root, or the store
+    MLFLOW_TRACKING_URI names (a tracking server already serves its UI: its URL is printed).
+    One worker, no job runners, no access log; Ctrl+C stops it."""
+    import subprocess
+
+    from pipeline import tracking
+
+    uri = tracking.tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        click.echo(f"MLflow UI: {uri} (the tracking server's own)")
+        return
+    click.echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it", err=True)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
+           "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+            "--registry-store-uri", uri, "--host", host,
+            "--port", str(port), "--workers", "1", "--uvicorn-opts", "--no-access-log --log-level warning"]
+    try:
+        sys.exit(subprocess.call(args, env=env))
+    except KeyboardInterrupt:
+        sys.exit(0)
 
 
 def main() -> None:

@@ -64,33 +64,3 @@ def macro_averages(report: list[dict]) -> dict:
         "test_macro_precision": float(np.mean([r["precision"] for r in present])) if present else 0.0,
         "test_macro_recall": float(np.mean([r["recall"] for r in present])) if present else 0.0,
     }
-
-
-def plot_confusion(matrix: np.ndarray, path, title: str) -> None:
-    """A confusion matrix as a PNG, counts in each cell when the matrix is small enough to read."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(matrix)
-    size = max(5.0, min(14.0, n * 0.3))
-    fig, ax = plt.subplots(figsize=(size, size))
-    ax.imshow(np.log1p(matrix), cmap="Blues")
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("actual")
-    ax.set_title(title)
-    ticks = np.arange(n)
-    ax.set_xticks(ticks)
-    ax.set_yticks(ticks)
-    ax.tick_params(labelsize=7 if n > 20 else 9)
-    if n <= 20:
-        threshold = np.log1p(matrix).max() / 2
-        for i in range(n):
-            for j in range(n):
-                if matrix[i, j]:
-                    ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=7,
-                            color="white" if np.log1p(matrix[i, j]) > threshold else "black")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
-    plt.close(fig)

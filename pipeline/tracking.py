@@ -157,13 +157,50 @@ def framework_tags() -> dict[str, str]:
     }
 
 
+# System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few
+# seconds: MLflow's default of 10 s leaves a short training with one or two points.
+SYSTEM_METRICS_SECONDS = 2
+
+
+def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: str) -> str:
+    """What a run is, at a glance in the runs table: `reuters-fit-2rep-float32`."""
+    return f"{dataset}-{loop}-{replicas}rep{f'-{workers}w' if workers > 1 else ''}-{precision}"
+
+
 def start_run(dataset: str, run_name: Optional[str] = None):
-    """Start the training run of `dataset` in the experiment named after it."""
+    """Start the training run of `dataset` in the experiment named after it, with system
+    metrics. Under `dvc exp run` the run is named after the DVC experiment."""
+    import logging
+
     import mlflow
+    import mlflow.system_metrics
 
     mlflow.set_tracking_uri(tracking_uri())
     mlflow.set_experiment(dataset)
-    return mlflow.start_run(run_name=run_name or os.environ.get("DVC_EXP_NAME") or None)
+    mlflow.system_metrics.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
+    mlflow.system_metrics.set_system_metrics_samples_before_logging(1)
+    # its start and stop notices are INFO lines on every run
+    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+    run = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or run_name, log_system_metrics=True)
+    if run_name:
+        mlflow.set_tag("pipeline.run_name", run_name)
+    return run
+
+
+def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path] = None) -> None:
+    """The prepared data a run read, as MLflow dataset inputs: named `<dataset>-<split>`,
+    sourced at the DVC path, with the md5 dvc.lock records for it as digest (so MLflow
+    does not hash the arrays again)."""
+    import mlflow
+    import mlflow.data
+
+    root = Path(root or Path.cwd())
+    rel = os.path.normpath(os.path.relpath(Path(data).resolve(), root.resolve()))
+    digest = _dvc_hashes([data], root).get(f"dvc.data.{rel}", "")[:32] or None
+    contexts = {"train": "training", "val": "validation", "test": "testing"}
+    for split, (x, y) in splits.items():
+        ds = mlflow.data.from_numpy(x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest)
+        mlflow.log_input(ds, context=contexts.get(split, split))
 
 
 def resume_run(run_id: str):
@@ -184,7 +221,8 @@ def model_requirements() -> list[str]:
     return [f"tensorflow=={tf.__version__}", f"keras=={keras.__version__}"]
 
 
-def start_or_resume_run(dataset: str, backup_dir: Optional[Path], fingerprint: str = ""):
+def start_or_resume_run(dataset: str, backup_dir: Optional[Path], fingerprint: str = "",
+                        run_name: Optional[str] = None):
     """The training run: the one a killed attempt left in `backup_dir`, or a new one.
 
     `fingerprint` identifies the params; a backup made under other params is discarded.
@@ -199,7 +237,7 @@ def start_or_resume_run(dataset: str, backup_dir: Optional[Path], fingerprint: s
         if saved.get("fingerprint") == fingerprint:
             return resume_run(saved["run_id"])
         shutil.rmtree(backup_dir)  # made under other params: start over
-    run = start_run(dataset)
+    run = start_run(dataset, run_name)
     if marker is not None:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"run_id": run.info.run_id, "fingerprint": fingerprint}))

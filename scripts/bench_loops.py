@@ -37,7 +37,7 @@ def train(work: Path, dataset: str, data: Path, overrides: dict, env: dict, kill
         node[last] = value
     (work / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     args = [sys.executable, "-m", "pipeline", "train", dataset, "--data", str(data.resolve()),
-            "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json",
+            "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json", "--curves", "curves.png",
             "--backup-dir", "backup"]
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -29,7 +29,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     import mlflow
     import numpy as np
 
-    from pipeline import evaluation
+    from pipeline import evaluation, plots
     from pipeline.data import arrays
     from pipeline.errors import DataError
     from pipeline.io import atomic_file, read_json, write_json
@@ -57,7 +57,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
         np.savetxt(tmp, np.stack([y_test, y_pred], axis=1), fmt="%d", delimiter=",",
                    header="actual,predicted", comments="")
     with atomic_file(confusion_png) as tmp:
-        evaluation.plot_confusion(matrix, tmp, f"{dataset}: test confusion matrix")
+        plots.confusion(matrix, tmp, f"{dataset}: test confusion matrix")
 
     run_id = read_json(model_dir / "run.json")["run_id"]
     with tracking.resume_run(run_id):

@@ -24,10 +24,11 @@ from stages._common import dataset_argument, params_option, path_option
 @path_option("--model-dir", "Folder to write model.keras and run.json (the MLflow run) to.")
 @path_option("--history", "CSV of per-epoch metrics, for dvc plots.")
 @path_option("--summary", "JSON of training figures (time, throughput, devices), for dvc metrics.")
+@path_option("--curves", "PNG of the learning curves (loss and accuracy per epoch), for dvc plots.")
 @click.option("--backup-dir", type=click.Path(path_type=Path), default=None,
               help="Folder for per-epoch backups, to resume a killed run (removed when training ends).")
 @params_option
-def command(dataset, data, model_dir, history, summary, backup_dir, params_path):
+def command(dataset, data, model_dir, history, summary, curves, backup_dir, params_path):
     """Train DATASET's model on every device the host has (see params train.<dataset>)."""
     params = load_params(params_path, dataset)
     cfg = params.train
@@ -42,7 +43,7 @@ def command(dataset, data, model_dir, history, summary, backup_dir, params_path)
 
     import mlflow
 
-    from pipeline import tracking, training
+    from pipeline import plots, tracking, training
     from pipeline.data import arrays
     from pipeline.io import atomic_dir, atomic_file, read_json, write_json
 
@@ -51,7 +52,8 @@ def command(dataset, data, model_dir, history, summary, backup_dir, params_path)
     if backup_dir is not None and not chief:
         backup_dir = backup_dir / distribute.task_name(strategy)  # a worker's own, removed below
     fingerprint = json.dumps(params.flat(), sort_keys=True, default=str)
-    run = (tracking.start_or_resume_run(dataset, backup_dir, fingerprint) if chief
+    name = tracking.run_name(dataset, cfg.loop, devices["replicas"], devices["workers"], cfg.precision)
+    run = (tracking.start_or_resume_run(dataset, backup_dir, fingerprint, run_name=name) if chief
            else contextlib.nullcontext())
     with run as active:
         if chief:
@@ -69,6 +71,7 @@ def command(dataset, data, model_dir, history, summary, backup_dir, params_path)
             })
             mlflow.set_tags({**tracking.lineage_tags([data]), **tracking.framework_tags(),
                              "pipeline.stage": "train", "pipeline.dataset": dataset})
+            tracking.log_inputs(dataset, data, splits)
 
         def log_epoch(epoch, row):
             if chief:
@@ -97,7 +100,10 @@ def command(dataset, data, model_dir, history, summary, backup_dir, params_path)
             with atomic_file(history) as tmp:
                 training.write_history_csv(result.history, tmp)
             write_json(summary, figures)
+            with atomic_file(curves) as tmp:
+                plots.learning_curves(result.history, tmp, f"{dataset}: {name}")
             mlflow.log_artifact(str(history))
+            mlflow.log_artifact(str(curves), artifact_path="plots")
             signature = training.model_signature(
                 result.model, splits["val"][0][:4], getattr(cfg, "img_size", None))
             import mlflow.tensorflow

@@ -132,7 +132,8 @@ def test_missing_file(tmp_path):
 
 
 @pytest.mark.parametrize("stage,args", [
-    ("train", ["--data", "d", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json"]),
+    ("train", ["--data", "d", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json",
+               "--curves", "c.png"]),
     ("download", ["--out", "o", "--manifest", "o.json"]),
 ])
 def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_path, raw, stage, args):

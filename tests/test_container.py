@@ -214,7 +214,8 @@ def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_
         "yaml.safe_dump(raw, open('p2.yaml', 'w'))\n"
         "EOF\n"
         "MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db pipeline train reuters --data /tmp/prepared "
-        "--model-dir /tmp/m-$loop --history /tmp/h-$loop.csv --summary /tmp/s-$loop.json --params p2.yaml; "
+        "--model-dir /tmp/m-$loop --history /tmp/h-$loop.csv --summary /tmp/s-$loop.json --curves /tmp/c-$loop.png "
+        "--params p2.yaml; "
         "python -c \"import json; print('$loop', json.load(open('/tmp/s-$loop.json'))['replicas'])\"; done"
     )
     write_params(clone, {"train.reuters.devices.logical_devices": 2, "train.reuters.epochs": 2,
@@ -422,14 +423,23 @@ def readme_block(containing: str) -> str:
     return block
 
 
-def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, image, tmp_path, dataset_files):
+@pytest.fixture
+def shared_tmp():
+    """A folder another user can enter (pytest's own are root's alone)."""
+    path = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pipeline-ctest-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, image, shared_tmp, dataset_files):
     """The README's `docker run` lines, pasted by a non-root user in a clone (the stand-in
     hook accepts `--gpus all`); only the image tag and a file mirror of the data are added."""
     block = readme_block("docker run --rm --gpus all")
     assert block.rstrip().endswith(" pipeline")
     script = block.rstrip()[: -len(" pipeline")].replace("--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + (
         " -e PIPELINE_DATA_MIRROR=file:///fixtures -v \"$FIXTURES\":/fixtures:ro " + IMAGE + "\n")
-    clone = copy_project(tmp_path / "clone")
+    clone = copy_project(shared_tmp / "clone")
     write_params(clone, {"train.reuters.epochs": 1, "train.mnist.epochs": 1,
                          "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32})
     raw = yaml.safe_load((clone / "params.yaml").read_text())
@@ -442,14 +452,14 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, image, tmp
            "GIT_COMMITTER_NAME": "c", "GIT_COMMITTER_EMAIL": "c@example.org"}
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "project"]):
         run(["git", *args], git, cwd=clone)
-    home = tmp_path / "home"
+    home = shared_tmp / "home"
     home.mkdir()
     subprocess.run(["chown", "-R", f"{UID}:{GID}", clone, home], check=True)
     # the user reaches the test's engine: its socket, and the folder holding it
     sock = Path(docker["DOCKER_HOST"].removeprefix("unix://"))
     sock.parent.chmod(0o711)
     sock.chmod(0o666)
-    fixtures = shutil.copytree(dataset_files, tmp_path / "fixtures")
+    fixtures = shutil.copytree(dataset_files, shared_tmp / "fixtures")
     fixtures.chmod(0o755)  # read by the container's non-root user
     env = {**docker, "HOME": str(home), "FIXTURES": str(fixtures)}
     env.pop("MLFLOW_TRACKING_URI", None)

@@ -141,7 +141,8 @@ def test_train_stage_with_a_dead_tracking_server_stops_in_one_line_and_writes_no
     env = subprocess_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{closed}")
     started = time.time()
     out = run_pipeline("train", "reuters", "--data", "prepared", "--model-dir", "models", "--history", "h.csv",
-                       "--summary", "s.json", "--backup-dir", "backup", cwd=tmp_path, env=env)
+                       "--summary", "s.json", "--curves", "c.png", "--backup-dir", "backup",
+                       cwd=tmp_path, env=env)
     took = time.time() - started
     assert out.returncode == 1, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]

@@ -29,8 +29,3 @@ def test_confusion_and_per_class_report():
     # class 3 has no test samples and is left out of the averages
     assert macro["test_macro_recall"] == pytest.approx((0.5 + 2 / 3 + 0) / 3)
 
-
-def test_confusion_png_is_written(tmp_path):
-    path = tmp_path / "c.png"
-    evaluation.plot_confusion(np.eye(3, dtype=int) * 5, path, "t")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -30,7 +30,7 @@ def prepared(tmp_path):
 
 
 TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
-              "--summary", "summary.json", "--backup-dir", "backup"]
+              "--summary", "summary.json", "--curves", "curves.png", "--backup-dir", "backup"]
 
 
 def test_two_workers_train_one_model_and_log_one_run(prepared):

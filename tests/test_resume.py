@@ -14,7 +14,7 @@ from fixtures import make_reuters_npz
 pytestmark = [pytest.mark.slow]
 
 TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
-              "--summary", "summary.json", "--backup-dir", "backup"]
+              "--summary", "summary.json", "--curves", "curves.png", "--backup-dir", "backup"]
 EPOCHS = 4
 
 

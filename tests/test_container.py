@@ -384,7 +384,8 @@ def test_basic_auth_refuses_anonymous_requests_and_the_pipeline_logs_with_creden
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/search?max_results=1", timeout=10)
         assert refused.value.code == 401
-        out = in_stack(stack, "dvc", "repro", "--force", "train@reuters", "evaluate@reuters", check=False,
+        out = in_stack(stack, "dvc", "repro", "--force", "--single-item", "train@reuters", "evaluate@reuters",
+                       check=False,
                        extra=["-e", f"MLFLOW_TRACKING_URI=http://{name}:5000",
                               "-e", "MLFLOW_TRACKING_USERNAME=admin",
                               "-e", "MLFLOW_TRACKING_PASSWORD=ctest-admin-pw"])
@@ -413,6 +414,16 @@ def test_database_down_is_reported_by_doctor(stack, repro):
         assert "database" in checks["tracking"]["detail"] + checks["tracking"]["fix"]
     finally:
         run([*stack["compose"], "start", "db"], stack["env"])
+
+
+def test_compose_up_runs_the_pipeline_once_the_server_is_healthy(stack, repro):
+    """`docker compose up` as the README gives it (images already built on the stand-ins):
+    the pipeline service waits for a healthy server, runs `dvc repro` (up to date after the
+    repro above) and its exit code is the command's. It stops the stack: keep this last."""
+    out = run([*stack["compose"], "up", "--no-build", "--exit-code-from", "pipeline"], stack["env"], check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Data and pipelines are up to date." in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
 
 
 def readme_block(containing: str) -> str:

@@ -162,7 +162,8 @@ def test_dvc_metrics_and_plots(repo):
     assert "test_accuracy" in data["reports/reuters/metrics.json"]["data"]
     assert data["reports/reuters/train.json"]["data"]["replicas"] == 2
     plots = dvc("plots", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout
-    for name in ("Reuters accuracy", "MNIST loss", "reports/mnist/confusion.csv", "reports/reuters/confusion.png"):
+    for name in ("Reuters accuracy", "MNIST loss", "reports/mnist/confusion.csv", "reports/reuters/confusion.png",
+                 "reports/reuters/learning_curves.png", "reports/mnist/learning_curves.png"):
         assert name in plots
 
 
@@ -204,6 +205,26 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     assert "test_top5_accuracy" not in mnist_run.data.metrics
 
 
+def test_mlflow_run_is_named_and_has_curves_system_metrics_and_inputs(repo):
+    (run,) = runs_of(repo["server"], "reuters")
+    assert run.info.run_name == "reuters-fit-2rep-float32"
+    assert run.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
+    c = client(repo["server"])
+    assert [a.path for a in c.list_artifacts(run.info.run_id, "plots")] == ["plots/learning_curves.png"]
+    png = Path(c.download_artifacts(run.info.run_id, "plots/learning_curves.png", str(repo["path"].parent)))
+    assert png.read_bytes() == (repo["path"] / "reports/reuters/learning_curves.png").read_bytes()
+    for metric in ("system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"):
+        assert metric in run.data.metrics, sorted(run.data.metrics)
+    lock = yaml.safe_load((repo["path"] / "dvc.lock").read_text())
+    prepared = next(o["md5"] for o in lock["stages"]["preprocess@reuters"]["outs"])
+    inputs = {(i.dataset.name, i.tags[0].value if i.tags else None): i.dataset
+              for i in c.get_run(run.info.run_id).inputs.dataset_inputs}
+    assert set(inputs) == {("reuters-train", "training"), ("reuters-val", "validation")}
+    for dataset in inputs.values():
+        assert dataset.digest == prepared[:32]
+        assert json.loads(dataset.source) == {"uri": "data/prepared/reuters"}
+
+
 def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(repo):
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")  # MLflow's own default: sqlite:///mlflow.db in the repo root
@@ -232,35 +253,49 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
 
 
 @pytest.mark.browser
-def test_mlflow_ui_shows_the_runs_side_by_side(repo, tmp_path):
-    """The MLflow UI, in a real headless Chromium: both runs compared, with device counts."""
+def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
+    """What users compare, in MLflow's compare view in a real headless Chromium: the Reuters
+    run on two logical devices beside one trained on a single device."""
     from playwright.sync_api import sync_playwright
 
     url = repo["server"]
-    (reuters_run,) = runs_of(url, "reuters")
-    (mnist_run,) = runs_of(url, "mnist")
-    runs = json.dumps([reuters_run.info.run_id, mnist_run.info.run_id]).replace(" ", "")
-    experiments = json.dumps([reuters_run.info.experiment_id, mnist_run.info.experiment_id]).replace(" ", "")
+    dvc("exp", "run", "-n", "one-device", "-S", "train.reuters.devices.logical_devices=1",
+        cwd=repo["path"], env=repo["env"])
+    by_name = {r.info.run_name: r for r in runs_of(url, "reuters")}
+    two, one = by_name["reuters-fit-2rep-float32"], by_name["one-device"]
+    assert one.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
+    runs = json.dumps([two.info.run_id, one.info.run_id]).replace(" ", "")
+    experiments = json.dumps([two.info.experiment_id]).replace(" ", "")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{url}/#/experiments/{reuters_run.info.experiment_id}/runs/{reuters_run.info.run_id}",
-                  wait_until="load")
-        page.get_by_text("distribute.replicas").first.wait_for(timeout=60_000)
-        page.get_by_text("test_top5_accuracy").first.wait_for(timeout=60_000)
-        page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+        # tall enough for the run details, the differing params and every metric at once
+        page = browser.new_page(viewport={"width": 1300, "height": 2300})
         page.goto(f"{url}/#/compare-runs?runs={urllib.parse.quote(runs)}"
                   f"&experiments={urllib.parse.quote(experiments)}", wait_until="load")
-        page.get_by_text("devices.logical_devices").first.wait_for(timeout=60_000)
+        page.get_by_text("Run details").first.wait_for(timeout=60_000)
         page.get_by_text("test_accuracy").first.wait_for(timeout=60_000)
+        # what a user does: close the assistant panel and the charts, show the params that differ
+        page.get_by_role("button", name="Close").click()
+        page.get_by_text("Visualizations").first.click()
+        page.get_by_text("Show diff only").first.click()
+        page.get_by_text("Run details").first.scroll_into_view_if_needed()
+        names = [r for r in page.locator("tr").all_inner_texts() if r.startswith("Run Name")][0].split()[2:]
+        replicas = [r for r in page.locator("tr").all_inner_texts() if r.startswith("distribute.replicas")]
         body = page.inner_text("body")
-        page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "compare.png"))
         browser.close()
-    assert reuters_run.info.run_name in body and mnist_run.info.run_name in body
+    assert names == ["reuters-fit-2rep-float32", "one-device"]
+    assert [r.split() for r in replicas] == [["distribute.replicas", "2", "1"]]
+    # the metrics grid: its names, then two values per name, in the runs' order
+    lines = body[body.rindex("Metrics\nShow diff only\n"):].split("\n")[2:]
+    count = next(i for i, line in enumerate(lines) if line[:1].isdigit())
+    keys, values = lines[:count], lines[count:count + 2 * count]
+    shown = dict(zip(keys, zip(values[::2], values[1::2])))
+    expected = (two.data.metrics["test_accuracy"], one.data.metrics["test_accuracy"])
+    assert [float(v) for v in shown["test_accuracy"]] == pytest.approx(expected, abs=6e-4), shown
     shots = os.environ.get("PIPELINE_UI_SCREENSHOTS")
-    if shots:  # to look at them: PIPELINE_UI_SCREENSHOTS=/some/folder
-        for name in ("run.png", "compare.png"):
-            shutil.copy(tmp_path / name, Path(shots) / name)
+    if shots:  # the README's picture: PIPELINE_UI_SCREENSHOTS=docs
+        shutil.copy(tmp_path / "compare.png", Path(shots) / "mlflow-compare.png")
 
 
 def test_temp_experiment_logs_to_the_main_checkouts_store(repo):

@@ -12,6 +12,7 @@ import os
 import platform
 import socket
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -199,7 +200,10 @@ def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path
     digest = _dvc_hashes([data], root).get(f"dvc.data.{rel}", "")[:32] or None
     contexts = {"train": "training", "val": "validation", "test": "testing"}
     for split, (x, y) in splits.items():
-        ds = mlflow.data.from_numpy(x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest)
+        with warnings.catch_warnings():
+            # a relative path matches two of MLflow's local source types; both read it alike
+            warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+            ds = mlflow.data.from_numpy(x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest)
         mlflow.log_input(ds, context=contexts.get(split, split))
 
 

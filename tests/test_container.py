@@ -234,32 +234,39 @@ def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_
 # --- the compose stack -------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def stack(docker, image, tmp_path_factory, dataset_files):
-    """docker/compose.yaml up (db, mlflow) on a clone owned by a non-root user."""
-    base = tmp_path_factory.mktemp("stack")
-    clone = copy_project(base / "project")
-    write_params(clone, {
-        "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 16,
-        "train.reuters.devices.logical_devices": 2,
-        "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32,
-    })
-    raw = yaml.safe_load((clone / "params.yaml").read_text())
+def user_clone(dest: Path, dataset_files: Path, overrides: dict) -> Path:
+    """A committed clone with small params and the fixtures' sha256 values (so that the real
+    check runs), owned by the non-root user UID."""
     import hashlib
 
-    for entry in raw["download"]["reuters"]["files"]:  # the fixtures' own hashes: the real check runs
+    clone = copy_project(dest)
+    write_params(clone, overrides)
+    raw = yaml.safe_load((clone / "params.yaml").read_text())
+    for entry in raw["download"]["reuters"]["files"]:
         entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
     (clone / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     git = {**os.environ, "GIT_AUTHOR_NAME": "c", "GIT_AUTHOR_EMAIL": "c@example.org",
            "GIT_COMMITTER_NAME": "c", "GIT_COMMITTER_EMAIL": "c@example.org"}
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "project"]):
         run(["git", *args], git, cwd=clone)
+    subprocess.run(["chown", "-R", f"{UID}:{GID}", clone], check=True)
+    return clone
+
+
+@pytest.fixture(scope="module")
+def stack(docker, image, tmp_path_factory, dataset_files):
+    """docker/compose.yaml up (db, mlflow) on a clone owned by a non-root user."""
+    base = tmp_path_factory.mktemp("stack")
+    clone = user_clone(base / "project", dataset_files, {
+        "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 16,
+        "train.reuters.devices.logical_devices": 2,
+        "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32,
+    })
     (port,) = free_ports(1)
     (clone / "docker" / ".env").write_text(
         "POSTGRES_USER=mlflow\nPOSTGRES_PASSWORD=ctest0secret\nPOSTGRES_DB=mlflow\n"
         f"PIPELINE_UID={UID}\nPIPELINE_GID={GID}\nPIPELINE_VERSION=ctest\nMLFLOW_PUBLISH=127.0.0.1:{port}\n")
-    shutil.chown(clone, UID, GID)
-    subprocess.run(["chown", "-R", f"{UID}:{GID}", clone], check=True)
+    subprocess.run(["chown", f"{UID}:{GID}", clone / "docker" / ".env"], check=True)
     fixtures = base / "fixtures"
     shutil.copytree(dataset_files, fixtures)
     fixtures.chmod(0o755)  # read by the container's non-root user
@@ -450,22 +457,12 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, image, sha
     assert block.rstrip().endswith(" pipeline")
     script = block.rstrip()[: -len(" pipeline")].replace("--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + (
         " -e PIPELINE_DATA_MIRROR=file:///fixtures -v \"$FIXTURES\":/fixtures:ro " + IMAGE + "\n")
-    clone = copy_project(shared_tmp / "clone")
-    write_params(clone, {"train.reuters.epochs": 1, "train.mnist.epochs": 1,
-                         "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32})
-    raw = yaml.safe_load((clone / "params.yaml").read_text())
-    import hashlib
-
-    for entry in raw["download"]["reuters"]["files"]:
-        entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
-    (clone / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    git = {**os.environ, "GIT_AUTHOR_NAME": "c", "GIT_AUTHOR_EMAIL": "c@example.org",
-           "GIT_COMMITTER_NAME": "c", "GIT_COMMITTER_EMAIL": "c@example.org"}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "project"]):
-        run(["git", *args], git, cwd=clone)
+    clone = user_clone(shared_tmp / "clone", dataset_files, {
+        "train.reuters.epochs": 1, "train.mnist.epochs": 1,
+        "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32})
     home = shared_tmp / "home"
     home.mkdir()
-    subprocess.run(["chown", "-R", f"{UID}:{GID}", clone, home], check=True)
+    subprocess.run(["chown", f"{UID}:{GID}", home], check=True)
     # the user reaches the test's engine: its socket, and the folder holding it
     sock = Path(docker["DOCKER_HOST"].removeprefix("unix://"))
     sock.parent.chmod(0o711)

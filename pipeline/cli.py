@@ -137,6 +137,7 @@ def ui(host, port):
     """MLflow's UI on this project's runs: mlflow.db in the repository root, or the store
     MLFLOW_TRACKING_URI names (a tracking server already serves its UI: its URL is printed).
     One worker, no job runners, no access log; Ctrl+C stops it."""
+    import signal
     import subprocess
 
     from pipeline import tracking
@@ -145,15 +146,29 @@ def ui(host, port):
     if uri.startswith(("http://", "https://")):
         click.echo(f"MLflow UI: {uri} (the tracking server's own)")
         return
-    click.echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it", err=True)
+    click.echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
-           "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+           "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore"}
     args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
             "--registry-store-uri", uri, "--host", host,
             "--port", str(port), "--workers", "1", "--uvicorn-opts", "--no-access-log --log-level warning"]
+    sys.stdout.flush()  # the URL before the server's own output
+    # Its own session: Ctrl+C reaches this process only, which stops the server cleanly
+    # (uvicorn interrupted mid-request prints a traceback).
+    server = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # `kill`, or a supervisor, stops the server too
     try:
-        sys.exit(subprocess.call(args, env=env))
+        for line in server.stderr:
+            if not line.startswith("[MLflow] Security middleware enabled"):  # a notice on every start
+                sys.stderr.write(line)
+        sys.exit(server.wait())
     except KeyboardInterrupt:
+        server.terminate()
+        server.wait(timeout=30)
         sys.exit(0)
 
 

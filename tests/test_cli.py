@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from conftest import run_pipeline, run_python
@@ -53,3 +55,45 @@ def test_missing_input_is_one_line(tmp_path):
         "error: nowhere/reuters.npz: missing; run the download stage first"]
     assert not (tmp_path / "out").exists()
 
+
+
+@pytest.mark.slow
+def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from conftest import free_ports, subprocess_env
+
+    (port,) = free_ports(1)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ui", "--port", str(port)], cwd=tmp_path,
+                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        first = proc.stdout.readline().strip()
+        assert first == (f"MLflow UI: http://127.0.0.1:{port} (runs in sqlite:///{tmp_path / 'mlflow.db'}); "
+                         "Ctrl+C stops it")
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    assert r.status == 200
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
+                time.sleep(0.5)
+        assert (tmp_path / "mlflow.db").is_file()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.stderr.read().strip() == ""  # quiet: no access log, no notices
+
+
+def test_ui_with_a_tracking_server_prints_its_url(tmp_path):
+    from conftest import subprocess_env
+
+    result = run_pipeline("ui", cwd=tmp_path, env=subprocess_env(MLFLOW_TRACKING_URI="http://127.0.0.1:5999"))
+    assert result.returncode == 0
+    assert result.stdout.strip() == "MLflow UI: http://127.0.0.1:5999 (the tracking server's own)"

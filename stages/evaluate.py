@@ -61,6 +61,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
 
     run_id = read_json(model_dir / "run.json")["run_id"]
     with tracking.resume_run(run_id):
+        tracking.log_inputs(dataset, data, {"test": (x_test, y_test)})
         mlflow.log_metrics({k: v for k, v in results.items() if k != "test_samples"})
         mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")
         for path in (metrics, per_class, confusion_png):

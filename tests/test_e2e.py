@@ -219,7 +219,8 @@ def test_mlflow_run_is_named_and_has_curves_system_metrics_and_inputs(repo):
     prepared = next(o["md5"] for o in lock["stages"]["preprocess@reuters"]["outs"])
     inputs = {(i.dataset.name, i.tags[0].value if i.tags else None): i.dataset
               for i in c.get_run(run.info.run_id).inputs.dataset_inputs}
-    assert set(inputs) == {("reuters-train", "training"), ("reuters-val", "validation")}
+    assert set(inputs) == {("reuters-train", "training"), ("reuters-val", "validation"),
+                           ("reuters-test", "testing")}  # the last logged by evaluate
     for dataset in inputs.values():
         assert dataset.digest == prepared[:32]
         assert json.loads(dataset.source) == {"uri": "data/prepared/reuters"}

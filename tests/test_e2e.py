@@ -262,6 +262,15 @@ METRIC_ROW_JS = """name => {
     .sort((a, b) => parseFloat(a.style.left) - parseFloat(b.style.left))
     .map(d => d.innerText.trim());
 }"""
+# where a metric's name and its values are drawn (px from the top), and the values grid's top
+ROW_ON_SCREEN_JS = """name => {
+  const cell = name.parentElement;
+  const grids = [...document.querySelectorAll('[role=grid]')];
+  const values = grids[grids.indexOf(cell.closest('[role=grid]')) + 1];
+  const y = el => Math.round(el.getBoundingClientRect().top);
+  return [y(cell), y(values), [...values.querySelectorAll('[role=rowgroup] > div')]
+    .filter(d => d.style.top === cell.style.top).map(y)];
+}"""
 
 
 @pytest.mark.browser
@@ -271,6 +280,8 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     from playwright.sync_api import sync_playwright
 
     url = repo["server"]
+    # from the baseline's params: an earlier test's experiment left its own in the workspace
+    sh("git", "checkout", "HEAD", "--", "params.yaml", cwd=repo["path"], env=repo["env"])
     dvc("exp", "run", "-n", "one-device", "-S", "train.reuters.devices.logical_devices=1",
         cwd=repo["path"], env=repo["env"])
     by_name = {r.info.run_name: r for r in runs_of(url, "reuters")}
@@ -280,7 +291,7 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     experiments = json.dumps([two.info.experiment_id]).replace(" ", "")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page = browser.new_page(viewport={"width": 1300, "height": 1200})
         page.goto(f"{url}/#/compare-runs?runs={urllib.parse.quote(runs)}"
                   f"&experiments={urllib.parse.quote(experiments)}", wait_until="load")
         page.get_by_text("Run details").first.wait_for(timeout=60_000)
@@ -291,16 +302,34 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         page.get_by_text("Show diff only").first.click()
         names = [r for r in page.locator("tr").all_inner_texts() if r.startswith("Run Name")][0].split()[2:]
         replicas = [r for r in page.locator("tr").all_inner_texts() if r.startswith("distribute.replicas")]
+        differing = [r.split()[0] for r in page.locator("tr").all_inner_texts() if "." in (r.split() or [""])[0]]
         # the metrics are two virtualized grids, names and values, whose cells line up by
         # their `top`: read test_accuracy's row from the values grid
-        accuracy = page.get_by_text("test_accuracy", exact=True).last.evaluate(METRIC_ROW_JS)
-        page.get_by_text("Parameters", exact=True).first.scroll_into_view_if_needed()
+        metric = page.get_by_text("test_accuracy", exact=True).last
+        accuracy = metric.evaluate(METRIC_ROW_JS)
+        # the picture shows it too: scroll the values grid to it with the wheel, as a user
+        # would. MLflow 3.17's names column follows the values one wheel event late, so
+        # overshoot by a pixel and come back.
+        grid = page.locator("[role=grid]").filter(has=metric).last.bounding_box()
+        page.mouse.move(grid["x"] + grid["width"] + 100, grid["y"] + grid["height"] / 2)
+        page.mouse.wheel(0, metric.evaluate("n => parseFloat(n.parentElement.style.top)") + 1)
+        page.wait_for_timeout(300)
+        page.mouse.wheel(0, -1)
+        page.wait_for_timeout(300)
+        on_screen = metric.evaluate(ROW_ON_SCREEN_JS)
         page.screenshot(path=str(tmp_path / "compare.png"))
         browser.close()
     assert names == ["reuters-fit-2rep-float32", "one-device"]
     assert [r.split() for r in replicas] == [["distribute.replicas", "2", "1"]]
+    # the params table (the tags table below it differs too): nothing but the replicas
+    assert sorted(k for k in differing if k in two.data.params) == [
+        "devices.logical_devices", "distribute.replicas", "train.global_batch_size",
+        "train.reuters.devices.logical_devices"]
     expected = (two.data.metrics["test_accuracy"], one.data.metrics["test_accuracy"])
     assert [float(v) for v in accuracy] == pytest.approx(expected, abs=6e-4), accuracy
+    name_y, grid_y, values_y = on_screen  # test_accuracy the first row shown, level with its values
+    assert abs(name_y - grid_y) <= 2 and len(values_y) == 2, on_screen
+    assert all(abs(y - name_y) <= 2 for y in values_y), on_screen
     shots = os.environ.get("PIPELINE_UI_SCREENSHOTS")
     if shots:  # the README's picture: PIPELINE_UI_SCREENSHOTS=docs
         shutil.copy(tmp_path / "compare.png", Path(shots) / "mlflow-compare.png")

@@ -24,9 +24,16 @@ DATASETS = ("reuters", "mnist")
 STAGES = ("download", "preprocess", "train", "evaluate")
 
 
-def _spec(expect: str, check=None):
-    """Field metadata: what a value must be (for messages) and an optional range check."""
+def _spec(expect: Optional[str] = None, check=None):
+    """Field metadata: what a value must be (for messages) and an optional range check. A
+    Literal field needs no `expect`: its message lists the type's own values."""
     return field(metadata={"expect": expect, "check": check})
+
+
+def choices(cls: type, name: str) -> tuple:
+    """The values a Literal field of a config class allows, e.g. choices(TrainConfig, "loop")."""
+    tp = typing.get_type_hints(cls)[name]
+    return typing.get_args(tp)
 
 
 def _positive_int():
@@ -79,8 +86,8 @@ class ReutersPreprocessConfig:
     num_words: Optional[int] = _spec("a positive integer or null", lambda v: v > 0)
     skip_top: int = _non_negative_int()
     max_len: int = _positive_int()
-    padding: Literal["pre", "post"] = _spec("'pre' or 'post'")
-    truncating: Literal["pre", "post"] = _spec("'pre' or 'post'")
+    padding: Literal["pre", "post"] = _spec()
+    truncating: Literal["pre", "post"] = _spec()
     index_from: int = _spec("an integer >= 3 (0 pad, 1 start, 2 out-of-vocabulary)", lambda v: v >= 3)
     test_split: float = _fraction(low_open=True)
     split_seed: int = _non_negative_int()
@@ -118,7 +125,8 @@ class DeviceConfig:
 class TrainConfig:
     epochs: int = _positive_int()
     batch_size_per_replica: int = _positive_int()
-    optimizer: Literal["adam", "nadam", "sgd", "rmsprop"] = _spec("one of adam, nadam, sgd, rmsprop")
+    # Keras' own names (keras.optimizers.get).
+    optimizer: Literal["adam", "nadam", "sgd", "rmsprop"] = _spec()
     learning_rate: float = _spec("a positive number", lambda v: v > 0)
     # The learning rate is multiplied by lr_decay_factor at each of these epochs (1-based).
     lr_decay_epochs: tuple[int, ...] = _spec(
@@ -127,35 +135,31 @@ class TrainConfig:
     lr_decay_factor: float = _spec("a number in (0, 1]", lambda v: 0 < v <= 1)
     shuffle_buffer: int = _spec("a non-negative integer (0: the whole training set)", lambda v: v >= 0)
     seed: int = _non_negative_int()
-    strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec(
-        "one of auto, mirrored, multi_worker, one_device, default"
-    )
+    strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec()
     # fit: Keras model.fit under strategy.scope(); custom: a strategy.run training loop.
-    loop: Literal["fit", "custom"] = _spec("'fit' or 'custom'")
+    loop: Literal["fit", "custom"] = _spec()
     # All-reduce implementation for MirroredStrategy; auto picks NCCL on real multi-GPU hosts.
-    cross_device_ops: Literal["auto", "nccl", "hierarchical_copy", "reduction_to_one_device"] = _spec(
-        "one of auto, nccl, hierarchical_copy, reduction_to_one_device"
-    )
+    cross_device_ops: Literal["auto", "nccl", "hierarchical_copy", "reduction_to_one_device"] = _spec()
     num_packs: int = _positive_int()
-    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = _spec(
-        "one of float32, mixed_float16, mixed_bfloat16"
-    )
+    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = _spec()
     jit_compile: bool = _spec("true or false")
     steps_per_execution: int = _positive_int()
     # Seeds for Python, NumPy and TF plus op determinism: identical reruns, slower.
     deterministic: bool = _spec("true or false")
+    # Under Slurm, worker i of a node listens on this port + i (PIPELINE_SLURM_PORT_BASE overrides).
+    slurm_port_base: int = _spec("a port number 1024-65535", lambda v: 1024 <= v <= 65535)
     devices: DeviceConfig = _spec("a mapping")
 
 
 @dataclass(frozen=True)
 class ReutersTrainConfig(TrainConfig):
-    model: Literal["reuters_conv1d"] = _spec("'reuters_conv1d'")
+    model: Literal["reuters_conv1d"] = _spec()
     embedding_dim: int = _positive_int()
 
 
 @dataclass(frozen=True)
 class MnistTrainConfig(TrainConfig):
-    model: Literal["mobilenet_v2"] = _spec("'mobilenet_v2'")
+    model: Literal["mobilenet_v2"] = _spec()
     # MobileNetV2 needs at least 32x32 inputs; images are resized in the tf.data pipeline.
     img_size: int = _spec("an integer >= 32", lambda v: v >= 32)
     dense_units: int = _positive_int()
@@ -310,7 +314,7 @@ def _build(cls: type, value: Any, path: str, source: str):
 
 
 def _convert(value: Any, tp: Any, f: dataclasses.Field, path: str, source: str):
-    expect = f.metadata.get("expect") or "a valid value"
+    expect = f.metadata.get("expect") or _one_of(tp)
     check = f.metadata.get("check")
 
     def fail(extra: str = ""):
@@ -354,6 +358,16 @@ def _convert(value: Any, tp: Any, f: dataclasses.Field, path: str, source: str):
     if check is not None and not check(result):
         fail()
     return result
+
+
+def _one_of(tp: Any) -> str:
+    values = typing.get_args(tp) if typing.get_origin(tp) is Literal else ()
+    if not values:
+        return "a valid value"
+    quoted = [f"'{v}'" for v in values]
+    if len(quoted) <= 2:
+        return " or ".join(quoted)
+    return f"one of {', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 def _is_type(value: Any, tp: type) -> bool:

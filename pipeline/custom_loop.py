@@ -16,22 +16,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from pipeline.models import loss
+
 SUM = tf.distribute.ReduceOp.SUM
 
 
 class CustomLoop:
-    """Train a compiled Keras model with `strategy.run`; the optimizer is the model's own."""
+    """Train a model compiled by `models.compile_model` with `strategy.run`; the optimizer is
+the model's own, built there."""
 
     def __init__(self, model: keras.Model, strategy, *, jit_compile: bool = False):
         self.model = model
         self.strategy = strategy
         self.optimizer = model.optimizer
-        self.loss_obj = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-        if not self.optimizer.built:
-            with strategy.scope():
-                # Keras 3 optimizers must be built inside the scope before the first distributed
-                # step, or the step fails on an unfed placeholder (keras-team/keras#23085).
-                self.optimizer.build(model.trainable_variables)
+        self.loss_obj = loss(reduction=None)  # per sample: averaged over the global batch below
         self._replica_train = tf.function(self._train_on_replica, jit_compile=jit_compile)
         self._replica_eval = tf.function(self._eval_on_replica, jit_compile=jit_compile)
 

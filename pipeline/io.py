@@ -1,14 +1,16 @@
-"""Atomic writes: a stage's output path holds either a complete result or nothing."""
+"""Atomic writes: a path holds either a complete file or nothing, for every file the project
+writes (stage outputs, backups, markers): write to a temporary sibling, then rename."""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 
 @contextlib.contextmanager
@@ -53,6 +55,15 @@ def atomic_file(path: Path | str) -> Iterator[Path]:
 def write_json(path: Path | str, data: Any) -> None:
     with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def write_csv(path: Path | str, rows: list[dict], columns: Iterable[str]) -> None:
+    """Rows of dicts as CSV with a header; floats with 6 significant digits."""
+    with atomic_file(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
 def read_json(path: Path | str) -> Any:

@@ -1,6 +1,10 @@
-"""The models, by name. Each ends in a Dense layer of logits (no softmax): the loss takes logits."""
+"""The models, by name, and their training set-up (optimizer, loss, metrics) for both loops.
+
+Each model ends in a Dense layer of logits (no softmax): the loss takes logits."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import keras
 
@@ -52,3 +56,28 @@ def build_model(cfg, stats: dict) -> keras.Model:
         return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"],
                             dense_units=cfg.dense_units, batchnorm_momentum=cfg.batchnorm_momentum)
     raise ValueError(f"unknown model {cfg.model!r}")
+
+
+def loss(reduction: Optional[str] = "sum_over_batch_size") -> keras.losses.Loss:
+    """Sparse categorical cross-entropy on logits; `reduction=None` gives per-sample losses
+    (the custom loop averages them over the global batch itself)."""
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+
+
+def compile_model(model: keras.Model, cfg) -> None:
+    """Optimizer (by Keras' name), loss on logits and accuracy, for `fit` and the custom loop.
+
+    Call it inside `strategy.scope()`. XLA and steps_per_execution apply to fit only.
+    """
+    fit = cfg.loop == "fit"
+    model.compile(
+        optimizer=keras.optimizers.get({"class_name": cfg.optimizer, "config": {"learning_rate": cfg.learning_rate}}),
+        loss=loss(),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=bool(cfg.jit_compile) if fit else False,
+        steps_per_execution=cfg.steps_per_execution if fit else 1,
+    )
+    # The optimizer's slots are built here, inside the scope: created lazily in the first
+    # step they fail under a strategy when that step runs in a loop (steps_per_execution > 1,
+    # or the custom loop): "You must feed a value for placeholder tensor" (keras#23085).
+    model.optimizer.build(model.trainable_variables)

@@ -6,7 +6,7 @@ import pytest
 
 import sys
 
-from conftest import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env
+from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 
@@ -23,10 +23,10 @@ def no_sleep(seconds):
     no_sleep.calls.append(seconds)
 
 
-def fetch(files, out, **kw):
+def fetch(files, out, retries=2, mirror=""):
     no_sleep.calls = []
-    kw.setdefault("retries", 2)
-    return fetch_all(files, out, backoff_seconds=0.5, timeout_seconds=5, progress=False, sleep=no_sleep, **kw)
+    cfg = SimpleNamespace(files=files, mirror=mirror, retries=retries, backoff_seconds=0.5, timeout_seconds=5)
+    return fetch_all(cfg, out, progress=False, sleep=no_sleep)
 
 
 def test_resolve_url_uses_the_base_name_under_the_mirror():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from fixtures import encode, make_mnist_archive, write_archive
 from pipeline.config import load_params
 from pipeline.data import mnist
@@ -37,7 +37,7 @@ def test_colour_images_are_converted_to_grayscale(tmp_path):
 
 def test_prepare_holds_out_validation_and_counts_classes(tmp_path, cfg):
     archive = make_mnist_archive(tmp_path / "a.tar.gz", per_class=(10, 3))
-    splits, stats = mnist.prepare(mnist.read_archive(archive, 28), cfg)
+    splits, stats = mnist.split(mnist.read_archive(archive, 28), cfg)
     assert stats["samples"] == {"train": 90, "val": 10, "test": 30}
     assert stats["class_counts"]["test"] == [3] * 10
     total = np.add(stats["class_counts"]["train"], stats["class_counts"]["val"])

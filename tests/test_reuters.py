@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from fixtures import make_reuters_npz
 from pipeline.config import load_params
 from pipeline.data import reuters
@@ -36,7 +36,7 @@ def test_pad_and_truncate_on_each_side():
 
 def test_split_follows_keras(raw, cfg):
     xs, ys = raw
-    splits, stats = reuters.prepare(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
+    splits, stats = reuters.split_and_pad(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
     n_train = int(len(ys) * (1 - cfg.test_split))
     assert stats["samples"] == {"train": n_train, "val": 0, "test": len(ys) - n_train}
     # Keras: shuffle indices with RandomState(113), then 1 + (w + 3) for each word.
@@ -52,7 +52,7 @@ def test_split_follows_keras(raw, cfg):
 
 def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
     xs, ys = raw
-    splits, stats = reuters.prepare(xs, ys, cfg)
+    splits, stats = reuters.split_and_pad(xs, ys, cfg)
     assert sum(stats["samples"].values()) == len(ys)
     assert stats["samples"]["val"] == round(int(len(ys) * 0.8) * cfg.validation_split)
     train_rows = {tuple(r) for r in splits["train"][0]}
@@ -62,7 +62,7 @@ def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
 
 
 def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
-    splits, stats = reuters.prepare(*raw, with_(cfg, num_words=50))
+    splits, stats = reuters.split_and_pad(*raw, with_(cfg, num_words=50))
     everything = np.concatenate([x.ravel() for x, _ in splits.values()])
     assert everything.max() < 50
     assert (everything == reuters.OOV).any()
@@ -71,7 +71,7 @@ def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
 
 def test_whole_vocabulary_when_uncapped(raw, cfg):
     xs, _ = raw
-    _, stats = reuters.prepare(*raw, cfg)
+    _, stats = reuters.split_and_pad(*raw, cfg)
     assert stats["vocab_size"] == max(int(x.max()) for x in xs) + 3 + 1
 
 

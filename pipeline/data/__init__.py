@@ -1,0 +1,13 @@
+"""The datasets. Each module (`reuters`, `mnist`) offers the same entry point,
+`prepare(raw_dir, cfg) -> ({split: (x, y)}, stats)`, and records in the stats what its inputs
+are (`"input"`: "sequences" or "images") for the stages after it."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+
+def prepare(dataset: str, raw_dir: Path | str, cfg) -> tuple[dict, dict]:
+    """The splits and stats of `dataset` from its download folder."""
+    return importlib.import_module(f"pipeline.data.{dataset}").prepare(raw_dir, cfg)

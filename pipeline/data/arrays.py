@@ -1,4 +1,5 @@
-"""The prepared-data format shared by preprocess, train and evaluate: one .npz per split."""
+"""The prepared-data format shared by preprocess, train and evaluate: one .npz per split and
+the dataset's stats.json, in one folder."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import DataError
+from pipeline.io import atomic_dir, read_json, write_json
 
 SPLITS = ("train", "val", "test")
 
@@ -26,6 +28,19 @@ def load_split(folder: Path | str, split: str) -> tuple[np.ndarray, np.ndarray]:
             return data["x"], data["y"]
     except (OSError, ValueError) as exc:
         raise DataError(f"{path}: cannot read: {exc}") from None
+
+
+def save_prepared(out: Path | str, splits: dict, stats: dict) -> None:
+    """Write every split and the stats to the folder `out`, atomically."""
+    with atomic_dir(out) as tmp:
+        for split, (x, y) in splits.items():
+            save_split(tmp, split, x, y)
+        write_json(tmp / "stats.json", stats)
+
+
+def load_prepared(folder: Path | str, splits=SPLITS) -> tuple[dict, dict]:
+    """({split: (x, y)}, stats) of a prepared folder."""
+    return {s: load_split(folder, s) for s in splits}, read_json(Path(folder) / "stats.json")
 
 
 def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -22,13 +22,15 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 from pipeline.errors import DownloadError
 from pipeline.io import replace_dir
 
 CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"
+# A base URL holding the files under their base names; overrides download.<dataset>.mirror.
+MIRROR_ENV = "PIPELINE_DATA_MIRROR"
 
 
 @dataclass(frozen=True)
@@ -60,18 +62,19 @@ def resolve_url(url: str, mirror: str) -> str:
 
 
 def fetch_all(
-    files: Sequence,
+    cfg,
     out: Path,
     *,
-    mirror: str = "",
-    retries: int = 3,
-    backoff_seconds: float = 1.0,
-    timeout_seconds: float = 60.0,
     progress: Optional[bool] = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[FetchResult]:
-    """Fetch every file (objects with `url` and `sha256`) into the folder `out`, atomically."""
+    """Fetch every file of a DownloadConfig into the folder `out`, atomically.
+
+    Files are looked up under the mirror (PIPELINE_DATA_MIRROR, else `cfg.mirror`) when one is
+    set; the retries, backoff and timeout are the config's.
+    """
     out = Path(out)
+    mirror = os.environ.get(MIRROR_ENV) or cfg.mirror
     if progress is None:
         progress = sys.stderr.isatty()
     staging = out.with_name(out.name + ".partial")
@@ -82,13 +85,13 @@ def fetch_all(
         if not leftover.name.endswith(".part"):
             _remove(leftover)
     results = []
-    for spec in files:
+    for spec in cfg.files:
         name = base_name(spec.url)
         source = resolve_url(spec.url, mirror)
         target = staging / name
         digest, size = _fetch_with_retries(
-            source, target, retries=retries, backoff=backoff_seconds,
-            timeout=timeout_seconds, progress=progress, sleep=sleep,
+            source, target, retries=cfg.retries, backoff=cfg.backoff_seconds,
+            timeout=cfg.timeout_seconds, progress=progress, sleep=sleep,
         )
         if spec.sha256 and digest != spec.sha256.lower():
             target.unlink()

@@ -41,6 +41,17 @@ def make_dataset(
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
+def image_size_for(stats: dict, model) -> Optional[int]:
+    """The size a dataset's images are resized to for `model` (its input's), or None when the
+    dataset is not images: the preprocess stats say which it is."""
+    return int(model.input_shape[1]) if stats["input"] == "images" else None
+
+
+def model_inputs(x: np.ndarray, image_size: Optional[int]) -> np.ndarray:
+    """Samples as the model receives them (images scaled and resized; sequences as they are)."""
+    return prepare_images(tf.constant(x), image_size).numpy() if image_size is not None else x
+
+
 def prepare_images(images: tf.Tensor, image_size: int) -> tf.Tensor:
     """uint8 [batch, h, w] -> float32 [batch, size, size, 3] scaled to [-1, 1]."""
     images = tf.cast(images, tf.float32)[..., tf.newaxis] / 127.5 - 1.0

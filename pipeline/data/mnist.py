@@ -119,7 +119,12 @@ def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.nda
     return out
 
 
-def prepare(images: dict, cfg) -> tuple[dict, dict]:
+def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
+    """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point."""
+    return split(read_archive(find_archive(raw_dir), cfg.image_size), cfg)
+
+
+def split(images: dict, cfg) -> tuple[dict, dict]:
     """Hold out a seeded validation split from train. Returns ({split: (x, y)}, stats)."""
     x_train, y_train = images["train"]
     train_idx, val_idx = split_validation(len(y_train), cfg.validation_split, cfg.validation_seed)
@@ -129,6 +134,7 @@ def prepare(images: dict, cfg) -> tuple[dict, dict]:
         "test": images["test"],
     }
     stats = {
+        "input": "images",  # uint8 [n, size, size]: the input pipeline scales and resizes them
         "num_classes": NUM_CLASSES,
         "image_size": cfg.image_size,
         "samples": {k: int(len(v[1])) for k, v in splits.items()},

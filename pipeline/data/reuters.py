@@ -63,7 +63,12 @@ def pad(sequences: list[np.ndarray], max_len: int, padding: str, truncating: str
     return out
 
 
-def prepare(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict, dict]:
+def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
+    """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point."""
+    return split_and_pad(*load_raw(raw_dir), cfg)
+
+
+def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict, dict]:
     """Split, index, cap and pad. Returns ({split: (x, y)}, stats)."""
     n = len(sequences)
     order = np.arange(n)
@@ -87,6 +92,7 @@ def prepare(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict,
     }
     num_classes = int(labels.max()) + 1 if n else 0
     stats = {
+        "input": "sequences",
         "num_classes": num_classes,
         "vocab_size": int(vocab_size),
         "max_len": cfg.max_len,

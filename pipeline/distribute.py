@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from pipeline.errors import ConfigError
-
-STRATEGIES = ("auto", "mirrored", "multi_worker", "one_device", "default")
 
 
 @dataclass(frozen=True)
@@ -32,6 +30,27 @@ class DeviceInfo:
         return {**asdict(self), "logical_devices": self.logical_devices}
 
 
+def check_devices(devices, gpus: int, where: str = "devices") -> None:
+    """What a DeviceConfig asks of a host with `gpus` GPUs, checked before TensorFlow is touched."""
+    if devices.visible_gpus is not None:
+        absent = [i for i in devices.visible_gpus if i >= gpus]
+        if absent:
+            raise ConfigError(
+                f"{where}.visible_gpus: asked for GPU {', '.join(map(str, absent))}, "
+                f"but this host has {gpus} GPU{'s' if gpus != 1 else ''}"
+                f"{' (indices 0-' + str(gpus - 1) + ')' if gpus else ''}"
+            )
+    visible = len(devices.visible_gpus) if devices.visible_gpus is not None else gpus
+    split = devices.logical_devices or 1
+    if devices.memory_limit_mb is not None and not visible:
+        raise ConfigError(f"{where}.memory_limit_mb: set to {devices.memory_limit_mb}, but there is no visible GPU to limit")
+    if visible and split > 1 and devices.memory_limit_mb is None:
+        raise ConfigError(
+            f"{where}.logical_devices: splitting a GPU into {split} devices needs "
+            f"{where}.memory_limit_mb (the memory of each logical device)"
+        )
+
+
 def configure_devices(devices, where: str = "devices") -> DeviceInfo:
     """Apply a DeviceConfig (visible GPUs, growth, limit, logical split); report what exists.
 
@@ -41,25 +60,9 @@ def configure_devices(devices, where: str = "devices") -> DeviceInfo:
 
     gpus = tf.config.list_physical_devices("GPU")
     cpus = tf.config.list_physical_devices("CPU")
-    if devices.visible_gpus is not None:
-        absent = [i for i in devices.visible_gpus if i >= len(gpus)]
-        if absent:
-            raise ConfigError(
-                f"{where}.visible_gpus: asked for GPU {', '.join(map(str, absent))}, "
-                f"but this host has {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
-                f"{' (indices 0-' + str(len(gpus) - 1) + ')' if gpus else ''}"
-            )
-        visible = [gpus[i] for i in devices.visible_gpus]
-    else:
-        visible = gpus
+    check_devices(devices, len(gpus), where)
+    visible = [gpus[i] for i in devices.visible_gpus] if devices.visible_gpus is not None else gpus
     split = devices.logical_devices or 1
-    if devices.memory_limit_mb is not None and not visible:
-        raise ConfigError(f"{where}.memory_limit_mb: set to {devices.memory_limit_mb}, but there is no visible GPU to limit")
-    if visible and split > 1 and devices.memory_limit_mb is None:
-        raise ConfigError(
-            f"{where}.logical_devices: splitting a GPU into {split} devices needs "
-            f"{where}.memory_limit_mb (the memory of each logical device)"
-        )
     try:
         if devices.visible_gpus is not None:
             tf.config.set_visible_devices(visible, "GPU")
@@ -87,15 +90,6 @@ def configure_devices(devices, where: str = "devices") -> DeviceInfo:
     return DeviceInfo(len(gpus), len(visible), logical_gpus, 1 if visible else split)
 
 
-def current_devices() -> DeviceInfo:
-    """The devices as TensorFlow sees them, with no settings applied."""
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    return DeviceInfo(len(gpus), len(gpus), len(tf.config.list_logical_devices("GPU")),
-                      len(tf.config.list_logical_devices("CPU")))
-
-
 def detect_cluster(env=None) -> Optional[str]:
     """'tf_config' or 'slurm' when this process is one of several workers, else None."""
     env = os.environ if env is None else env
@@ -115,8 +109,8 @@ def detect_cluster(env=None) -> Optional[str]:
     return None
 
 
-def make_strategy(name: str, info: DeviceInfo, *, loop: str = "fit", cross_device_ops: str = "auto",
-                  num_packs: int = 1, device_list=None, where: str = "train"):
+def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: str, num_packs: int,
+                  device_list, port_base: int, where: str):
     """The tf.distribute strategy `name` over the devices configure_devices left visible.
 
     `auto` is MultiWorkerMirroredStrategy when a cluster is configured (TF_CONFIG, Slurm),
@@ -132,7 +126,7 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str = "fit", cross_devic
         if loop == "fit":
             raise ConfigError(f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
                               f"(keras-team/keras#20585); set {where}.loop to custom")
-        resolver = slurm_resolver(info, where) if cluster == "slurm" else None
+        resolver = slurm_resolver(info, where, port_base) if cluster == "slurm" else None
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.AUTO)
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
@@ -149,9 +143,7 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str = "fit", cross_devic
         return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops)
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(devices[0])
-    if name == "default":
-        return tf.distribute.get_strategy()
-    raise ConfigError(f"{where}.strategy: expected one of {', '.join(STRATEGIES)}, got {name!r}")
+    return tf.distribute.get_strategy()  # "default"
 
 
 def _tasks_per_node(env) -> int:
@@ -160,19 +152,20 @@ def _tasks_per_node(env) -> int:
     return max(int(part.split("(")[0]) for part in text.split(",") if part)
 
 
-def slurm_resolver(info: DeviceInfo, where: str, env=None):
+def slurm_resolver(info: DeviceInfo, where: str, port_base: int, env=None):
     """TensorFlow's SlurmClusterResolver, told the GPU layout so that it works on CPU nodes.
 
     Without a GPU count it runs nvidia-smi, it refuses 0 GPUs, and it divides the node's GPUs
     among its tasks (zero each when there are more tasks than GPUs). On CPU nodes it is told
     one stand-in GPU per task and not to set CUDA_VISIBLE_DEVICES. The first port is
-    PIPELINE_SLURM_PORT_BASE (8888 by default), one more per task on a node.
+    `port_base` (the param train.<dataset>.slurm_port_base; PIPELINE_SLURM_PORT_BASE overrides
+    it), one more per task on a node.
     """
     import tensorflow as tf
 
     env = os.environ if env is None else env
     tasks = _tasks_per_node(env)
-    port_base = int(env.get("PIPELINE_SLURM_PORT_BASE", "8888"))
+    port_base = int(env.get("PIPELINE_SLURM_PORT_BASE") or port_base)
     Resolver = tf.distribute.cluster_resolver.SlurmClusterResolver
     try:
         if info.physical_gpus:
@@ -269,7 +262,8 @@ def describe(strategy, info: DeviceInfo) -> dict:
 def strategy_for(cfg, info: DeviceInfo, where: str):
     """make_strategy with a TrainConfig's strategy, loop, all-reduce and device list."""
     strategy = make_strategy(cfg.strategy, info, loop=cfg.loop, cross_device_ops=cfg.cross_device_ops,
-                             num_packs=cfg.num_packs, device_list=cfg.devices.device_list, where=where)
+                             num_packs=cfg.num_packs, device_list=cfg.devices.device_list,
+                             port_base=cfg.slurm_port_base, where=where)
     devices = list(getattr(strategy.extended, "worker_devices", ()) or ())
     if cfg.jit_compile and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
         # XLA compiles a replica's step for one device, and the mirrored variables on the other
@@ -281,3 +275,34 @@ def strategy_for(cfg, info: DeviceInfo, where: str):
         raise ConfigError(f"{where}.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 "
                           f"on more than one replica (keras-team/keras#19246); use 1, or loop: custom")
     return strategy
+
+
+# What a run records of where it ran: in MLflow's params and the train stage's summary.
+FIGURES = ("physical_gpus", "logical_devices", "replicas", "workers", "strategy", "cross_device_ops")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The devices and strategy of one training process."""
+
+    strategy: Any
+    facts: dict  # describe()
+
+    @property
+    def chief(self) -> bool:
+        return is_chief(self.strategy)
+
+    @property
+    def task(self) -> str:
+        return task_name(self.strategy)
+
+    def figures(self) -> dict:
+        return {key: self.facts[key] for key in FIGURES}
+
+
+def setup(cfg, where: str) -> Setup:
+    """Apply a TrainConfig's device settings and make its strategy: first thing in a process,
+    before any tensor. `where` is the config's params key, for error messages."""
+    info = configure_devices(cfg.devices, where=f"{where}.devices")
+    strategy = strategy_for(cfg, info, where=where)
+    return Setup(strategy, describe(strategy, info))

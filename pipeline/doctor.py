@@ -221,8 +221,7 @@ def check_strategy(params_path: Path, dataset: str) -> Check:
     where = f"train.{dataset}"
     try:
         cfg = load_params(params_path, dataset).train
-        info = distribute.configure_devices(cfg.devices, where=f"{where}.devices")
-        report = distribute.describe(distribute.strategy_for(cfg, info, where=where), info)
+        report = distribute.setup(cfg, where=where).facts
     except PipelineError as exc:
         return Check("strategy", "fail", str(exc),
                      f"change {where} in {params_path} (see `pipeline devices`)")

@@ -1,10 +1,63 @@
-"""Test metrics, a per-class report and a confusion matrix."""
+"""The evaluate stage's work: test metrics, a per-class report and a confusion matrix of a
+trained model, and the files they are written to."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
+
+from pipeline.errors import DataError
+from pipeline.io import atomic_file, read_json, write_csv, write_json
+
+
+@dataclass
+class Evaluation:
+    metrics: dict            # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
+    report: list[dict]       # per class: precision, recall, support, predicted
+    matrix: np.ndarray       # counts[actual, predicted]
+    x: np.ndarray            # the test split, as prepared
+    y_true: np.ndarray
+    y_pred: np.ndarray
+
+
+def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
+    """Run the train stage's model over the prepared test split (an EvaluateConfig's batch
+    size and top k)."""
+    import keras
+
+    from pipeline.data import arrays
+    from pipeline.data.inputs import image_size_for
+
+    model_path = Path(model_dir) / "model.keras"
+    if not model_path.is_file():
+        raise DataError(f"{model_path}: missing; run the train stage first")
+    model = keras.models.load_model(model_path)
+    x, y = arrays.load_split(data, "test")
+    stats = read_json(Path(data) / "stats.json")
+    logits = predict_logits(model, x, batch_size=cfg.batch_size, image_size=image_size_for(stats, model))
+    metrics = metrics_from_logits(logits, y, cfg.top_k)
+    y_pred = logits.argmax(axis=1)
+    matrix = confusion_matrix(y, y_pred, stats["num_classes"])
+    report = per_class_report(matrix)
+    metrics.update(macro_averages(report))
+    return Evaluation(metrics, report, matrix, x, y, y_pred)
+
+
+def write_outputs(ev: Evaluation, *, metrics: Path, per_class: Path, confusion: Path, confusion_png: Path,
+                  title: str) -> None:
+    """The metrics JSON (for dvc metrics), the per-class CSV, the (actual, predicted) CSV (for
+    dvc plots) and the confusion matrix as an image."""
+    from pipeline import plots
+
+    write_json(metrics, ev.metrics)
+    write_csv(per_class, ev.report, ev.report[0])
+    write_csv(confusion, [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
+              ("actual", "predicted"))
+    with atomic_file(confusion_png) as tmp:
+        plots.confusion(ev.matrix, tmp, title)
 
 
 def predict_logits(model, x: np.ndarray, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:

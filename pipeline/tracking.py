@@ -168,24 +168,139 @@ def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: st
     return f"{dataset}-{loop}-{replicas}rep{f'-{workers}w' if workers > 1 else ''}-{precision}"
 
 
-def start_run(dataset: str, run_name: Optional[str] = None):
-    """Start the training run of `dataset` in the experiment named after it, with system
-    metrics. Under `dvc exp run` the run is named after the DVC experiment."""
-    import logging
+def model_requirements() -> list[str]:
+    """The logged model's pip requirements, stated rather than inferred (inference reloads
+    the model in a subprocess, which costs more than the rest of the logging)."""
+    import keras
+    import tensorflow as tf
 
-    import mlflow
-    import mlflow.system_metrics
+    return [f"tensorflow=={tf.__version__}", f"keras=={keras.__version__}"]
 
-    mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(dataset)
-    mlflow.system_metrics.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
-    mlflow.system_metrics.set_system_metrics_samples_before_logging(1)
-    # its start and stop notices are INFO lines on every run
-    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
-    run = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or run_name, log_system_metrics=True)
-    if run_name:
-        mlflow.set_tag("pipeline.run_name", run_name)
-    return run
+
+def device_params(figures: dict) -> dict:
+    """A run's device counts and strategy (`distribute.Setup.figures()`) as MLflow params."""
+    return {("devices." if key in ("physical_gpus", "logical_devices") else "distribute.") + key: value
+            for key, value in figures.items()}
+
+
+class TrainingRun:
+    """The MLflow run of one training: opened by the train stage, reopened by evaluate.
+
+    Under MultiWorkerMirroredStrategy only the chief logs: on every other worker the run is
+    `TrainingRun(None)`, whose methods do nothing. Use it as a context manager: the run ends
+    FINISHED, or FAILED when an exception leaves the block.
+    """
+
+    def __init__(self, active=None):
+        self._active = active
+
+    @classmethod
+    def open(cls, dataset: str, name: str, *, chief: bool = True, run_id: Optional[str] = None) -> "TrainingRun":
+        """Start the training run of `dataset` (its experiment is named after it) with system
+        metrics, or reopen `run_id` (a resumed training). Under `dvc exp run` the run is named
+        after the DVC experiment; `name` stays in the tag `pipeline.run_name`."""
+        if not chief:
+            return cls(None)
+        check_tracking()
+        import logging
+
+        import mlflow
+        import mlflow.system_metrics
+
+        mlflow.set_tracking_uri(tracking_uri())
+        if run_id is not None:
+            return cls(mlflow.start_run(run_id=run_id))
+        mlflow.set_experiment(dataset)
+        mlflow.system_metrics.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
+        mlflow.system_metrics.set_system_metrics_samples_before_logging(1)
+        # its start and stop notices are INFO lines on every run
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+        active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or name, log_system_metrics=True)
+        mlflow.set_tag("pipeline.run_name", name)
+        return cls(active)
+
+    @classmethod
+    def reopen(cls, run_id: str) -> "TrainingRun":
+        """The training run that the train stage recorded, to add evaluation results."""
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri())
+        return cls(mlflow.start_run(run_id=run_id))
+
+    def __enter__(self) -> "TrainingRun":
+        return self
+
+    def __exit__(self, *exc):
+        if self._active is not None:
+            self._active.__exit__(*exc)  # FINISHED, or FAILED on an exception
+        return False
+
+    @property
+    def run_id(self) -> Optional[str]:
+        return self._active.info.run_id if self._active is not None else None
+
+    @property
+    def ids(self) -> dict:
+        """What the train stage records in models/<dataset>/run.json."""
+        return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
+
+    def log_setup(self, params, figures: dict, data: Path, splits: dict) -> None:
+        """Every param of the dataset's stages, the devices and strategy, the sample counts,
+        lineage and framework tags, and the prepared data as dataset inputs."""
+        if self._active is None:
+            return
+        import mlflow
+
+        mlflow.log_params({**params.flat(), **device_params(figures),
+                           **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()}})
+        mlflow.set_tags({**lineage_tags([data]), **framework_tags(),
+                         "pipeline.stage": "train", "pipeline.dataset": params.dataset})
+        log_inputs(params.dataset, data, splits)
+
+    def log_epoch(self, epoch: int, row: dict) -> None:
+        if self._active is not None:
+            import mlflow
+
+            mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
+
+    def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path, sample) -> None:
+        """Time and throughput, the global batch, the weights' digest, the history and the
+        learning curves, and the model with a signature inferred from `sample` (model inputs)."""
+        if self._active is None:
+            return
+        import mlflow
+        import mlflow.tensorflow
+        from mlflow.models import infer_signature
+
+        mlflow.log_param("train.global_batch_size", result.global_batch_size)
+        mlflow.log_metrics({"train_seconds": result.train_seconds,
+                            "train_samples_per_second": result.samples_per_second})
+        mlflow.set_tag("weights.sha256", weights_sha256)
+        mlflow.log_artifact(str(history))
+        mlflow.log_artifact(str(curves), artifact_path="plots")
+        # A plain call, not predict: under MultiWorkerMirroredStrategy predict is a collective
+        # step, and the other workers have finished by now.
+        import keras
+
+        outputs = keras.ops.convert_to_numpy(result.model(sample, training=False))
+        mlflow.tensorflow.log_model(result.model, name="model", signature=infer_signature(sample, outputs),
+                                    pip_requirements=model_requirements())
+
+    def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:
+        """Test metrics, the per-class table, the confusion matrix, the test split as a
+        dataset input, and the evaluate stage's files under `evaluation/`."""
+        if self._active is None:
+            return
+        import mlflow
+
+        log_inputs(dataset, data, {"test": (evaluation.x, evaluation.y_true)})
+        mlflow.log_metrics({k: v for k, v in evaluation.metrics.items() if k != "test_samples"})
+        report = evaluation.report
+        mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")
+        for path in artifacts:
+            mlflow.log_artifact(str(path), artifact_path="evaluation")
+        mlflow.log_dict({"labels": list(range(len(evaluation.matrix))), "matrix": evaluation.matrix.tolist()},
+                        "evaluation/confusion_matrix.json")
 
 
 def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path] = None) -> None:
@@ -205,43 +320,3 @@ def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
             ds = mlflow.data.from_numpy(x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest)
         mlflow.log_input(ds, context=contexts.get(split, split))
-
-
-def resume_run(run_id: str):
-    """Reopen the training run that the train stage recorded (to add evaluation results)."""
-    import mlflow
-
-    mlflow.set_tracking_uri(tracking_uri())
-    return mlflow.start_run(run_id=run_id)
-
-
-def model_requirements() -> list[str]:
-    """The logged model's pip requirements, stated rather than inferred (inference reloads
-    the model in a subprocess, which costs more than the rest of the logging)."""
-    import keras
-    import tensorflow as tf
-
-    return [f"tensorflow=={tf.__version__}", f"keras=={keras.__version__}"]
-
-
-def start_or_resume_run(dataset: str, backup_dir: Optional[Path], fingerprint: str = "",
-                        run_name: Optional[str] = None):
-    """The training run: the one a killed attempt left in `backup_dir`, or a new one.
-
-    `fingerprint` identifies the params; a backup made under other params is discarded.
-    """
-    check_tracking()
-    import json
-    import shutil
-
-    marker = Path(backup_dir) / "mlflow_run.json" if backup_dir is not None else None
-    if marker is not None and marker.is_file():
-        saved = json.loads(marker.read_text())
-        if saved.get("fingerprint") == fingerprint:
-            return resume_run(saved["run_id"])
-        shutil.rmtree(backup_dir)  # made under other params: start over
-    run = start_run(dataset, run_name)
-    if marker is not None:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"run_id": run.info.run_id, "fingerprint": fingerprint}))
-    return run

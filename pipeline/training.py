@@ -1,10 +1,10 @@
-"""Training under a tf.distribute strategy, with Keras `fit` or a custom `strategy.run` loop;
-per-epoch timing, throughput and backups for resuming a killed run."""
+"""Training under a tf.distribute strategy, with Keras `fit` or a custom `strategy.run` loop:
+seeds and precision, batch sizes that suit the replicas, the learning-rate schedule, and the
+figures of the run. What is backed up for a resume is `pipeline.resume`'s."""
 
 from __future__ import annotations
 
-import json
-import time
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -13,20 +13,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pipeline.data.inputs import make_dataset
-from pipeline.models import build_model
+from pipeline.data.inputs import image_size_for, make_dataset
+from pipeline.io import atomic_dir, atomic_file, write_csv, write_json
+from pipeline.models import build_model, compile_model
+from pipeline.resume import Backup
+
+log = logging.getLogger(__name__)
 
 HISTORY_COLUMNS = (
     "epoch", "loss", "accuracy", "val_loss", "val_accuracy",
     "learning_rate", "epoch_seconds", "train_seconds", "samples_per_second",
 )
-
-OPTIMIZERS = {
-    "adam": keras.optimizers.Adam,
-    "nadam": keras.optimizers.Nadam,
-    "sgd": keras.optimizers.SGD,
-    "rmsprop": keras.optimizers.RMSprop,
-}
 
 
 def lr_at_epoch(base: float, decay_epochs, factor: float, epoch: int) -> float:
@@ -36,106 +33,6 @@ def lr_at_epoch(base: float, decay_epochs, factor: float, epoch: int) -> float:
     the base rate and 10 at base * factor.
     """
     return base * factor ** sum(1 for d in decay_epochs if epoch >= d)
-
-
-def loss_fn():
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-def compile_model(model: keras.Model, cfg) -> None:
-    """Optimizer, loss on logits and accuracy; XLA and steps_per_execution apply to fit."""
-    fit = getattr(cfg, "loop", "fit") == "fit"
-    model.compile(
-        optimizer=OPTIMIZERS[cfg.optimizer](learning_rate=cfg.learning_rate),
-        loss=loss_fn(),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        jit_compile=bool(cfg.jit_compile) if fit else False,
-        steps_per_execution=cfg.steps_per_execution if fit else 1,
-    )
-
-
-class EpochRecorder(keras.callbacks.Callback):
-    """Times each epoch (training alone, and with validation) and keeps one row per epoch,
-    in the backup folder too (before the epoch's checkpoint, so a checkpoint never lacks its row)."""
-
-    def __init__(self, train_samples: int, backup_dir: Optional[Path] = None):
-        super().__init__()
-        self.train_samples = train_samples
-        self.backup = Path(backup_dir) / "history.json" if backup_dir is not None else None
-        self.rows: list[dict] = []
-        if self.backup is not None and self.backup.is_file():
-            self.rows = json.loads(self.backup.read_text())
-        self._resumed = False
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if not self._resumed:
-            # The first epoch of this process: keep only the rows of epochs the restored
-            # weights have finished (a kill between two backups repeats no finished epoch).
-            self.rows = [r for r in self.rows if r["epoch"] <= epoch]
-            self._resumed = True
-        self._start = time.perf_counter()
-        self._train_end = None
-
-    def on_test_begin(self, logs=None):
-        # Inside fit, validation starts when the epoch's training steps are done.
-        if self._train_end is None:
-            self._train_end = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        end = time.perf_counter()
-        train_seconds = (self._train_end or end) - self._start
-        logs = dict(logs or {})
-        row = {
-            "epoch": epoch + 1,
-            "loss": float(logs["loss"]),
-            "accuracy": float(logs["accuracy"]),
-            "val_loss": float(logs.get("val_loss", np.nan)),
-            "val_accuracy": float(logs.get("val_accuracy", np.nan)),
-            "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
-            "epoch_seconds": end - self._start,
-            "train_seconds": train_seconds,
-            "samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
-        }
-        self.rows.append(row)
-        if self.backup is not None:
-            self.backup.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.backup.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.rows))
-            tmp.replace(self.backup)
-
-
-class EpochPublisher(keras.callbacks.Callback):
-    """Hands each finished epoch's row to `on_epoch` (MLflow) once it is backed up everywhere.
-
-    It runs after the backup callbacks and publishes only epochs that every worker has saved
-    (a collective minimum under MultiWorkerMirroredStrategy), remembering the last one it
-    published, so that a killed and resumed run logs each epoch exactly once.
-    """
-
-    def __init__(self, recorder: EpochRecorder, on_epoch, strategy, backup_dir: Optional[Path], backed_up: bool):
-        super().__init__()
-        self.recorder, self.on_epoch, self.strategy, self.backed_up = recorder, on_epoch, strategy, backed_up
-        self.marker = Path(backup_dir) / "published.json" if backup_dir is not None else None
-        self.published = json.loads(self.marker.read_text()) if self.marker and self.marker.is_file() else 0
-        self._resumed = False
-
-    def _publish(self, through: int) -> None:
-        for row in self.recorder.rows:
-            if self.published < row["epoch"] <= through:
-                if self.on_epoch is not None:
-                    self.on_epoch(row["epoch"], row)
-                self.published = row["epoch"]
-        if self.marker is not None:
-            self.marker.parent.mkdir(parents=True, exist_ok=True)
-            self.marker.write_text(json.dumps(self.published))
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if not self._resumed:  # restored epochs whose publishing a kill interrupted
-            self._resumed = True
-            self._publish(epoch)
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._publish(common_epoch(self.strategy, epoch + 1) if self.backed_up else epoch + 1)
 
 
 @dataclass
@@ -180,67 +77,59 @@ def train_batches(n: int, global_batch: int, replicas: int) -> tuple[int, bool]:
     return global_batch, 0 < rest < replicas
 
 
-def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: int = 2,
-          backup_dir: Optional[Path] = None) -> TrainResult:
+def global_batch_size(cfg, replicas: int) -> int:
+    """The batch of one step across all replicas: the params give it per replica."""
+    return cfg.batch_size_per_replica * replicas
+
+
+def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None,
+          verbose: int = 2) -> TrainResult:
     """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
 
-    The batch size in `cfg` is per replica; the global batch is that times the replicas.
-    With `backup_dir`, each finished epoch is backed up there, and a run that was killed
-    resumes from its last finished epoch (Keras BackupAndRestore for fit, a checkpoint
-    manager for the custom loop); the caller removes the folder after a finished run.
+    `on_epoch(epoch, row)` hears of each finished epoch once. With an enabled `backup`, each
+    finished epoch is backed up, and a run that was killed resumes from its last finished
+    epoch; the caller calls `backup.finish()` after a finished run.
     """
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.mixed_precision.set_dtype_policy(cfg.precision)
+    backup = backup or Backup(None, strategy)
     replicas = strategy.num_replicas_in_sync
-    global_batch = cfg.batch_size_per_replica * replicas
-    image_size = getattr(cfg, "img_size", None)
+    global_batch = global_batch_size(cfg, replicas)
+    with strategy.scope():
+        model = build_model(cfg, stats)
+        compile_model(model, cfg)
+    image_size = image_size_for(stats, model)
     x_train, y_train = splits["train"]
     batch, drop = train_batches(len(y_train), global_batch, replicas)
     if drop:
-        print(f"note: the last {len(y_train) % batch} sample(s) of each shuffled epoch are left out, so that "
-              f"every one of {replicas} replicas gets a sample in each step")
+        log.info("the last %d sample(s) of each shuffled epoch are left out, so that every one of %d "
+                 "replicas gets a sample in each step", len(y_train) % batch, replicas)
     train_ds = make_dataset(x_train, y_train, batch_size=batch, shuffle=True, seed=cfg.seed,
                             shuffle_buffer=cfg.shuffle_buffer, image_size=image_size, drop_remainder=drop)
     val_ds = None
     if "val" in splits and len(splits["val"][1]):
         val_ds = make_dataset(*splits["val"], batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
                               shuffle=False, image_size=image_size)
-    with strategy.scope():
-        model = build_model(cfg, stats)
-        compile_model(model, cfg)
-        # Build the optimizer's slots here, inside the scope: created lazily in the first step
-        # they fail under a strategy when that step runs in a loop (steps_per_execution > 1,
-        # or the custom loop): "You must feed a value for placeholder tensor" (keras#23085).
-        model.optimizer.build(model.trainable_variables)
-    recorder = EpochRecorder(len(y_train), backup_dir)
-    # Last, after the backups: MLflow hears of an epoch once it can no longer be repeated.
-    publisher = EpochPublisher(recorder, on_epoch, strategy, backup_dir, backed_up=backup_dir is not None)
+    callbacks, initial_epoch = backup.callbacks(model, cfg.loop, len(y_train), on_epoch)
 
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
 
     if cfg.loop == "fit":
-        callbacks = [recorder]
         if cfg.lr_decay_epochs:
-            callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch)))
-        if backup_dir is not None:
-            callbacks.append(keras.callbacks.BackupAndRestore(str(Path(backup_dir) / "fit"), delete_checkpoint=False))
-        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=[*callbacks, publisher],
-                  verbose=verbose)
+            callbacks.insert(1, keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch)))
+        # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
+        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose,
+                  shuffle=False)
     else:
         from pipeline.custom_loop import CustomLoop
 
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
-        callbacks, initial_epoch = [recorder], 0
-        if backup_dir is not None:
-            saver = EpochCheckpoint(model, Path(backup_dir) / "custom", strategy)
-            initial_epoch = saver.restore()
-            callbacks.append(saver)
-        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=[*callbacks, publisher],
+        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                  lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None)
-    rows = recorder.rows
+    rows = callbacks[0].rows
     train_seconds = float(sum(r["train_seconds"] for r in rows))
     return TrainResult(
         model=model,
@@ -258,72 +147,6 @@ def train(cfg, *, splits: dict, stats: dict, strategy, on_epoch=None, verbose: i
     )
 
 
-class EpochCheckpoint(keras.callbacks.Callback):
-    """The custom loop's backup: model and optimizer state after each finished epoch.
-
-    The last two are kept, so that workers killed between their saves can agree on the last
-    epoch every one of them has.
-    """
-
-    def __init__(self, model: keras.Model, folder: Path, strategy):
-        super().__init__()
-        self.folder = Path(folder)
-        self.strategy = strategy
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, str(folder), max_to_keep=2)
-
-    def restore(self) -> int:
-        """Load the last checkpoint all workers have, if any; return its number of epochs."""
-        saved = {int(path.rsplit("-", 1)[1]): path for path in self.manager.checkpoints}
-        epoch = common_epoch(self.strategy, max(saved, default=0))
-        if epoch == 0:
-            return 0
-        if epoch not in saved:
-            from pipeline.errors import DataError
-
-            raise DataError(f"{self.folder}: no checkpoint of epoch {epoch}, the last one every worker "
-                            f"has; remove the backup folder to start over")
-        self.checkpoint.restore(saved[epoch]).expect_partial()
-        return epoch
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.manager.save(checkpoint_number=epoch + 1)
-
-
-def common_epoch(strategy, epoch: int) -> int:
-    """The smallest of every worker's `epoch` (a collective across workers; local otherwise)."""
-    from pipeline.distribute import cluster_of
-
-    if not cluster_of(strategy)[1]:
-        return epoch
-    per_replica = strategy.run(lambda: tf.constant([epoch], dtype=tf.int64))
-    return int(tf.reduce_min(strategy.gather(per_replica, axis=0)).numpy())
-
-
-def model_signature(model: keras.Model, x_sample: np.ndarray, image_size: Optional[int] = None):
-    """An MLflow signature from a few samples as the model receives them."""
-    from mlflow.models import infer_signature
-
-    from pipeline.data.inputs import prepare_images
-
-    inputs = x_sample
-    if image_size is not None:
-        inputs = prepare_images(tf.constant(x_sample), image_size).numpy()
-    # A plain call, not predict: under MultiWorkerMirroredStrategy predict is a collective
-    # step, and the other workers have finished by now.
-    return infer_signature(inputs, keras.ops.convert_to_numpy(model(inputs, training=False)))
-
-
-def write_history_csv(rows: list[dict], path) -> None:
-    import csv
-
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=HISTORY_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-
-
 def weights_digest(model: keras.Model) -> str:
     """sha256 of all weights, to show that every worker ended with the same model."""
     import hashlib
@@ -332,3 +155,19 @@ def weights_digest(model: keras.Model) -> str:
     for weight in model.get_weights():
         digest.update(np.ascontiguousarray(weight).tobytes())
     return digest.hexdigest()
+
+
+def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_dir: Path, history: Path,
+                  summary: Path, curves: Path, title: str) -> None:
+    """The train stage's files: the model with its MLflow run ids, the per-epoch history (for
+    dvc plots), the summary of figures (for dvc metrics) and the learning curves."""
+    from pipeline import plots
+
+    with atomic_dir(model_dir) as tmp:
+        result.model.save(tmp / "model.keras")
+        write_json(tmp / "run.json", run_ids)
+    write_csv(history, result.history, HISTORY_COLUMNS)
+    write_json(summary, {"train_seconds": result.train_seconds, "samples_per_second": result.samples_per_second,
+                         "global_batch_size": result.global_batch_size, **result.summary, **figures})
+    with atomic_file(curves) as tmp:
+        plots.learning_curves(result.history, tmp, title)

@@ -14,21 +14,11 @@ from stages._common import dataset_argument, params_option, path_option
 @path_option("--out", "Folder to write train/val/test .npz files and stats.json to.")
 @params_option
 def command(dataset, raw, out, params_path):
-    """Turn DATASET's downloaded files into arrays with train, validation and test splits."""
+    """Turn downloaded files into train/val/test arrays."""
+    from pipeline import data, log
     from pipeline.data import arrays
-    from pipeline.io import atomic_dir, write_json
 
     cfg = load_params(params_path, dataset).preprocess
-    if dataset == "reuters":
-        from pipeline.data import reuters
-
-        splits, stats = reuters.prepare(*reuters.load_raw(raw), cfg)
-    else:
-        from pipeline.data import mnist
-
-        splits, stats = mnist.prepare(mnist.read_archive(mnist.find_archive(raw), cfg.image_size), cfg)
-    with atomic_dir(out) as tmp:
-        for split, (x, y) in splits.items():
-            arrays.save_split(tmp, split, x, y)
-        write_json(tmp / "stats.json", stats)
-    click.echo(f"{dataset}: " + ", ".join(f"{k} {v}" for k, v in stats["samples"].items()))
+    splits, stats = data.prepare(dataset, raw, cfg)
+    arrays.save_prepared(out, splits, stats)
+    log.result(f"{dataset}: " + ", ".join(f"{k} {v}" for k, v in stats["samples"].items()))

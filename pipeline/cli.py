@@ -1,98 +1,85 @@
-"""The `pipeline` command: one subcommand per DVC stage, plus `devices`.
+"""The `pipeline` command: the DVC stages' commands, plus `devices`, `doctor` and `ui`.
 
-Subcommands are imported only when invoked, so `pipeline --help` (and any config error)
-never imports TensorFlow.
+The stage commands live in the application layer (`stages/`) and are found through the
+package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
+imports them, and each is imported only when listed or invoked: `pipeline --help` (and any
+config error) never imports TensorFlow.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
 
-from pipeline.config import DATASETS
+from pipeline import log
+from pipeline.config import DATASETS, STAGES
 from pipeline.errors import PipelineError
 
-STAGE_COMMANDS = {
-    "download": "stages.download",
-    "preprocess": "stages.preprocess",
-    "train": "stages.train",
-    "evaluate": "stages.evaluate",
-}
-HELP = {
-    "download": "Download a dataset's files, verified, into a folder.",
-    "preprocess": "Turn downloaded files into train/val/test arrays.",
-    "train": "Train a dataset's model with tf.distribute; log to MLflow.",
-    "evaluate": "Test metrics and confusion matrix; log into the training run.",
-    "devices": "Show devices and the strategy training would use.",
-    "doctor": "Check this host or container before a run; the fix for each problem.",
-    "ui": "MLflow's UI on this project's runs, on 127.0.0.1.",
-}
+STAGE_ENTRY_POINTS = "pipeline.stages"
 
 
 class LazyGroup(click.Group):
-    """A group whose stage commands are imported on first use; errors become one line."""
+    """A group whose stage commands are loaded from entry points on first use; expected
+    errors become one `error:` line."""
+
+    def _stages(self) -> dict:
+        found = {ep.name: ep for ep in entry_points(group=STAGE_ENTRY_POINTS)}
+        return {name: found[name] for name in [*STAGES, *sorted(found)] if name in found}
 
     def list_commands(self, ctx):
-        return [*STAGE_COMMANDS, *super().list_commands(ctx)]
+        return [*self._stages(), *super().list_commands(ctx)]
 
     def get_command(self, ctx, name):
-        if name in STAGE_COMMANDS:
-            return importlib.import_module(STAGE_COMMANDS[name]).command
-        return super().get_command(ctx, name)
-
-    def format_commands(self, ctx, formatter):
-        # Short help from a table, so listing commands imports none of them.
-        rows = [(name, HELP[name]) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        stage = self._stages().get(name)
+        if stage is None and name in STAGES:
+            # run from a clone without `pip install -e .`: no package metadata, no entry points
+            raise click.UsageError(f"the stage command {name!r} is not installed: run `pip install -e .` "
+                                   f"in the repository (the stages are found through its entry points)")
+        return stage.load() if stage is not None else super().get_command(ctx, name)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except PipelineError as exc:
-            click.echo(f"error: {exc}", err=True)
+            log.log.error("%s", exc)
             ctx.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pipeline", message="%(prog)s %(version)s")
-def cli():
+@click.option("-v", "--verbose", is_flag=True, help="Also show details, and TensorFlow's, Keras' and MLflow's notices.")
+@click.option("-q", "--quiet", is_flag=True, help="Show warnings and errors only.")
+def cli(verbose, quiet):
     """Reproducible experiments: download, preprocess, train (tf.distribute) and evaluate
     the Reuters and MNIST datasets. DVC runs the stages (`dvc repro`); MLflow records the runs
     (`mlflow ui`). Defaults live in params.yaml."""
-    # Quiet TensorFlow's C++ start-up notices unless the user asked for them.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    log.configure(1 if verbose else -1 if quiet else 0)
 
 
 @cli.command("devices")
-@click.option("--dataset", type=click.Choice(DATASETS), default=None,
+@click.option("--dataset", type=click.Choice(DATASETS), default=DATASETS[0], show_default=True,
               help="Apply this dataset's train.<dataset>.devices and strategy from the params file.")
 @click.option("--params", "params_path", type=click.Path(), default="params.yaml", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices(dataset, params_path, as_json):
-    """Show physical and logical devices and the strategy training would use."""
+    """Show devices and the strategy training would use."""
     from pipeline.config import load_params
 
-    cfg = load_params(params_path, dataset).train if dataset else None
+    cfg = load_params(params_path, dataset).train
     import tensorflow as tf
 
     from pipeline import distribute
 
-    if cfg is not None:
-        info = distribute.configure_devices(cfg.devices, where=f"train.{dataset}.devices")
-        strategy = distribute.strategy_for(cfg, info, where=f"train.{dataset}")
-    else:
-        info = distribute.current_devices()
-        strategy = distribute.make_strategy("auto", info)
+    setup = distribute.setup(cfg, where=f"train.{dataset}")
     report = {
         "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
         "logical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_logical_devices()],
-        **distribute.describe(strategy, info),
+        **setup.facts,
     }
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -115,9 +102,11 @@ def devices(dataset, params_path, as_json):
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def doctor(dataset, params_path, as_json):
-    """Check git, DVC, the MLflow tracking store, disk, GPUs, driver and library versions,
-    shared memory and the strategy, one line each: pass, warn or fail with its fix.
-    Exits 1 if any check fails."""
+    """Check this host before a run: problems and their fixes.
+
+    Git, DVC, the MLflow tracking store, disk, GPUs, driver and library versions, shared
+    memory and the strategy, one line each: pass, warn or fail with its fix. Exits 1 if any
+    check fails."""
     from pipeline import doctor as checks
 
     results = checks.run_checks(params_path, dataset)
@@ -134,9 +123,11 @@ def doctor(dataset, params_path, as_json):
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to serve on.")
 @click.option("--port", type=int, default=5000, show_default=True, help="Port to serve on (MLflow's own).")
 def ui(host, port):
-    """MLflow's UI on this project's runs: mlflow.db in the repository root, or the store
-    MLFLOW_TRACKING_URI names (a tracking server already serves its UI: its URL is printed).
-    One worker, no job runners, no access log; Ctrl+C stops it."""
+    """MLflow's UI on this project's runs, on 127.0.0.1.
+
+    The runs in mlflow.db in the repository root, or in the store MLFLOW_TRACKING_URI names
+    (a tracking server already serves its UI: its URL is printed). One worker, no job
+    runners, no access log; Ctrl+C stops it."""
     import signal
     import subprocess
 

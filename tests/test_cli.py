@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from conftest import run_pipeline, run_python
+from helpers import run_pipeline, run_python
 
 
 def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
@@ -33,6 +33,37 @@ def test_stage_help_is_lazy_too(stage):
     assert "--params" in result.stdout
 
 
+def test_stage_help_is_the_stage_docstring_and_the_order_is_the_pipelines():
+    result = run_pipeline("--help")
+    listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
+    assert listed[:4] == ["download", "preprocess", "train", "evaluate"]
+    from stages import evaluate
+
+    first_line = evaluate.command.help.splitlines()[0]
+    assert f"evaluate    {first_line}" in result.stdout
+
+
+def test_version_is_the_packages():
+    from importlib.metadata import version
+
+    import pipeline
+
+    result = run_pipeline("--version")
+    assert result.stdout == f"pipeline {pipeline.__version__}\n"
+    assert version("pipeline") == pipeline.__version__  # pyproject reads it from the package
+
+
+def test_a_clone_without_the_package_installed_says_how_to_install_it():
+    result = run_python(
+        "import pipeline.cli as c\n"
+        "c.entry_points = lambda group: []  # what a clone run without `pip install -e .` finds\n"
+        "c.cli(['train', '--help'], prog_name='pipeline')\n")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: the stage command 'train' is not installed: run `pip install -e .` in the repository "
+        "(the stages are found through its entry points)")
+
+
 def test_unknown_dataset_is_a_usage_error():
     result = run_pipeline("preprocess", "cifar", "--raw", "r", "--out", "o")
     assert result.returncode == 2
@@ -46,7 +77,7 @@ def test_missing_path_option_is_a_usage_error():
 
 
 def test_missing_input_is_one_line(tmp_path):
-    from conftest import write_params
+    from helpers import write_params
 
     write_params(tmp_path)
     result = run_pipeline("preprocess", "reuters", "--raw", "nowhere", "--out", "out", cwd=tmp_path)
@@ -65,7 +96,7 @@ def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
     import time
     import urllib.request
 
-    from conftest import free_ports, subprocess_env
+    from helpers import free_ports, subprocess_env
 
     (port,) = free_ports(1)
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ui", "--port", str(port)], cwd=tmp_path,
@@ -92,7 +123,7 @@ def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
 
 
 def test_ui_with_a_tracking_server_prints_its_url(tmp_path):
-    from conftest import subprocess_env
+    from helpers import subprocess_env
 
     result = run_pipeline("ui", cwd=tmp_path, env=subprocess_env(MLFLOW_TRACKING_URI="http://127.0.0.1:5999"))
     assert result.returncode == 0

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from conftest import ROOT, run_python
+from helpers import ROOT, run_python
 from pipeline.config import DATASETS, STAGES, load_params, validate
 from pipeline.errors import ConfigError
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, free_ports, write_params
+from helpers import ROOT, free_ports, write_params
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ import subprocess
 
 import yaml
 
-from conftest import ROOT
+from helpers import ROOT
 from pipeline.cli import cli
 
 

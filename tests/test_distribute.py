@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import run_pipeline, write_params
+from helpers import run_pipeline, run_python, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -33,8 +33,8 @@ def test_one_device_strategy(tmp_path):
     assert (report["strategy"], report["replicas"]) == ("OneDeviceStrategy", 1)
 
 
-def test_default_strategy_without_params():
-    result = run_pipeline("devices")
+def test_devices_reads_the_shipped_params():
+    result = run_pipeline("devices")  # the repository's params.yaml, the first dataset's train params
     assert result.returncode == 0, result.stderr
     assert "strategy: MirroredStrategy, 1 replica(s), 1 worker(s)" in result.stdout
     assert "all-reduce: " in result.stdout
@@ -129,3 +129,119 @@ def test_slurm_tasks_per_node_forms():
     assert _tasks_per_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1"}) == 2
     assert _tasks_per_node({"SLURM_TASKS_PER_NODE": "4"}) == 4
     assert _tasks_per_node({}) == 1
+
+
+# The checks made before TensorFlow is touched take the host's GPU count, so that the GPU
+# cases are tested on any host; the same cases on real GPUs are marked `gpu`.
+
+def reuters_devices(**changes):
+    import dataclasses
+
+    from helpers import ROOT
+    from pipeline.config import load_params
+
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    return dataclasses.replace(cfg.devices, **changes)
+
+
+def test_a_gpu_split_needs_a_memory_limit():
+    from pipeline.distribute import check_devices
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        check_devices(reuters_devices(logical_devices=2), gpus=2, where="train.reuters.devices")
+    assert str(caught.value) == (
+        "train.reuters.devices.logical_devices: splitting a GPU into 2 devices needs "
+        "train.reuters.devices.memory_limit_mb (the memory of each logical device)")
+    check_devices(reuters_devices(logical_devices=2, memory_limit_mb=1024), gpus=2, where="train.reuters.devices")
+    check_devices(reuters_devices(logical_devices=2), gpus=0, where="train.reuters.devices")  # CPUs split freely
+
+
+def test_nccl_on_split_gpus():
+    from pipeline.distribute import _cross_device_ops
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        _cross_device_ops("nccl", 1, on_gpus=True, count=2, virtual=True, where="train.reuters")
+    assert str(caught.value) == "train.reuters.cross_device_ops: nccl does not work on virtual (split) GPUs"
+    # auto picks no NCCL there: TensorFlow's default all-reduce
+    assert _cross_device_ops("auto", 1, on_gpus=True, count=2, virtual=True, where="train.reuters") is None
+
+
+def configure_two_logical_devices(before: str):
+    """Run `before`, then configure_devices with two logical devices, in a fresh process;
+    the ConfigError's message is the process's stdout."""
+    return run_python(
+        "import tensorflow as tf, dataclasses\n"
+        "from pipeline.config import load_params\n"
+        "from pipeline.distribute import configure_devices\n"
+        "from pipeline.errors import ConfigError\n"
+        f"{before}\n"
+        "d = dataclasses.replace(load_params('params.yaml', 'reuters').train.devices, logical_devices=2)\n"
+        "try:\n"
+        "    configure_devices(d, where='train.reuters.devices')\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n")
+
+
+def test_device_settings_after_tensorflow_started():
+    result = configure_two_logical_devices("tf.config.list_logical_devices()  # starts the runtime")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        "train.reuters.devices: cannot apply device settings after TensorFlow has started: ")
+
+
+def test_a_host_that_cannot_provide_the_devices():
+    # No CPU-only host refuses a logical split, so TensorFlow's refusal (a ValueError, as for a
+    # GPU asked for more memory than it has) is raised by a stand-in for its set-up call.
+    result = configure_two_logical_devices(
+        "def refuse(*a, **k):\n"
+        "    raise ValueError('Virtual devices are not supported for this device')\n"
+        "tf.config.set_logical_device_configuration = refuse")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ("train.reuters.devices: this host cannot provide the devices asked for: "
+                                     "Virtual devices are not supported for this device")
+
+
+def test_slurm_variables_that_make_no_cluster():
+    # SlurmClusterResolver reads the task's rank from the environment; outside a job step it has none.
+    result = run_python(
+        "from pipeline.distribute import DeviceInfo, slurm_resolver\n"
+        "from pipeline.errors import ConfigError\n"
+        "try:\n"
+        "    slurm_resolver(DeviceInfo(0, 0, 0, 1), 'train.reuters', 8888)\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("train.reuters.strategy: cannot build the cluster from Slurm's variables "
+                                    "(1 task(s) per node, 0 GPU(s)): "), result.stdout
+
+
+def has_gpus(n):
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return False
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return listed.returncode == 0 and len(listed.stdout.splitlines()) >= n
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpus(1), reason="needs a GPU host (nvidia-smi lists none here)")
+def test_on_a_gpu_a_split_needs_a_memory_limit(tmp_path):
+    write_params(tmp_path, {"train.reuters.devices.logical_devices": 2})
+    result = run_pipeline("devices", "--json", cwd=tmp_path, env=subprocess_env(CUDA_VISIBLE_DEVICES="0"))
+    assert result.returncode == 2
+    assert "train.reuters.devices.logical_devices: splitting a GPU into 2 devices needs" in result.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpus(1), reason="needs a GPU host (nvidia-smi lists none here)")
+def test_on_a_gpu_nccl_on_split_gpus(tmp_path):
+    write_params(tmp_path, {"train.reuters.devices.logical_devices": 2, "train.reuters.cross_device_ops": "nccl",
+                            "train.reuters.devices.memory_limit_mb": 512})
+    result = run_pipeline("devices", "--json", cwd=tmp_path, env=subprocess_env(CUDA_VISIBLE_DEVICES="0"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: train.reuters.cross_device_ops: nccl does not work on virtual (split) GPUs")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from helpers import ROOT
 
 DOCKERFILES = [ROOT / "docker" / "Dockerfile", ROOT / "docker" / "mlflow.Dockerfile",
                *sorted((ROOT / "tests" / "container").glob("*.Dockerfile"))]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, free_ports, subprocess_env, write_params
+from helpers import ROOT, free_ports, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import subprocess_env
+from helpers import subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import free_ports, run_pipeline, subprocess_env, write_params
+from helpers import free_ports, run_pipeline, subprocess_env, write_params
 from fixtures import make_reuters_npz
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -91,7 +91,7 @@ def test_slurm_batch_script_trains_two_workers(prepared, slurm):
     import os
     from pathlib import Path
 
-    from conftest import ROOT
+    from helpers import ROOT
 
     os.symlink(Path(sys.prefix), prepared / ".venv")
     (prepared / "data" / "prepared").mkdir(parents=True)  # where the script looks for the data

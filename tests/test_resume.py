@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import run_on_terminal, run_pipeline, subprocess_env, write_params
+from helpers import run_on_terminal, run_pipeline, subprocess_env, write_params
 from fixtures import make_reuters_npz
 
 pytestmark = [pytest.mark.slow]
@@ -76,3 +76,49 @@ def test_custom_loop_draws_a_progress_bar_on_a_terminal(tmp_path):
     for epoch in ("epoch 1/2", "epoch 2/2"):
         assert epoch in shown
     assert "loss=" in shown and "accuracy=" in shown and "9/9" in shown  # 288 samples, batch 32
+
+
+# The backup folder's bookkeeping, in this process with the default strategy.
+
+class FakeRun:
+    def __init__(self, run_id):
+        self.run_id = run_id
+
+
+def test_a_backup_resumes_the_run_it_was_made_for(tmp_path):
+    import tensorflow as tf
+
+    from pipeline.resume import Backup
+
+    opened = []
+
+    def open_run(run_id):
+        opened.append(run_id)
+        return FakeRun(run_id or f"new-{len(opened)}")
+
+    backup = Backup(tmp_path / "b", tf.distribute.get_strategy())
+    assert backup.resume_or_start("params-1", open_run).run_id == "new-1"
+    assert json.loads((tmp_path / "b" / "mlflow_run.json").read_text()) == {
+        "run_id": "new-1", "fingerprint": "params-1"}
+    (tmp_path / "b" / "history.json").write_text("[]")
+    assert backup.resume_or_start("params-1", open_run).run_id == "new-1"  # a killed run, same params
+    assert (tmp_path / "b" / "history.json").exists()
+    assert backup.resume_or_start("params-2", open_run).run_id == "new-3"  # other params: start over
+    assert not (tmp_path / "b" / "history.json").exists()
+    assert opened == [None, "new-1", None]
+    backup.finish()
+    assert not (tmp_path / "b").exists()
+
+
+def test_without_a_folder_nothing_is_written(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from pipeline.resume import Backup, EpochPublisher, EpochRecorder
+
+    monkeypatch.chdir(tmp_path)
+    backup = Backup(None, tf.distribute.get_strategy())
+    assert backup.resume_or_start("p", FakeRun).run_id is None
+    callbacks, first = backup.callbacks(model=None, loop="custom", train_samples=10, on_epoch=None)
+    assert [type(c) for c in callbacks] == [EpochRecorder, EpochPublisher] and first == 0
+    backup.finish()
+    assert list(tmp_path.iterdir()) == []

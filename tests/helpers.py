@@ -1,0 +1,86 @@
+"""Helpers the tests share: fresh processes with a clean environment, a params file with
+overrides, a pseudo-terminal, free ports. Fixtures live in conftest.py."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def subprocess_env(**extra) -> dict:
+    env = dict(os.environ)
+    env.update({"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "DVC_NO_ANALYTICS": "1",
+                "CUDA_VISIBLE_DEVICES": "-1"})
+    env.pop("PIPELINE_DATA_MIRROR", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.update(extra)
+    return env
+
+
+def run_pipeline(*args, cwd=None, env=None, timeout=600):
+    """`python -m pipeline ARGS` in a fresh process (each TF/distributed case gets its own)."""
+    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd or ROOT,
+                          env=env or subprocess_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_python(code: str, cwd=None, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd or ROOT, env=env or subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_params(folder: Path, overrides: dict | None = None) -> Path:
+    """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for key, value in (overrides or {}).items():
+        node = raw
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node[part]
+        assert last in node, key
+        node[last] = value
+    path = Path(folder) / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def run_on_terminal(args, cwd, env, columns=100, timeout=600) -> tuple[int, str]:
+    """Run a command with stderr on a pseudo-terminal `columns` wide; (exit code, what it drew)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    # a new pty has 0 columns, and tqdm would draw an empty bar
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closes when the process exits
+            break
+        if not data:
+            break
+        chunks.append(data)
+    code = proc.wait(timeout=timeout)
+    os.close(master)
+    return code, b"".join(chunks).decode(errors="replace")
+
+
+def free_ports(n: int) -> list[int]:
+    """Ports on 127.0.0.1 that nothing listens on (free when asked)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports

@@ -1,0 +1,67 @@
+"""The two models, the shared loss and the optimizer set-up of both training loops."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from helpers import ROOT
+from pipeline.config import load_params
+
+pytestmark = pytest.mark.slow
+
+import keras  # noqa: E402
+
+from pipeline import models  # noqa: E402
+
+
+def test_reuters_model_is_the_seeds_architecture():
+    model = models.reuters_conv1d(max_len=300, vocab_size=1000, num_classes=46, embedding_dim=7)
+    kinds = [(type(layer).__name__, getattr(layer, "filters", None), getattr(layer, "kernel_size", None))
+             for layer in model.layers[1:]]
+    assert kinds == [("Embedding", None, None), ("Conv1D", 64, (5,)), ("MaxPooling1D", None, None),
+                     ("Conv1D", 32, (3,)), ("MaxPooling1D", None, None), ("Flatten", None, None),
+                     ("Dense", None, None)]
+    assert model.get_layer("embedding").output_dim == 7
+    assert model.output_shape == (None, 46)
+    # logits: the last layer has no softmax
+    assert model.get_layer("logits").activation.__name__ == "linear"
+
+
+def test_mobilenet_model_has_no_top_and_logits():
+    model = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=512, batchnorm_momentum=0.9)
+    assert model.input_shape == (None, 32, 32, 3)
+    assert model.output_shape == (None, 10)
+    backbone = model.layers[1]
+    assert backbone.name.startswith("mobilenetv2") and backbone.output_shape == (None, 1280)
+    assert model.get_layer("dense").units == 512
+    assert model.get_layer("logits").activation.__name__ == "linear"
+    norms = [layer for layer in backbone.layers if isinstance(layer, models.keras.layers.BatchNormalization)]
+    assert norms and {layer.momentum for layer in norms} == {0.9}
+
+
+def test_build_model_sizes_the_model_from_the_prepared_stats():
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    model = models.build_model(cfg, {"max_len": 40, "vocab_size": 300, "num_classes": 46, "input": "sequences"})
+    assert model.input_shape == (None, 40) and model.output_shape == (None, 46)
+    assert model.get_layer("embedding").input_dim == 300
+
+
+@pytest.mark.parametrize("optimizer,cls", [("nadam", "Nadam"), ("sgd", "SGD"), ("rmsprop", "RMSprop")])
+def test_compile_builds_the_named_optimizer_with_its_slots(optimizer, cls):
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, optimizer=optimizer,
+                              learning_rate=0.02)
+    model = models.reuters_conv1d(max_len=30, vocab_size=30, num_classes=46, embedding_dim=4)
+    models.compile_model(model, cfg)
+    assert type(model.optimizer).__name__ == cls
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.02)
+    assert model.optimizer.built  # slots exist before the first step (keras#23085)
+
+
+def test_the_loss_is_on_logits_and_per_sample_without_reduction():
+    labels = np.array([0, 1])
+    logits = np.array([[2.0, 0.0], [0.0, 2.0]], np.float32)
+    per_sample = np.asarray(models.loss(reduction=None)(labels, logits))
+    assert per_sample.shape == (2,)
+    assert per_sample == pytest.approx(np.log1p(np.exp(-2.0)), rel=1e-5)  # softmax applied to logits
+    assert float(models.loss()(labels, logits)) == pytest.approx(per_sample.mean(), rel=1e-6)

@@ -24,8 +24,7 @@ STAGE_ENTRY_POINTS = "pipeline.stages"
 
 
 class LazyGroup(click.Group):
-    """A group whose stage commands are loaded from entry points on first use; expected
-    errors become one `error:` line."""
+    """A group whose stage commands are loaded from entry points on first use."""
 
     def _stages(self) -> dict:
         found = {ep.name: ep for ep in entry_points(group=STAGE_ENTRY_POINTS)}
@@ -41,13 +40,6 @@ class LazyGroup(click.Group):
             raise click.UsageError(f"the stage command {name!r} is not installed: run `pip install -e .` "
                                    f"in the repository (the stages are found through its entry points)")
         return stage.load() if stage is not None else super().get_command(ctx, name)
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except PipelineError as exc:
-            log.log.error("%s", exc)
-            ctx.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -163,9 +155,22 @@ def ui(host, port):
         sys.exit(0)
 
 
-def main() -> None:
-    cli(prog_name="pipeline")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def main(args=None) -> None:
+    """The one boundary where failures become one `error:` line and an exit code: 2 for usage
+    and config errors, 1 for data, download and tracking errors, 1 for anything unexpected
+    (a bug: `-v` shows its traceback), 130 for Ctrl+C."""
+    try:
+        code = cli.main(args=args, prog_name="pipeline", standalone_mode=False)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "pipeline"
+        code = log.fail(f"{where}: {exc.format_message()} (see '{where} --help')", exc.exit_code)
+    except click.ClickException as exc:
+        code = log.fail(exc.format_message(), exc.exit_code)
+    except PipelineError as exc:
+        code = log.fail(str(exc), exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
+        code = log.fail("interrupted", 130)
+    except Exception as exc:  # a bug: one line here, the traceback with -v
+        code = log.fail(f"unexpected {type(exc).__name__}: {exc}; this is a bug: run the command again "
+                        f"with `pipeline -v` to see where", 1, trace=True)
+    sys.exit(code or 0)

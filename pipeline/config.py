@@ -229,12 +229,21 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
+def text_line(data: bytes, offset: int) -> int:
+    """The 1-based line of byte `offset`."""
+    return data.count(b"\n", 0, offset) + 1
+
+
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file; errors name the file, and the line and column where known."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        line = text_line(Path(path).read_bytes(), exc.start)
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:

@@ -94,12 +94,8 @@ def detect_cluster(env=None) -> Optional[str]:
     """'tf_config' or 'slurm' when this process is one of several workers, else None."""
     env = os.environ if env is None else env
     raw = env.get("TF_CONFIG")
-    if raw:
-        try:
-            spec = json.loads(raw)
-        except ValueError as exc:
-            raise ConfigError(f"TF_CONFIG: not valid JSON: {exc}") from None
-        cluster = spec.get("cluster", {}) if isinstance(spec, dict) else {}
+    if raw and raw.strip():
+        cluster = check_tf_config(raw)
         if sum(len(cluster.get(kind, [])) for kind in ("chief", "worker")) > 1:
             return "tf_config"
     # A job step started by srun: SLURM_STEP_NUM_TASKS. The batch script itself also has
@@ -107,6 +103,35 @@ def detect_cluster(env=None) -> Optional[str]:
     if env.get("SLURM_PROCID") is not None and int(env.get("SLURM_STEP_NUM_TASKS", "1") or 1) > 1:
         return "slurm"
     return None
+
+
+def check_tf_config(raw: str) -> dict:
+    """The cluster of a TF_CONFIG, checked the way TensorFlow will read it: a JSON object with
+    a `cluster` of job names -> lists of "host:port", and this process's `task` (a type that
+    is one of the jobs, an index within it). Anything else would be read as "no cluster" or
+    crash inside TensorFlow."""
+    expected = ('expected {"cluster": {"worker": ["host:port", ...]}, '
+                '"task": {"type": "worker", "index": 0}}')
+    try:
+        spec = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"TF_CONFIG: not valid JSON: {exc}") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("cluster"), dict) or not spec["cluster"]:
+        raise ConfigError(f"TF_CONFIG: no cluster: {expected}")
+    cluster = spec["cluster"]
+    for job, hosts in cluster.items():
+        if not (isinstance(hosts, list) and hosts and all(isinstance(h, str) and ":" in h for h in hosts)):
+            raise ConfigError(f"TF_CONFIG: cluster.{job}: expected a list of \"host:port\", got {json.dumps(hosts)}")
+    task = spec.get("task")
+    if not isinstance(task, dict) or task.get("type") not in cluster:
+        raise ConfigError(f"TF_CONFIG: task: expected a type among {', '.join(cluster)} and an index, "
+                          f"got {json.dumps(task)}")
+    index = task.get("index", 0)
+    size = len(cluster[task["type"]])
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < size:
+        raise ConfigError(f"TF_CONFIG: task.index: expected 0 to {size - 1} (the {task['type']} job has "
+                          f"{size} host{'s' if size != 1 else ''}), got {json.dumps(index)}")
+    return cluster
 
 
 def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: str, num_packs: int,

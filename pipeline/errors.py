@@ -26,3 +26,8 @@ class DownloadError(PipelineError):
 class TrackingError(PipelineError):
     """The MLflow tracking store does not answer, refuses the credentials, or cannot store.
     Exit code 1: the params are fine; the server, the network or the credentials are not."""
+
+
+class OutputError(PipelineError):
+    """An output cannot be written where it goes: a full disk or quota, a read-only or foreign
+    folder. Nothing of the stage's outputs is left half-written."""

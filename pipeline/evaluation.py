@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_file, read_json, write_csv, write_json
+from pipeline.io import atomic_outputs, read_json, reading, write_csv, write_json
 
 
 @dataclass
@@ -31,10 +31,13 @@ def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
     from pipeline.data import arrays
     from pipeline.data.inputs import image_size_for
 
-    model_path = Path(model_dir) / "model.keras"
+    from pipeline.training import MODEL_FILE
+
+    model_path = Path(model_dir) / MODEL_FILE
     if not model_path.is_file():
         raise DataError(f"{model_path}: missing; run the train stage first")
-    model = keras.models.load_model(model_path)
+    with reading(model_path, "not a loadable Keras model (run the train stage again)"):
+        model = keras.models.load_model(model_path)
     x, y = arrays.load_split(data, "test")
     stats = read_json(Path(data) / "stats.json")
     logits = predict_logits(model, x, batch_size=cfg.batch_size, image_size=image_size_for(stats, model))
@@ -52,12 +55,12 @@ def write_outputs(ev: Evaluation, *, metrics: Path, per_class: Path, confusion: 
     dvc plots) and the confusion matrix as an image."""
     from pipeline import plots
 
-    write_json(metrics, ev.metrics)
-    write_csv(per_class, ev.report, ev.report[0])
-    write_csv(confusion, [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
-              ("actual", "predicted"))
-    with atomic_file(confusion_png) as tmp:
-        plots.confusion(ev.matrix, tmp, title)
+    with atomic_outputs(metrics, per_class, confusion, confusion_png) as (m_tmp, pc_tmp, c_tmp, png_tmp):
+        write_json(m_tmp, ev.metrics)
+        write_csv(pc_tmp, ev.report, ev.report[0])
+        write_csv(c_tmp, [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
+                  ("actual", "predicted"))
+        plots.confusion(ev.matrix, png_tmp, title)
 
 
 def predict_logits(model, x: np.ndarray, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:

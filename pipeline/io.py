@@ -1,30 +1,87 @@
 """Atomic writes: a path holds either a complete file or nothing, for every file the project
-writes (stage outputs, backups, markers): write to a temporary sibling, then rename."""
+writes (stage outputs, backups, markers): write to a temporary sibling, then rename. And the
+reading side: what the file-format libraries raise on a file that is cut short or corrupt
+becomes one error naming the file."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import json
+import lzma
 import os
+import pickle
+import re
 import shutil
+import struct
+import tarfile
 import tempfile
+import zipfile
+import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
+
+
+# The place an output goes to cannot take it: the disk or quota is full, it is read-only, or
+# not ours. What the user fixes is the place, not the data.
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+@contextlib.contextmanager
+def output_place(path: Path | str) -> Iterator[None]:
+    """Turn an OS error that says the place cannot take the output (full, read-only, not
+    ours) into one OutputError naming the output (the file the error names, else `path`);
+    other errors pass."""
+    from pipeline.errors import OutputError
+
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        raise OutputError(f"{_output_of(exc.filename) or _output_of(path)}: cannot write: {exc.strerror}") from None
+
+
+def _output_of(name) -> Optional[Path]:
+    """The output a file name belongs to: a temporary `.<name>.<random>.tmp` (or anything
+    inside one) stands for `<name>`."""
+    if not isinstance(name, (str, os.PathLike)):
+        return None
+    path = Path(name)
+    for candidate in (path, *path.parents):
+        found = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", candidate.name)
+        if found:
+            return candidate.parent / found.group(1)
+    return path
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove the temporary siblings that a killed writer of `path` left (SIGKILL leaves no
+    chance to clean up): its next write starts clean. One writer per output: DVC locks the
+    repository while a stage runs."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
 
 
 @contextlib.contextmanager
 def atomic_dir(out: Path | str) -> Iterator[Path]:
     """Yield an empty sibling folder of `out`; on success it replaces `out`, on error it is removed."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        yield tmp
-        replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with output_place(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _clear_stale(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        try:
+            yield tmp
+            replace_dir(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 def replace_dir(src: Path, out: Path) -> None:
@@ -40,16 +97,31 @@ def replace_dir(src: Path, out: Path) -> None:
 def atomic_file(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is renamed to `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with output_place(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _clear_stale(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            yield Path(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+
+@contextlib.contextmanager
+def atomic_outputs(*paths: Path | str, folders: Iterable[Path | str] = ()) -> Iterator[tuple[Path, ...]]:
+    """Temporary siblings of several outputs (files, and folders for the paths in `folders`):
+    when the block succeeds they all replace their outputs, when it fails none does, so that a
+    stage's outputs appear together or not at all."""
+    folders = {Path(f) for f in folders}
+    common = Path(os.path.commonpath([Path(p).absolute() for p in paths]))
+    with contextlib.ExitStack() as stack:
+        temporary = tuple(stack.enter_context(atomic_dir(p) if Path(p) in folders else atomic_file(p)) for p in paths)
+        with output_place(common):  # named here, before each output's own clean-up sees it
+            yield temporary
 
 
 def write_json(path: Path | str, data: Any) -> None:
@@ -66,13 +138,35 @@ def write_csv(path: Path | str, rows: list[dict], columns: Iterable[str]) -> Non
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
+# What zipfile, tarfile, gzip, zlib, lzma, numpy (and its unpickler), json and Pillow raise on a file that is cut
+# short, corrupt or of another format (OSError covers gzip, bz2 and Pillow's own).
+CORRUPT_FILE_ERRORS = (OSError, EOFError, ValueError, zlib.error, zipfile.BadZipFile, tarfile.TarError,
+                       lzma.LZMAError, struct.error, pickle.UnpicklingError, KeyError, IndexError)
+
+
+@contextlib.contextmanager
+def reading(path: Path | str, what: str = "cannot read", error: type | None = None) -> Iterator[None]:
+    """Turn what a file-format library raises while reading `path` into one `error` (DataError
+    by default): `<path>: <what>: <the library's message on one line>`. Errors of the project's
+    own pass through."""
+    from pipeline.errors import DataError, PipelineError
+
+    try:
+        yield
+    except PipelineError:
+        raise
+    except FileNotFoundError:
+        raise (error or DataError)(f"{path}: missing") from None
+    except CORRUPT_FILE_ERRORS as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise (error or DataError)(f"{path}: {what}: {' '.join(detail.split())}") from None
+
+
 def read_json(path: Path | str) -> Any:
     """Parse a JSON file that an earlier stage wrote; a missing or broken one is a DataError."""
     from pipeline.errors import DataError
 
-    try:
+    if not Path(path).is_file():
+        raise DataError(f"{path}: missing; run the stage that writes it first")
+    with reading(path, "not readable JSON"):
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: missing; run the stage that writes it first") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not readable JSON: {exc}") from None

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 
 import click
 
@@ -114,6 +115,22 @@ def configure(verbosity: int) -> None:
     # notes, deprecations inside TensorFlow itself).
     for name in ("tensorflow", "absl", "h5py"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def one_line(text: str) -> str:
+    """A message on one line: a library's multi-line message folded, spaces collapsed."""
+    return " ".join(str(text).split())
+
+
+def fail(message: str, code: int, trace: bool = False) -> int:
+    """Print `error: message` (one line; with -v and `trace`, the traceback of the exception
+    being handled first) and return `code`."""
+    if not log.handlers:  # failed before the group's options were read
+        configure(0)
+    if trace and log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", traceback.format_exc().rstrip())
+    log.error("%s", one_line(message))
+    return code
 
 
 def result(line: str) -> None:

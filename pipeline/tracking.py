@@ -227,6 +227,29 @@ class TrainingRun:
         mlflow.set_tracking_uri(tracking_uri())
         return cls(mlflow.start_run(run_id=run_id))
 
+    @classmethod
+    def for_evaluation(cls, dataset: str, model_ids: dict, model_dir: Path) -> "TrainingRun":
+        """The run that receives a model's evaluation: its training run when this store has it;
+        else (a clone whose models came from a DVC remote with `dvc pull`, and whose store never
+        saw the training) a new run in the dataset's experiment that says where the model came
+        from: the training's run id, the model's DVC hash and git commit."""
+        if run_exists(model_ids["run_id"]):
+            return cls.reopen(model_ids["run_id"])
+        import mlflow
+
+        from pipeline import log
+
+        mlflow.set_tracking_uri(tracking_uri())
+        mlflow.set_experiment(dataset)
+        name = f"{os.environ.get('DVC_EXP_NAME') or dataset}-evaluation"
+        active = mlflow.start_run(run_name=name)
+        mlflow.set_tags({**lineage_tags([model_dir]), **framework_tags(), "pipeline.stage": "evaluate",
+                         "pipeline.dataset": dataset, "pipeline.model_run_id": model_ids["run_id"]})
+        log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
+                        "evaluation is logged to a new run, %s, tagged with where the model came from",
+                        model_ids["run_id"], model_dir, tracking_uri(), active.info.run_id)
+        return cls(active)
+
     def __enter__(self) -> "TrainingRun":
         return self
 
@@ -301,6 +324,22 @@ class TrainingRun:
             mlflow.log_artifact(str(path), artifact_path="evaluation")
         mlflow.log_dict({"labels": list(range(len(evaluation.matrix))), "matrix": evaluation.matrix.tolist()},
                         "evaluation/confusion_matrix.json")
+
+
+def run_exists(run_id: str) -> bool:
+    """Whether the tracking store has the run `run_id` (reachable: check_tracking first)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from pipeline.errors import TrackingError
+
+    try:
+        MlflowClient(tracking_uri()).get_run(run_id)
+        return True
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return False
+        raise TrackingError(f"{tracking_uri()}: cannot look up run {run_id}: {exc.message}") from None
 
 
 def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path] = None) -> None:

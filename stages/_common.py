@@ -8,7 +8,7 @@ import click
 
 from pipeline.config import DATASETS
 
-dataset_argument = click.argument("dataset", type=click.Choice(DATASETS))
+dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS))
 params_option = click.option(
     "--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
     show_default=True, help="The params file (defaults live there and nowhere else).",

@@ -20,15 +20,14 @@ from stages._common import dataset_argument, params_option, path_option
 def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_png, params_path):
     """Test metrics and confusion matrix; log into the training run."""
     cfg = load_params(params_path, dataset).evaluate
-    from pipeline import evaluation, log, tracking
-    from pipeline.io import read_json
+    from pipeline import evaluation, log, tracking, training
 
-    tracking.check_tracking()  # before any output is written: the results go into the run
-    run_id = read_json(model_dir / "run.json")["run_id"]
+    tracking.check_tracking()  # every input checked before any output is written
+    model_run = training.read_model_run(model_dir)
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")
-    with tracking.TrainingRun.reopen(run_id) as run:
+    with tracking.TrainingRun.for_evaluation(dataset, model_run, model_dir) as run:
         run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
     log.result(f"{dataset}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                           for k, v in ev.metrics.items()))

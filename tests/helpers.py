@@ -84,3 +84,16 @@ def free_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
+
+
+def reuters_files_of(served: Path) -> list:
+    """params' download.reuters.files with the sha256 of the fixtures in `served`, so that the
+    real check runs on them."""
+    import hashlib
+
+    import yaml
+
+    files = yaml.safe_load((ROOT / "params.yaml").read_text())["download"]["reuters"]["files"]
+    for entry in files:
+        entry["sha256"] = hashlib.sha256((Path(served) / Path(entry["url"]).name).read_bytes()).hexdigest()
+    return files

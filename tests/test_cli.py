@@ -57,23 +57,44 @@ def test_a_clone_without_the_package_installed_says_how_to_install_it():
     result = run_python(
         "import pipeline.cli as c\n"
         "c.entry_points = lambda group: []  # what a clone run without `pip install -e .` finds\n"
-        "c.cli(['train', '--help'], prog_name='pipeline')\n")
+        "c.main(['train', '--help'])\n")
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "Error: the stage command 'train' is not installed: run `pip install -e .` in the repository "
-        "(the stages are found through its entry points)")
+    assert result.stderr == (
+        "error: pipeline: the stage command 'train' is not installed: run `pip install -e .` in the repository "
+        "(the stages are found through its entry points) (see 'pipeline --help')\n")
 
 
-def test_unknown_dataset_is_a_usage_error():
-    result = run_pipeline("preprocess", "cifar", "--raw", "r", "--out", "o")
+@pytest.mark.parametrize("args,line", [
+    (["preprocess", "cifar", "--raw", "r", "--out", "o"],
+     "error: pipeline preprocess: Invalid value for 'DATASET': 'cifar' is not one of 'reuters', 'mnist'. "
+     "(see 'pipeline preprocess --help')"),
+    (["train", "reuters"], "error: pipeline train: Missing option '--data'. (see 'pipeline train --help')"),
+    (["--bogus"], "error: pipeline: No such option '--bogus'. Did you mean '--verbose'? (see 'pipeline --help')"),
+    (["fetch"], "error: pipeline: No such command 'fetch'. (see 'pipeline --help')"),
+    (["devices", "--dataset", "x"], "error: pipeline devices: Invalid value for '--dataset': 'x' is not one of "
+                                    "'reuters', 'mnist'. (see 'pipeline devices --help')"),
+])
+def test_usage_errors_are_one_line_in_the_projects_format(args, line):
+    result = run_pipeline(*args)
     assert result.returncode == 2
-    assert "'cifar' is not one of 'reuters', 'mnist'" in result.stderr
+    assert result.stderr == line + "\n"
 
 
-def test_missing_path_option_is_a_usage_error():
-    result = run_pipeline("train", "reuters")
-    assert result.returncode == 2
-    assert "Missing option '--data'" in result.stderr
+def test_an_unexpected_exception_is_one_line_and_the_traceback_is_behind_verbose():
+    code = ("import pipeline.data.fetch as f\n"
+            "def broken(*a, **k):\n"
+            "    raise RuntimeError('something\\nnobody expected')\n"
+            "f.fetch_all = broken\n"
+            "from pipeline.cli import main\n"
+            "main([{flags}'download', 'reuters', '--out', 'o', '--manifest', 'm.json'])\n")
+    result = run_python(code.format(flags=""))
+    assert result.returncode == 1
+    assert result.stderr == ("error: unexpected RuntimeError: something nobody expected; this is a bug: run the "
+                             "command again with `pipeline -v` to see where\n")
+    verbose = run_python(code.format(flags="'-v', "))
+    assert verbose.returncode == 1
+    assert "Traceback (most recent call last)" in verbose.stderr and "in broken" in verbose.stderr
+    assert verbose.stderr.splitlines()[-1].startswith("error: unexpected RuntimeError")
 
 
 def test_missing_input_is_one_line(tmp_path):

@@ -141,9 +141,9 @@ def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_pa
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     code = (
         "import sys\n"
-        "from pipeline.cli import cli\n"
+        "from pipeline.cli import main\n"
         "try:\n"
-        f"    cli({[stage, 'reuters', *args, '--params', 'params.yaml']!r}, prog_name='pipeline')\n"
+        f"    main({[stage, 'reuters', *args, '--params', 'params.yaml']!r})\n"
         "except SystemExit as exc:\n"
         "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
     )

@@ -245,3 +245,34 @@ def test_on_a_gpu_nccl_on_split_gpus(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "error: train.reuters.cross_device_ops: nccl does not work on virtual (split) GPUs")
+
+
+@pytest.mark.parametrize("tf_config,message", [
+    ('["worker"]', 'TF_CONFIG: no cluster: expected {"cluster": {"worker": ["host:port", ...]}, '
+                   '"task": {"type": "worker", "index": 0}}'),
+    ('{"cluster": {}}', "TF_CONFIG: no cluster: "),
+    ('{"cluster": {"worker": "a:1,b:2"}, "task": {"type": "worker", "index": 0}}',
+     'TF_CONFIG: cluster.worker: expected a list of "host:port", got "a:1,b:2"'),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}}', "TF_CONFIG: task: expected a type among worker and an index, got null"),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 0}}',
+     'TF_CONFIG: task: expected a type among worker and an index, got {"type": "chief", "index": 0}'),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
+     "TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got 2"),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": "1"}}',
+     'TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got "1"'),
+])
+def test_a_tf_config_that_is_json_but_not_a_cluster_is_a_config_error(tf_config, message):
+    from pipeline.distribute import detect_cluster
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        detect_cluster({"TF_CONFIG": tf_config})
+    assert str(caught.value).startswith(message)
+
+
+def test_a_task_outside_the_cluster_stops_the_stage_in_one_line(tmp_path):
+    write_params(tmp_path)
+    config = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 5}}'
+    result = run_pipeline("devices", cwd=tmp_path, env=subprocess_env(TF_CONFIG=config))
+    assert result.returncode == 2
+    assert result.stderr == "error: TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got 5\n"

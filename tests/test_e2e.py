@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, free_ports, subprocess_env, write_params
+from helpers import ROOT, free_ports, reuters_files_of, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
@@ -88,12 +88,8 @@ def repo(tmp_path_factory, dataset_files, mlflow_server):
 
     repo = tmp_path_factory.mktemp("e2e") / "project"
     copy_project(repo)
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    files = raw["download"]["reuters"]["files"]
-    for entry in files:  # the fixtures' own hashes, so that the real check runs
-        entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
     write_params(repo, {
-        "download.reuters.files": files,
+        "download.reuters.files": reuters_files_of(dataset_files),
         "train.reuters.epochs": 2,
         "train.reuters.batch_size_per_replica": 16,
         "train.reuters.devices.logical_devices": 2,

@@ -6,6 +6,7 @@ import pytest
 
 import sys
 
+from fixtures import make_reuters_npz
 from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
@@ -93,8 +94,7 @@ def test_unreachable_url_gives_up_after_retries(tmp_path):
 def test_checksum_mismatch_leaves_nothing(file_server, tmp_path):
     with pytest.raises(DownloadError, match="sha256 mismatch: expected 0{64}, got [0-9a-f]{64}"):
         fetch([spec(f"{file_server.url}/reuters.npz", "0" * 64)], tmp_path / "raw")
-    assert not (tmp_path / "raw").exists()
-    assert list((tmp_path / "raw.partial").iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # no output, no staging folder
 
 
 def test_an_earlier_output_survives_a_failed_download(file_server, tmp_path):
@@ -114,6 +114,46 @@ def test_truncated_archive_is_rejected(dataset_files, tmp_path, name):
     with pytest.raises(DownloadError, match=f"{name}: truncated or corrupt archive"):
         fetch([spec(bad.as_uri())], tmp_path / "raw")
     assert not (tmp_path / "raw").exists()
+
+
+def flipped(data: bytes) -> bytes:
+    """`data` with 64 bytes flipped a third of the way in: inside the compressed stream."""
+    out = bytearray(data)
+    for i in range(len(out) // 3, len(out) // 3 + 64):
+        out[i] ^= 0x5A
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name", ["mnist_png.tar.gz", "mnist.zip", "reuters.npz"])
+def test_corrupt_compressed_data_is_rejected(tmp_path, name):
+    from fixtures import make_mnist_archive
+
+    good = tmp_path / "good" / name
+    good.parent.mkdir()
+    if name == "reuters.npz":
+        make_reuters_npz(good)
+    else:
+        make_mnist_archive(good, per_class=(3, 1))
+    bad = tmp_path / "src" / name
+    bad.parent.mkdir()
+    bad.write_bytes(flipped(good.read_bytes()))
+    with pytest.raises(DownloadError, match=rf"^{bad.as_uri()}: truncated or corrupt archive: \S") as caught:
+        fetch([spec(bad.as_uri())], tmp_path / "raw")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "raw").exists()
+
+
+def test_download_stage_with_a_corrupt_archive_is_one_line(dataset_files, tmp_path):
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "mnist_png.tar.gz").write_bytes(flipped((dataset_files / "mnist_png.tar.gz").read_bytes()))
+    env = subprocess_env(PIPELINE_DATA_MIRROR=mirror.as_uri())
+    result = run_pipeline("download", "mnist", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {mirror.as_uri()}/mnist_png.tar.gz: truncated or corrupt archive: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mirror", "params.yaml"]
 
 
 def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):

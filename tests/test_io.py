@@ -36,3 +36,54 @@ def test_read_json_errors_name_the_file(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(DataError, match="bad.json: not readable JSON"):
         read_json(tmp_path / "bad.json")
+
+
+def test_a_killed_writers_leftovers_are_cleared_by_the_next_write(tmp_path):
+    from pipeline.io import atomic_dir
+
+    (tmp_path / ".a.json.x1y2.tmp").write_text("{")  # what SIGKILL mid-write leaves
+    (tmp_path / ".model.k3.tmp").mkdir()
+    (tmp_path / ".other.json.z.tmp").write_text("not ours")
+    write_json(tmp_path / "a.json", {"b": 1})
+    with atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "m").write_text("m")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.json.z.tmp", "a.json", "model"]
+
+
+def test_outputs_appear_together_or_not_at_all(tmp_path):
+    from pipeline.io import atomic_outputs
+
+    with pytest.raises(RuntimeError):
+        with atomic_outputs(tmp_path / "m.json", tmp_path / "model", folders=[tmp_path / "model"]) as (m, model):
+            write_json(m, {"a": 1})
+            (model / "w").write_text("w")
+            raise RuntimeError("the third output failed")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_outputs(tmp_path / "m.json", tmp_path / "model", folders=[tmp_path / "model"]) as (m, model):
+        write_json(m, {"a": 1})
+        (model / "w").write_text("w")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "model"]
+
+
+def test_a_place_that_cannot_take_the_output_is_an_output_error(tmp_path):
+    import errno
+
+    from pipeline.errors import OutputError
+
+    with pytest.raises(OutputError, match=r"a.json: cannot write: No space left on device"):
+        with atomic_file(tmp_path / "a.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError) as caught:  # other OS errors are not about the place
+        with atomic_file(tmp_path / "a.json"):
+            raise OSError(errno.EIO, "Input/output error")
+    assert not isinstance(caught.value, OutputError)
+
+
+@pytest.mark.parametrize("payload", [b"", b"{", b"\xff\xfe", b'{"a": 1}garbage'])
+def test_broken_json_is_one_line_naming_the_file(tmp_path, payload):
+    (tmp_path / "stats.json").write_bytes(payload)
+    with pytest.raises(DataError) as caught:
+        read_json(tmp_path / "stats.json")
+    assert str(caught.value).startswith(f"{tmp_path / 'stats.json'}: not readable JSON: ")
+    assert "\n" not in str(caught.value)

@@ -96,3 +96,63 @@ def test_truncated_archive(tmp_path):
 def test_find_archive_needs_exactly_one(tmp_path):
     with pytest.raises(DataError, match="expected exactly one archive"):
         mnist.find_archive(tmp_path)
+
+
+def gnu_tar(tmp_path, prepare_tree) -> "Path":
+    """An archive made by GNU tar itself from a folder tree of the fixture's images."""
+    import subprocess
+    import tarfile
+
+    tree = tmp_path / "tree"
+    with tarfile.open(make_mnist_archive(tmp_path / "src.tar.gz", per_class=(3, 1))) as tf:
+        tf.extractall(tree, filter="data")
+    prepare_tree(tree / "mnist_png")
+    out = tmp_path / "mnist_png.tar.gz"
+    subprocess.run(["tar", "-czf", str(out), "-C", str(tree), "mnist_png"], check=True)
+    return out
+
+
+def test_hard_linked_copies_from_gnu_tar_are_read_not_dropped(tmp_path):
+    def link(root):
+        # an identical image stored twice: GNU tar writes the second as a hard link
+        copy = root / "training" / "4" / "4999.png"
+        copy.hardlink_to(root / "training" / "4" / "4000.png")
+        (root / "training" / "5" / "5999.png").symlink_to("../5/5000.png")
+
+    archive = gnu_tar(tmp_path, link)
+    import tarfile
+
+    with tarfile.open(archive) as tf:
+        assert any(m.islnk() for m in tf) and any(m.issym() for m in tf)
+    x, y = mnist.read_archive(archive, 28)["train"]
+    assert np.bincount(y).tolist() == [3, 3, 3, 3, 4, 4, 3, 3, 3, 3]
+    assert np.array_equal(x[y == 4][0], x[y == 4][-1])  # 4000.png and its linked copy 4999.png
+
+
+def test_a_member_that_is_not_a_file_is_an_error(tmp_path):
+    import os
+
+    archive = gnu_tar(tmp_path, lambda root: os.mkfifo(root / "training" / "3" / "pipe.png"))
+    with pytest.raises(DataError, match=r"mnist_png/training/3/pipe.png: not a file but a FIFO"):
+        mnist.read_archive(archive, 28)
+
+
+def test_a_link_to_a_file_the_archive_lacks_is_an_error(tmp_path):
+    def dangle(root):
+        (root / "training" / "2" / "2999.png").symlink_to("/nowhere/2.png")
+
+    archive = gnu_tar(tmp_path, dangle)
+    with pytest.raises(DataError, match=r"2999.png: a link to '/nowhere/2.png', which the archive does not hold"):
+        mnist.read_archive(archive, 28)
+
+
+@pytest.mark.parametrize("name", ["mnist.zip", "mnist_png.tar.gz"])
+def test_corrupt_compressed_data_is_one_error(tmp_path, name):
+    good = make_mnist_archive(tmp_path / name, per_class=(3, 1))
+    data = bytearray(good.read_bytes())
+    for offset in range(len(data) // 3, len(data) // 3 + 64):
+        data[offset] ^= 0x5A  # inside the compressed stream
+    bad = tmp_path / f"bad-{name}"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=rf"bad-{name}: truncated or corrupt archive: \S"):
+        mnist.read_archive(bad, 28)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_dir, read_json, write_json
+from pipeline.io import atomic_dir, read_json, reading, write_json
 
 SPLITS = ("train", "val", "test")
 
@@ -21,13 +21,11 @@ def load_split(folder: Path | str, split: str) -> tuple[np.ndarray, np.ndarray]:
     path = Path(folder) / f"{split}.npz"
     if not path.is_file():
         raise DataError(f"{path}: missing; run the preprocess stage first")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            if "x" not in data.files or "y" not in data.files:
-                raise DataError(f"{path}: expected arrays 'x' and 'y', found {sorted(data.files)}")
-            return data["x"], data["y"]
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: cannot read: {exc}") from None
+    with reading(path, "cannot read (cut short or corrupt? run the preprocess stage again)"), \
+            np.load(path, allow_pickle=False) as data:
+        if "x" not in data.files or "y" not in data.files:
+            raise DataError(f"{path}: expected arrays 'x' and 'y', found {sorted(data.files)}")
+        return data["x"], data["y"]
 
 
 def save_prepared(out: Path | str, splits: dict, stats: dict) -> None:

@@ -14,18 +14,17 @@ import os
 import shutil
 import socket
 import sys
-import tarfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from pipeline.errors import DownloadError
-from pipeline.io import replace_dir
+from pipeline.data import archives
+from pipeline.errors import DownloadError, PipelineError
+from pipeline.io import WRITE_ERRNOS, output_place, reading, replace_dir
 
 CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"
@@ -78,6 +77,11 @@ def fetch_all(
     if progress is None:
         progress = sys.stderr.isatty()
     staging = out.with_name(out.name + ".partial")
+    with output_place(out):
+        return _fetch_into(cfg, out, staging, mirror, progress, sleep)
+
+
+def _fetch_into(cfg, out: Path, staging: Path, mirror: str, progress: bool, sleep) -> list[FetchResult]:
     staging.mkdir(parents=True, exist_ok=True)
     # Finished files from an earlier failed run are fetched again; only .part files are kept,
     # to resume from.
@@ -85,47 +89,48 @@ def fetch_all(
         if not leftover.name.endswith(".part"):
             _remove(leftover)
     results = []
-    for spec in cfg.files:
-        name = base_name(spec.url)
-        source = resolve_url(spec.url, mirror)
-        target = staging / name
-        digest, size = _fetch_with_retries(
-            source, target, retries=cfg.retries, backoff=cfg.backoff_seconds,
-            timeout=cfg.timeout_seconds, progress=progress, sleep=sleep,
-        )
-        if spec.sha256 and digest != spec.sha256.lower():
-            target.unlink()
-            raise DownloadError(
-                f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}"
+    try:
+        for spec in cfg.files:
+            name = base_name(spec.url)
+            source = resolve_url(spec.url, mirror)
+            target = staging / name
+            digest, size = _fetch_with_retries(
+                source, target, retries=cfg.retries, backoff=cfg.backoff_seconds,
+                timeout=cfg.timeout_seconds, progress=progress, sleep=sleep,
             )
-        verify_format(target, source)
-        results.append(FetchResult(name, spec.url, source, digest, size, bool(spec.sha256)))
+            if spec.sha256 and digest != spec.sha256.lower():
+                target.unlink()
+                raise DownloadError(
+                    f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}"
+                )
+            verify_format(target, source)
+            results.append(FetchResult(name, spec.url, source, digest, size, bool(spec.sha256)))
+    except BaseException as exc:
+        # a partly fetched file (.part) stays, to resume from; nothing else does, and nothing
+        # at all when the place is full or read-only
+        cannot_write = isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS
+        if cannot_write or not any(p.name.endswith(".part") for p in staging.iterdir()):
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     replace_dir(staging, out)
     return results
 
 
 def verify_format(path: Path, source: str) -> None:
-    """Read an archive through to its end so that a truncated or corrupt one fails here."""
-    name = path.name.lower()
+    """Read an archive through to its end so that a truncated or corrupt one fails here
+    (zip members are checked against their CRC as they are read)."""
+    if not archives.is_archive(path):
+        return
     try:
-        if name.endswith((".zip", ".npz")):
-            with zipfile.ZipFile(path) as zf:
-                bad = zf.testzip()
-            if bad is not None:
-                raise DownloadError(f"{source}: corrupt archive: bad CRC for member {bad!r}")
-        elif name.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")):
-            with tarfile.open(path) as tf:
-                for member in tf:
-                    if member.isfile():
-                        handle = tf.extractfile(member)
-                        while handle.read(CHUNK):
-                            pass
-    except DownloadError:
+        with reading(source, "truncated or corrupt archive", error=DownloadError):
+            for _, handle in archives.members(path):
+                while handle.read(CHUNK):
+                    pass
+    except PipelineError as exc:
         path.unlink()
-        raise
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
-        path.unlink()
-        raise DownloadError(f"{source}: truncated or corrupt archive: {exc}") from None
+        if isinstance(exc, DownloadError):
+            raise
+        raise DownloadError(str(exc).replace(str(path), source, 1)) from None
 
 
 def _fetch_with_retries(source, target, *, retries, backoff, timeout, progress, sleep):
@@ -180,15 +185,15 @@ def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> N
             total=expected, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
             desc=part.name[: -len(".part")], disable=not progress, leave=False,
         ) as bar:
-            try:
-                while True:
+            while True:
+                try:
                     chunk = response.read(CHUNK)
-                    if not chunk:
-                        break
-                    fh.write(chunk)
-                    bar.update(len(chunk))
-            except (socket.timeout, ConnectionError, http.client.HTTPException, OSError) as exc:
-                raise _Retryable(f"connection dropped: {exc}") from None
+                except (socket.timeout, ConnectionError, http.client.HTTPException, OSError) as exc:
+                    raise _Retryable(f"connection dropped: {exc}") from None
+                if not chunk:
+                    break
+                fh.write(chunk)  # a full disk is the output's problem (io.output_place)
+                bar.update(len(chunk))
     got = part.stat().st_size
     if expected is not None and got != expected:
         raise _Retryable(f"connection dropped after {got} of {expected} bytes")
@@ -202,9 +207,11 @@ def _copy_file(source: str, part: Path) -> None:
     if not path.is_file():
         raise DownloadError(f"{source}: no such file")
     try:
-        shutil.copyfile(path, part)
+        src = open(path, "rb")
     except OSError as exc:
         raise DownloadError(f"{source}: cannot read: {exc.strerror}") from None
+    with src, open(part, "wb") as dst:  # a full disk is the output's problem (io.output_place)
+        shutil.copyfileobj(src, dst, CHUNK)
 
 
 def _sha256(path: Path) -> str:

@@ -11,16 +11,14 @@ is an error, so no sample is silently dropped.
 from __future__ import annotations
 
 import io
-import tarfile
-import zipfile
-import zlib
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 import numpy as np
 
+from pipeline.data import archives
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
+from pipeline.io import reading
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -39,20 +37,6 @@ def find_archive(raw_dir: Path | str) -> Path:
             f"{raw_dir}: expected exactly one archive ({', '.join(ARCHIVE_SUFFIXES)}), found {len(found)}"
         )
     return found[0]
-
-
-def _members(archive: Path) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of every regular file in a zip or tar archive."""
-    if archive.name.lower().endswith(".zip"):
-        with zipfile.ZipFile(archive) as zf:
-            for info in zf.infolist():
-                if not info.is_dir():
-                    yield info.filename, zf.read(info)
-    else:
-        with tarfile.open(archive) as tf:
-            for member in tf:
-                if member.isfile():
-                    yield member.name, tf.extractfile(member).read()
 
 
 def _locate(name: str) -> tuple[str, str, str] | None:
@@ -83,7 +67,7 @@ def decode_image(data: bytes, name: str, image_size: int) -> np.ndarray:
             return np.asarray(gray, dtype=np.uint8)
     except DataError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
         raise DataError(f"{name}: unreadable image: {exc}") from None
 
 
@@ -91,8 +75,8 @@ def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.nda
     """Decode every image: {'train': (x, y), 'test': (x, y)}, sorted by class then file name."""
     archive = Path(archive)
     found: dict[str, list[tuple[int, str, np.ndarray]]] = {"train": [], "test": []}
-    try:
-        for name, data in _members(archive):
+    with reading(archive, "truncated or corrupt archive"):
+        for name, handle in archives.members(archive):
             where = _locate(name)
             if where is None:
                 continue
@@ -101,10 +85,8 @@ def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.nda
                 raise DataError(f"{archive}: {name}: class folder {label!r} is not a digit 0-9")
             if not filename.lower().endswith(IMAGE_SUFFIXES):
                 raise DataError(f"{archive}: {name}: not a PNG or JPEG image")
-            image = decode_image(data, f"{archive}: {name}", image_size)
+            image = decode_image(handle.read(), f"{archive}: {name}", image_size)
             found[split].append((int(label), name, image))
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise DataError(f"{archive}: truncated or corrupt archive: {exc}") from None
     out = {}
     for split, items in found.items():
         if not items:

@@ -14,6 +14,7 @@ import numpy as np
 
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
+from pipeline.io import reading
 
 NPZ_NAME = "reuters.npz"
 PAD, START, OOV = 0, 1, 2
@@ -24,20 +25,13 @@ def load_raw(raw_dir: Path | str) -> tuple[list[np.ndarray], np.ndarray]:
     path = Path(raw_dir) / NPZ_NAME
     if not path.is_file():
         raise DataError(f"{path}: missing; run the download stage first")
-    try:
-        # The file is Keras' own format: an object array of lists, so it needs pickle. Its
-        # sha256 is checked at download time.
-        with np.load(path, allow_pickle=True) as data:
-            missing = [k for k in ("x", "y") if k not in data.files]
-            if missing:
-                raise DataError(
-                    f"{path}: expected arrays 'x' and 'y', missing {missing} (found {sorted(data.files)})"
-                )
-            xs, ys = data["x"], data["y"]
-    except DataError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - numpy raises many kinds for a bad file
-        raise DataError(f"{path}: not a readable .npz file: {exc}") from None
+    # The file is Keras' own format: an object array of lists, so it needs pickle. Its sha256
+    # is checked at download time.
+    with reading(path, "not a readable .npz file"), np.load(path, allow_pickle=True) as data:
+        missing = [k for k in ("x", "y") if k not in data.files]
+        if missing:
+            raise DataError(f"{path}: expected arrays 'x' and 'y', missing {missing} (found {sorted(data.files)})")
+        xs, ys = data["x"], data["y"]
     if len(xs) != len(ys):
         raise DataError(f"{path}: 'x' has {len(xs)} items but 'y' has {len(ys)}")
     if ys.ndim != 1 or not np.issubdtype(ys.dtype, np.integer) or (len(ys) and ys.min() < 0):

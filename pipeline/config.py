@@ -253,6 +253,9 @@ def read_yaml(path: Path) -> Any:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = exc.problem or exc.context or "invalid YAML"
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        line = text_line(text.encode("utf-8"), len(text[:exc.position].encode("utf-8")))
+        raise ConfigError(f"{path}:{line}: invalid YAML: {exc.reason} {exc.character!r}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from None
 

@@ -8,6 +8,10 @@ class PipelineError(Exception):
 
     exit_code = 1
 
+    def __init__(self, message: str):
+        # one line by construction: a library's multi-line message folded in
+        super().__init__(" ".join(str(message).split()))
+
 
 class ConfigError(PipelineError):
     """A usage or configuration error (params.yaml, CLI arguments, device requests)."""

@@ -171,7 +171,7 @@ def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_di
             model_tmp, history_tmp, summary_tmp, curves_tmp):
         result.model.save(model_tmp / MODEL_FILE)
         write_json(model_tmp / RUN_FILE, run_ids)
-        write_csv(history_tmp, result.history, HISTORY_COLUMNS)
+        write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
         write_json(summary_tmp, {"train_seconds": result.train_seconds,
                                  "samples_per_second": result.samples_per_second,
                                  "global_batch_size": result.global_batch_size, **result.summary, **figures})

@@ -87,3 +87,12 @@ def test_broken_json_is_one_line_naming_the_file(tmp_path, payload):
         read_json(tmp_path / "stats.json")
     assert str(caught.value).startswith(f"{tmp_path / 'stats.json'}: not readable JSON: ")
     assert "\n" not in str(caught.value)
+
+
+def test_csv_has_unix_line_ends_and_floats_in_full_unless_told(tmp_path):
+    from pipeline.io import write_csv
+
+    write_csv(tmp_path / "a.csv", [{"k": 1, "v": 1 / 3}], ["k", "v"])
+    assert (tmp_path / "a.csv").read_bytes() == b"k,v\n1,0.3333333333333333\n"
+    write_csv(tmp_path / "b.csv", [{"k": 1, "v": 1 / 3}], ["k", "v"], digits=6)
+    assert (tmp_path / "b.csv").read_bytes() == b"k,v\n1,0.333333\n"

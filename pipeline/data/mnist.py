@@ -54,21 +54,14 @@ def _locate(name: str) -> tuple[str, str, str] | None:
 
 
 def decode_image(data: bytes, name: str, image_size: int) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.load()
-            if img.size != (image_size, image_size):
-                raise DataError(
-                    f"{name}: expected a {image_size}x{image_size} image, got {img.size[0]}x{img.size[1]}"
-                )
-            gray = img if img.mode == "L" else img.convert("L")
-            return np.asarray(gray, dtype=np.uint8)
-    except DataError:
-        raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-        raise DataError(f"{name}: unreadable image: {exc}") from None
+    with reading(name, "unreadable image"), Image.open(io.BytesIO(data)) as img:
+        img.load()
+        if img.size != (image_size, image_size):
+            raise DataError(f"{name}: expected a {image_size}x{image_size} image, got {img.size[0]}x{img.size[1]}")
+        gray = img if img.mode == "L" else img.convert("L")
+        return np.asarray(gray, dtype=np.uint8)
 
 
 def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -343,3 +343,35 @@ def test_temp_experiment_logs_to_the_main_checkouts_store(repo):
     temp = [r for r in runs if r.data.tags.get("dvc.exp_name") == "in-temp"]
     assert len(temp) == 1 and temp[0].data.params["train.reuters.seed"] == "7"
     assert not list((path / ".dvc" / "tmp").rglob("mlflow.db"))
+
+
+def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, tmp_path):
+    """A new machine: git clone, `dvc pull` from a real local remote, no MLflow store. `dvc repro`
+    has nothing to do; an evaluate-only `dvc exp run` logs to a new run that says where the
+    model came from (its training run is in another store)."""
+    env = dict(repo["env"])
+    env.pop("MLFLOW_TRACKING_URI")  # the clone's own, empty sqlite:///mlflow.db
+    origin = repo["path"]
+    remote = tmp_path / "dvc-remote"
+    dvc("remote", "add", "--local", "-f", "-d", "store", str(remote), cwd=origin, env=env)
+    dvc("push", cwd=origin, env=env)
+    clone = tmp_path / "clone"
+    sh("git", "clone", "-q", str(origin), str(clone), cwd=tmp_path, env=env)
+    dvc("remote", "add", "--local", "-f", "-d", "store", str(remote), cwd=clone, env=env)
+    dvc("pull", cwd=clone, env=env)
+    assert (clone / "models" / "reuters" / "model.keras").is_file() and not (clone / "mlflow.db").exists()
+    repro = dvc("repro", cwd=clone, env=env)
+    assert "Running stage" not in repro.stdout
+    result = dvc("exp", "run", "-n", "pulled", "-S", "evaluate.reuters.top_k=3", cwd=clone, env=env)
+    assert "Running stage 'evaluate@reuters'" in result.stdout and "Running stage 'train@" not in result.stdout
+    trained_by = json.loads((clone / "models" / "reuters" / "run.json").read_text())["run_id"]
+    assert f"warning: MLflow run {trained_by}, which trained models/reuters, is not in this tracking store" \
+        in result.stderr + result.stdout
+    (run,) = runs_of(f"sqlite:///{clone / 'mlflow.db'}", "reuters")
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["pipeline.model_run_id"] == trained_by
+    assert run.data.tags["pipeline.stage"] == "evaluate" and run.data.tags["dvc.exp_name"] == "pulled"
+    lock = yaml.safe_load((clone / "dvc.lock").read_text())
+    model_md5 = next(o["md5"] for o in lock["stages"]["train@reuters"]["outs"] if o["path"] == "models/reuters")
+    assert run.data.tags["dvc.data.models/reuters"] == model_md5  # the model, as DVC knows it
+    assert "test_top3_accuracy" in run.data.metrics

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -375,3 +376,22 @@ def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, tmp_path):
     model_md5 = next(o["md5"] for o in lock["stages"]["train@reuters"]["outs"] if o["path"] == "models/reuters")
     assert run.data.tags["dvc.data.models/reuters"] == model_md5  # the model, as DVC knows it
     assert "test_top3_accuracy" in run.data.metrics
+
+
+def test_two_dvc_repro_at_once(repo):
+    """One runs; the other stops at DVC's repository lock; nothing is corrupted."""
+    path, env = repo["path"], repo["env"]
+    args = [sys.executable, "-m", "dvc", "repro", "-f", "-s", "evaluate@reuters"]
+    first = subprocess.Popen(args, cwd=path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    second = subprocess.run(args, cwd=path, env=env, capture_output=True, text=True, timeout=600)
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err
+    assert second.returncode != 0
+    # DVC's repository lock, or its lock on the stage's outputs (.dvc/tmp/rwlock)
+    assert re.search(r"Unable to acquire lock|is busy, it is being blocked by", second.stderr), second.stderr
+    status = dvc("status", cwd=path, env=env).stdout
+    assert "changed" not in status and "modified" not in status, status
+    metrics = json.loads((path / "reports" / "reuters" / "metrics.json").read_text())
+    assert 0 <= metrics["test_accuracy"] <= 1
+    assert not list(path.rglob(".*.tmp"))

@@ -1,8 +1,14 @@
-"""Faults in real processes: an output place that is full or read-only (a real tmpfs, mounted
-by the test), for every stage: one `error:` line, exit 1, nothing written there."""
+"""Faults in real processes, for every stage: an output place that is full or read-only (a
+real tmpfs, mounted by the test): one `error:` line, exit 1, nothing written there; SIGKILL at
+random moments (PIPELINE_FAULT_SEED picks them), then a rerun that completes."""
 
 import os
+import random
+import signal
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +37,7 @@ OUTPUT_NAMES = {"download": ["raw", "raw.partial", "raw.json"], "preprocess": ["
 def project(tmp_path_factory, dataset_files):
     """A folder where every stage of the Reuters experiment has run once, on fixture data."""
     root = tmp_path_factory.mktemp("faults")
-    write_params(root, {"train.reuters.epochs": 1, "download.reuters.files": reuters_files_of(dataset_files)})
+    write_params(root, {"train.reuters.epochs": 3, "download.reuters.files": reuters_files_of(dataset_files)})
     env = subprocess_env(PIPELINE_DATA_MIRROR=dataset_files.as_uri(),
                          MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
     for stage, outputs in STAGE_OUTPUTS.items():
@@ -72,3 +78,72 @@ def test_an_output_place_that_cannot_take_the_output(project, mount, stage, faul
     assert line == f"error: {named}: cannot write: {reason}", line
     assert named == str(place) or named in {str(place / n) for n in OUTPUT_NAMES[stage]}, line
     assert list(place.iterdir()) == []  # nothing half-written, no temporary file
+
+
+# SIGKILL at a random moment of each stage, then the same command again: it completes, its
+# outputs are the ones an uninterrupted run writes, no temporary file is left, and MLflow has
+# one finished run with each epoch once.
+
+def outputs_of(folder: Path) -> dict:
+    """Every file under `folder`, by relative path -> bytes (hidden temporaries included)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_killed_at(stage, args, cwd, env, delay):
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", stage, "reuters", *map(str, args)], cwd=cwd,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.wait(timeout=delay)
+        return False  # finished before the kill
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return True
+
+
+@pytest.mark.parametrize("stage", list(STAGE_OUTPUTS))
+def test_sigkill_at_random_moments_then_rerun(project, tmp_path, stage):
+    root, base_env = project
+    rng = random.Random(f"{stage}-{os.environ.get('PIPELINE_FAULT_SEED', '0')}")
+    store = tmp_path / "mlflow.db"
+    env = {**base_env, "MLFLOW_TRACKING_URI": f"sqlite:///{store}"}
+    extra = ["--backup-dir", tmp_path / "backup"] if stage == "train" else []
+    reference = tmp_path / "reference"
+    started = time.time()
+    done = run_pipeline(stage, "reuters", *STAGE_OUTPUTS[stage](reference), *extra, cwd=root, env=env)
+    assert done.returncode == 0, done.stderr
+    duration = time.time() - started
+    killed_at = []
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        delay = rng.uniform(0.3, 1.0) * duration
+        if run_killed_at(stage, [*STAGE_OUTPUTS[stage](out), *extra], root, env, delay):
+            killed_at.append(round(delay, 1))
+        rerun = run_pipeline(stage, "reuters", *STAGE_OUTPUTS[stage](out), *extra, cwd=root, env=env)
+        assert rerun.returncode == 0, rerun.stderr
+        got, want = outputs_of(out), outputs_of(reference)
+        assert sorted(got) == sorted(want)  # every output, and no temporary file
+        assert not [p for p in out.parent.iterdir() if p.name.startswith(f".out{attempt}") or
+                    p.name.endswith(".partial")]
+        if stage in ("download", "preprocess"):
+            assert got == want  # byte for byte
+        elif stage == "evaluate":
+            assert got["metrics.json"] == want["metrics.json"] and got["confusion.csv"] == want["confusion.csv"]
+        else:
+            history = (out / "history.csv").read_text().splitlines()
+            assert [line.split(",")[0] for line in history[1:]] == ["1", "2", "3"]
+    assert killed_at, "no attempt was killed: the stage ran faster than every delay"
+    print(f"{stage}: {duration:.1f} s uninterrupted; killed at {killed_at} s")
+    if stage == "train":
+        from mlflow import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{store}")
+        runs = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+        # No run left RUNNING by a kill: a killed training is resumed in its own run. A process
+        # killed after its training ended (the run finished, the backup gone: the outputs are
+        # written while TensorFlow shuts down) leaves a finished run, and its rerun trains again.
+        assert {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_id, r.info.status) for r in runs]
+        assert 4 <= len(runs) <= 7  # the reference, one per attempt, one per attempt that had finished
+        for run in runs:
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+            assert sorted(steps) == [1, 2, 3], steps  # each epoch once

@@ -8,8 +8,10 @@ the repository root (also from a `dvc exp run --temp` copy of the repository).
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import re
 import socket
 import subprocess
 import warnings
@@ -183,6 +185,30 @@ def device_params(figures: dict) -> dict:
             for key, value in figures.items()}
 
 
+def _tracked(what: str):
+    """Make a TrainingRun method's MLflow failure one TrackingError: MLflow's client retries a
+    server that does not answer for minutes (a blink passes unnoticed), then gives up."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            from mlflow.exceptions import MlflowException
+
+            from pipeline.errors import TrackingError
+
+            try:
+                return method(self, *args, **kwargs)
+            except (MlflowException, OSError) as exc:
+                message = exc.message if isinstance(exc, MlflowException) else str(exc)
+                # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
+                reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
+                raise TrackingError(
+                    f"{tracking_uri()}: logging {what} failed: {reason[-1] if reason else message[:300]}; "
+                    f"run the stage again once the tracking store answers (a training resumes from its "
+                    f"backup and logs each epoch once)") from None
+        return call
+    return wrap
+
+
 class TrainingRun:
     """The MLflow run of one training: opened by the train stage, reopened by evaluate.
 
@@ -213,8 +239,9 @@ class TrainingRun:
         mlflow.set_experiment(dataset)
         mlflow.system_metrics.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
         mlflow.system_metrics.set_system_metrics_samples_before_logging(1)
-        # its start and stop notices are INFO lines on every run
-        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+        # its start and stop notices are INFO lines on every run, and when the store stops
+        # answering it warns on every sample: the training's own logging says it once
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
         active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or name, log_system_metrics=True)
         mlflow.set_tag("pipeline.run_name", name)
         return cls(active)
@@ -254,9 +281,20 @@ class TrainingRun:
         return self
 
     def __exit__(self, *exc):
-        if self._active is not None:
-            self._active.__exit__(*exc)  # FINISHED, or FAILED on an exception
+        if self._active is None:
+            return False
+        if exc[0] is None:
+            self._end(*exc)
+            return False
+        try:
+            self._active.__exit__(*exc)  # FAILED
+        except Exception:  # noqa: BLE001 - the store is gone too; the first error is the one to tell
+            pass
         return False
+
+    @_tracked("the end of the run")
+    def _end(self, *exc):
+        self._active.__exit__(*exc)  # FINISHED
 
     @property
     def run_id(self) -> Optional[str]:
@@ -267,6 +305,7 @@ class TrainingRun:
         """What the train stage records in models/<dataset>/run.json."""
         return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
 
+    @_tracked("the run's params and tags")
     def log_setup(self, params, figures: dict, data: Path, splits: dict) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
         lineage and framework tags, and the prepared data as dataset inputs."""
@@ -280,12 +319,14 @@ class TrainingRun:
                          "pipeline.stage": "train", "pipeline.dataset": params.dataset})
         log_inputs(params.dataset, data, splits)
 
+    @_tracked("an epoch's metrics")
     def log_epoch(self, epoch: int, row: dict) -> None:
         if self._active is not None:
             import mlflow
 
             mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
 
+    @_tracked("the training's summary and model")
     def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path, sample) -> None:
         """Time and throughput, the global batch, the weights' digest, the history and the
         learning curves, and the model with a signature inferred from `sample` (model inputs)."""
@@ -309,6 +350,7 @@ class TrainingRun:
         mlflow.tensorflow.log_model(result.model, name="model", signature=infer_signature(sample, outputs),
                                     pip_requirements=model_requirements())
 
+    @_tracked("the evaluation")
     def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:
         """Test metrics, the per-class table, the confusion matrix, the test split as a
         dataset input, and the evaluate stage's files under `evaluation/`."""

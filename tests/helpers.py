@@ -97,3 +97,32 @@ def reuters_files_of(served: Path) -> list:
     for entry in files:
         entry["sha256"] = hashlib.sha256((Path(served) / Path(entry["url"]).name).read_bytes()).hexdigest()
     return files
+
+
+def start_mlflow_server(root: Path, port: int, timeout: float = 120):
+    """A real MLflow tracking server on 127.0.0.1:`port` (one worker, artifacts proxied), its
+    store and artifacts in `root`; (process, URL) once /health answers."""
+    import time
+    import urllib.request
+
+    log = open(Path(root) / "server.log", "a")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{Path(root) / 'mlflow.db'}",
+         "--artifacts-destination", str(Path(root) / "artifacts")],
+        stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), start_new_session=True,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise RuntimeError(f"mlflow server did not start: {(Path(root) / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.5)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, free_ports, reuters_files_of, subprocess_env, write_params
+from helpers import ROOT, free_ports, reuters_files_of, start_mlflow_server, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
@@ -33,31 +33,10 @@ PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config",
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """A real MLflow tracking server on 127.0.0.1 (one worker), proxying artifacts."""
-    root = tmp_path_factory.mktemp("mlflow")
-    (port,) = free_ports(1)
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--artifacts-destination", str(root / "artifacts")],
-        stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.5)
+    proc, url = start_mlflow_server(tmp_path_factory.mktemp("mlflow"), free_ports(1)[0])
     yield url
     proc.terminate()
     proc.wait(timeout=30)
-    log.close()
 
 
 def copy_project(dest: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import reuters_files_of, run_pipeline, subprocess_env, write_params
+from helpers import free_ports, reuters_files_of, run_pipeline, start_mlflow_server, subprocess_env, write_params
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.faults,
@@ -147,3 +147,93 @@ def test_sigkill_at_random_moments_then_rerun(project, tmp_path, stage):
         for run in runs:
             steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
             assert sorted(steps) == [1, 2, 3], steps  # each epoch once
+
+
+def test_the_tracking_server_stopped_mid_training_and_started_again(project, tmp_path):
+    """A training must not be lost because tracking blinked: the epochs logged while the
+    server was down reach it once it is back (MLflow's client retries), the stage ends well."""
+    from mlflow import MlflowClient
+
+    root, base_env = project
+    (port,) = free_ports(1)
+    server, url = start_mlflow_server(tmp_path, port)
+    env = {**base_env, "MLFLOW_TRACKING_URI": url}
+    write_params(tmp_path, {"train.reuters.epochs": 8})
+    out = tmp_path / "out"
+    train = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "train", "reuters", "--params", str(tmp_path / "params.yaml"),
+         *map(str, STAGE_OUTPUTS["train"](out)), "--backup-dir", str(tmp_path / "backup")],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = MlflowClient(url)
+    deadline = time.time() + 300
+    while True:  # until the run has its second epoch
+        experiment = client.get_experiment_by_name("reuters")
+        runs = client.search_runs([experiment.experiment_id]) if experiment else []
+        if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 2:
+            break
+        assert train.poll() is None and time.time() < deadline, train.communicate()
+        time.sleep(0.3)
+    server.terminate()
+    server.wait(timeout=30)
+    down = time.time()
+    time.sleep(12)
+    server, url = start_mlflow_server(tmp_path, port)
+    print(f"tracking server down for {time.time() - down:.1f} s")
+    try:
+        stdout, stderr = train.communicate(timeout=600)
+        assert train.returncode == 0, stderr
+        (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+        assert run.info.status == "FINISHED"
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+        assert sorted(steps) == list(range(1, 9))  # every epoch, once
+        assert (out / "model" / "model.keras").is_file()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_tracking_server_gone_for_longer_than_mlflow_retries(project, tmp_path):
+    """MLflow gives up (here after no retry): the stage stops in one line saying what to do;
+    run again once the server is back, it resumes from the backup and logs each epoch once."""
+    from mlflow import MlflowClient
+
+    root, base_env = project
+    (port,) = free_ports(1)
+    server, url = start_mlflow_server(tmp_path, port)
+    env = {**base_env, "MLFLOW_TRACKING_URI": url, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+           "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    write_params(tmp_path, {"train.reuters.epochs": 6})
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "pipeline", "train", "reuters", "--params", str(tmp_path / "params.yaml"),
+            *map(str, STAGE_OUTPUTS["train"](out)), "--backup-dir", str(tmp_path / "backup")]
+    train = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = MlflowClient(url)
+    deadline = time.time() + 300
+    while True:
+        experiment = client.get_experiment_by_name("reuters")
+        runs = client.search_runs([experiment.experiment_id]) if experiment else []
+        if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 2:
+            break
+        assert train.poll() is None and time.time() < deadline, train.communicate()
+        time.sleep(0.3)
+    server.terminate()
+    server.wait(timeout=30)
+    _, stderr = train.communicate(timeout=600)
+    assert train.returncode == 1
+    assert len(stderr.splitlines()) == 1, stderr
+    (line,) = stderr.splitlines()
+    assert line.startswith(f"error: {url}: logging an epoch's metrics failed: Connection refused; ") and line.endswith(
+        "run the stage again once the tracking store answers (a training resumes from its backup and logs "
+        "each epoch once)"), line
+    assert not out.exists()
+    server, url = start_mlflow_server(tmp_path, port)
+    try:
+        again = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stderr
+        (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+        assert run.info.status == "FINISHED"
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+        assert sorted(steps) == list(range(1, 7))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

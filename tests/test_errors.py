@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import run_pipeline, write_params
+from helpers import run_pipeline, subprocess_env, write_params
 from pipeline import errors
 
 
@@ -20,3 +20,26 @@ def test_a_data_error_is_one_line_and_exit_1(tmp_path):
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
     assert str(tmp_path / "nothing") in result.stderr
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+@pytest.mark.slow
+def test_a_prepared_array_cut_short_stops_train_in_one_line(tmp_path):
+    import numpy as np
+
+    write_params(tmp_path)
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    for split in ("train", "val"):
+        np.savez(prepared / f"{split}.npz", x=np.ones((40, 30), np.int32), y=np.arange(40) % 46)
+    (prepared / "stats.json").write_text('{"max_len": 30, "vocab_size": 10, "num_classes": 46, "input": "sequences"}')
+    whole = (prepared / "train.npz").read_bytes()
+    (prepared / "train.npz").write_bytes(whole[: len(whole) // 2])  # an interrupted copy
+    result = run_pipeline("train", "reuters", "--data", prepared, "--model-dir", tmp_path / "model",
+                          "--history", tmp_path / "h.csv", "--summary", tmp_path / "s.json",
+                          "--curves", tmp_path / "c.png", cwd=tmp_path,
+                          env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}"))
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {prepared / 'train.npz'}: cannot read (cut short or corrupt? "
+                           f"run the preprocess stage again): "), line
+    assert not (tmp_path / "model").exists()

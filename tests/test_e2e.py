@@ -332,6 +332,11 @@ def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, tmp_path):
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")  # the clone's own, empty sqlite:///mlflow.db
     origin = repo["path"]
+    # earlier tests ran experiments here: first make HEAD's dvc.lock the workspace's, as a user
+    # commits results before pushing them
+    dvc("repro", cwd=origin, env=env)
+    sh("git", "add", "-A", cwd=origin, env=env)
+    sh("git", "commit", "-q", "--allow-empty", "-m", "results to share", cwd=origin, env=env)
     remote = tmp_path / "dvc-remote"
     dvc("remote", "add", "--local", "-f", "-d", "store", str(remote), cwd=origin, env=env)
     dvc("push", cwd=origin, env=env)

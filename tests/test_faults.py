@@ -149,6 +149,25 @@ def test_sigkill_at_random_moments_then_rerun(project, tmp_path, stage):
             assert sorted(steps) == [1, 2, 3], steps  # each epoch once
 
 
+def train_until_two_epochs_logged(root, folder, out, env):
+    """Start the train stage (params and backup in `folder`, outputs in `out`) and return
+    (process, its arguments) once its MLflow run has two epochs."""
+    from mlflow import MlflowClient
+
+    args = [sys.executable, "-m", "pipeline", "train", "reuters", "--params", str(folder / "params.yaml"),
+            *map(str, STAGE_OUTPUTS["train"](out)), "--backup-dir", str(folder / "backup")]
+    train = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    deadline = time.time() + 300
+    while True:
+        experiment = client.get_experiment_by_name("reuters")
+        runs = client.search_runs([experiment.experiment_id]) if experiment else []
+        if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 2:
+            return train, args
+        assert train.poll() is None and time.time() < deadline, train.communicate()
+        time.sleep(0.3)
+
+
 def test_the_tracking_server_stopped_mid_training_and_started_again(project, tmp_path):
     """A training must not be lost because tracking blinked: the epochs logged while the
     server was down reach it once it is back (MLflow's client retries), the stage ends well."""
@@ -160,19 +179,8 @@ def test_the_tracking_server_stopped_mid_training_and_started_again(project, tmp
     env = {**base_env, "MLFLOW_TRACKING_URI": url}
     write_params(tmp_path, {"train.reuters.epochs": 8})
     out = tmp_path / "out"
-    train = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "train", "reuters", "--params", str(tmp_path / "params.yaml"),
-         *map(str, STAGE_OUTPUTS["train"](out)), "--backup-dir", str(tmp_path / "backup")],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    train, _ = train_until_two_epochs_logged(root, tmp_path, out, env)
     client = MlflowClient(url)
-    deadline = time.time() + 300
-    while True:  # until the run has its second epoch
-        experiment = client.get_experiment_by_name("reuters")
-        runs = client.search_runs([experiment.experiment_id]) if experiment else []
-        if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 2:
-            break
-        assert train.poll() is None and time.time() < deadline, train.communicate()
-        time.sleep(0.3)
     server.terminate()
     server.wait(timeout=30)
     down = time.time()
@@ -204,18 +212,8 @@ def test_a_tracking_server_gone_for_longer_than_mlflow_retries(project, tmp_path
            "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
     write_params(tmp_path, {"train.reuters.epochs": 6})
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "pipeline", "train", "reuters", "--params", str(tmp_path / "params.yaml"),
-            *map(str, STAGE_OUTPUTS["train"](out)), "--backup-dir", str(tmp_path / "backup")]
-    train = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    train, args = train_until_two_epochs_logged(root, tmp_path, out, env)
     client = MlflowClient(url)
-    deadline = time.time() + 300
-    while True:
-        experiment = client.get_experiment_by_name("reuters")
-        runs = client.search_runs([experiment.experiment_id]) if experiment else []
-        if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 2:
-            break
-        assert train.poll() is None and time.time() < deadline, train.communicate()
-        time.sleep(0.3)
     server.terminate()
     server.wait(timeout=30)
     _, stderr = train.communicate(timeout=600)

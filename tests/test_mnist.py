@@ -98,7 +98,7 @@ def test_find_archive_needs_exactly_one(tmp_path):
         mnist.find_archive(tmp_path)
 
 
-def gnu_tar(tmp_path, prepare_tree) -> "Path":
+def gnu_tar(tmp_path, prepare_tree):
     """An archive made by GNU tar itself from a folder tree of the fixture's images."""
     import subprocess
     import tarfile

@@ -10,7 +10,6 @@ from pipeline.config import load_params
 
 pytestmark = pytest.mark.slow
 
-import keras  # noqa: E402
 
 from pipeline import models  # noqa: E402
 

@@ -41,6 +41,17 @@ class LazyGroup(click.Group):
                                    f"in the repository (the stages are found through its entry points)")
         return stage.load() if stage is not None else super().get_command(ctx, name)
 
+    def resolve_command(self, ctx, args):
+        # click suggests only among the commands defined here, not the stages: suggest among all
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            hint = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            raise click.UsageError(f"No such command {name!r}." + (f" Did you mean {hint[0]!r}?" if hint else ""),
+                                   ctx)
+        return super().resolve_command(ctx, args)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pipeline", message="%(prog)s %(version)s")
@@ -85,6 +96,67 @@ def devices(dataset, params_path, as_json):
     click.echo(f"strategy: {report['strategy']}, {report['replicas']} replica(s), "
                f"{report['workers']} worker(s), on {', '.join(report['devices'])}")
     click.echo(f"all-reduce: {report['cross_device_ops']}")
+
+
+@cli.command("bench")
+@click.argument("dataset", type=click.Choice(DATASETS))
+@click.option("-S", "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set a param for this measurement, as `dvc exp run -S` does (e.g. "
+                   "train.reuters.steps_per_execution=8). Repeatable.")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="The prepared data.  [default: data/prepared/DATASET]")
+@click.option("--warmup", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Steps run before the timing (tracing, first allocations).")
+@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True, help="Steps timed.")
+@click.option("--replicas", default=None, metavar="N,N,...",
+              help="Measure scaling: once per replica count, each in its own process (N logical CPU "
+                   "devices, or the first N GPUs), with the efficiency against the first count.")
+@click.option("--replica-count", type=int, default=None, hidden=True)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Also write the figures as JSON to this file.")
+@click.option("--no-mlflow", is_flag=True, help="Do not log the measurement as an MLflow run.")
+@click.option("--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
+              show_default=True)
+def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json_path, no_mlflow, params_path):
+    """Measure training throughput with the params in force.
+
+    Warm-up steps, then timed steps of the train stage's model on its real input pipeline:
+    samples per second (global and per replica), step time (median, 95th percentile), the
+    share of time spent waiting for input, CPU use of the process, peak memory. Each
+    measurement is logged as an MLflow run tagged pipeline.benchmark, in the dataset's
+    experiment."""
+    from pipeline import bench as benchmark
+    from pipeline.config import load_params
+
+    data = data or Path("data/prepared") / dataset
+    overrides = list(overrides)
+    load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
+    if replicas is not None:
+        counts = benchmark.parse_counts(replicas)
+        argv = ["bench", dataset, "--data", str(data), "--warmup", str(warmup), "--steps", str(steps),
+                "--params", str(params_path), *(f"-S{item}" for item in overrides),
+                *(["--no-mlflow"] if no_mlflow else [])]
+        results = benchmark.scaling(argv, counts)
+        if not no_mlflow:
+            from pipeline import tracking
+
+            tracking.log_scaling(results)
+    else:
+        if replica_count is not None:
+            overrides += benchmark.replica_overrides(dataset, replica_count, benchmark.gpu_count())
+        params = load_params(params_path, dataset, overrides)
+        results = [benchmark.measure(params, data=data, warmup=warmup, steps=steps)]
+        if not no_mlflow:
+            from pipeline import tracking
+
+            results[0]["mlflow_run_id"] = tracking.log_benchmark(params, results[0], data)
+    if json_path is not None:
+        from pipeline.io import write_json
+
+        write_json(json_path, results if replicas is not None else results[0])
+    if replica_count is None:
+        click.echo(benchmark.headline(results[0]))
+        click.echo(benchmark.table(results))
 
 
 @cli.command("doctor")

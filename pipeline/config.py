@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import yaml
 
@@ -119,6 +119,10 @@ class DeviceConfig:
     device_list: Optional[tuple[str, ...]] = _spec(
         "null or a list of device names such as /gpu:0", lambda v: len(v) > 0 and len(set(v)) == len(v)
     )
+    # TensorFlow's thread pools: within one op, and across independent ops; 0 lets TF choose
+    # (the number of cores). Several trainings sharing a host divide its cores with these.
+    intra_op_threads: int = _spec("a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0)
+    inter_op_threads: int = _spec("a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0)
 
 
 @dataclass(frozen=True)
@@ -260,15 +264,16 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from None
 
 
-def load_params(path: Path | str, dataset: str) -> DatasetParams:
+def load_params(path: Path | str, dataset: str, overrides: Sequence[str] = ()) -> DatasetParams:
     """Load and validate the whole params file, then return one dataset's sections.
 
     The whole file is checked so that a typo anywhere is caught by the first stage that runs.
+    `overrides` are `key=value` assignments applied first, as `dvc exp run -S` applies them.
     """
     path = Path(path)
     if dataset not in DATASETS:
         raise ConfigError(f"unknown dataset {dataset!r}: expected one of {', '.join(DATASETS)}")
-    raw = read_yaml(path)
+    raw = apply_overrides(read_yaml(path), overrides, source=str(path))
     built = validate(raw, source=str(path))
     return DatasetParams(
         dataset=dataset,
@@ -278,6 +283,40 @@ def load_params(path: Path | str, dataset: str) -> DatasetParams:
         evaluate=built["evaluate"][dataset],
         raw=raw,
     )
+
+
+def apply_overrides(raw: Any, overrides: Sequence[str], source: str = "params.yaml") -> Any:
+    """`raw` with each `key=value` set, the value read as YAML (`-S train.reuters.epochs=3`).
+
+    The key is a dotted path to a value the file has: a typo must not add a key that nothing
+    reads (validation then checks the value)."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        node = raw
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                where = ".".join(parts[:depth]) or "the top level"
+                hint = difflib.get_close_matches(part, list(node) if isinstance(node, dict) else [], n=1)
+                raise ConfigError(f"-S {item}: {source} has no key {part!r} under {where}"
+                                  + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+            if depth < len(parts) - 1:
+                node = node[part]
+        if not sep:
+            raise ConfigError(f"-S {item}: expected key=value, e.g. train.reuters.epochs=3")
+        try:
+            node[parts[-1]] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"-S {item}: the value is not valid YAML: {exc}") from None
+    return raw
+
+
+def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
+    """Apply `key=value` overrides to a params file in place, checked as the stages check it
+    (for tools that run the stages on a modified copy of the params)."""
+    raw = apply_overrides(read_yaml(Path(path)), overrides, source=str(path))
+    validate(raw, source=str(path))
+    Path(path).write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
 def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]:

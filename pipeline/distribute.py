@@ -52,7 +52,7 @@ def check_devices(devices, gpus: int, where: str = "devices") -> None:
 
 
 def configure_devices(devices, where: str = "devices") -> DeviceInfo:
-    """Apply a DeviceConfig (visible GPUs, growth, limit, logical split); report what exists.
+    """Apply a DeviceConfig (threads, visible GPUs, growth, limit, logical split); report what exists.
 
     `where` is the params key of the config, used in error messages.
     """
@@ -64,6 +64,10 @@ def configure_devices(devices, where: str = "devices") -> DeviceInfo:
     visible = [gpus[i] for i in devices.visible_gpus] if devices.visible_gpus is not None else gpus
     split = devices.logical_devices or 1
     try:
+        if devices.intra_op_threads:
+            tf.config.threading.set_intra_op_parallelism_threads(devices.intra_op_threads)
+        if devices.inter_op_threads:
+            tf.config.threading.set_inter_op_parallelism_threads(devices.inter_op_threads)
         if devices.visible_gpus is not None:
             tf.config.set_visible_devices(visible, "GPU")
         for index, gpu in enumerate(visible):
@@ -139,7 +143,8 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: s
     """The tf.distribute strategy `name` over the devices configure_devices left visible.
 
     `auto` is MultiWorkerMirroredStrategy when a cluster is configured (TF_CONFIG, Slurm),
-    else MirroredStrategy over the GPUs, or over the CPU's logical devices when there is none.
+    else MirroredStrategy over the GPUs, or over the CPU's logical devices when there is none,
+    and no distribution at all (TensorFlow's default strategy) when there is one device.
     """
     import tensorflow as tf
 
@@ -162,6 +167,12 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: s
     if device_list:
         devices = _pick_devices(device_list, gpus + cpus, f"{where}.devices.device_list")
     on_gpus = all("GPU" in d.upper() for d in devices)
+    if name == "auto" and len(devices) == 1:
+        # One device: no distribution. A one-replica MirroredStrategy (or OneDeviceStrategy)
+        # wraps every step in a distributed call: Reuters trains about 2.5x and MNIST about
+        # 1.9x slower under it on a 2-core CPU (docs/benchmarks.md).
+        first = (gpus or cpus)[0]
+        return tf.distribute.get_strategy() if devices[0] == first else tf.distribute.OneDeviceStrategy(devices[0])
     if name in ("auto", "mirrored"):
         ops = _cross_device_ops(cross_device_ops, num_packs, on_gpus, len(devices),
                                 virtual=info.logical_gpus > info.visible_gpus, where=where)
@@ -261,6 +272,24 @@ def task_name(strategy) -> str:
     return "local" if resolver is None else f"{resolver.task_type}-{resolver.task_id}"
 
 
+# The names users know: MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy, and
+# TensorFlow's default strategy (no distribution) is what tf.distribute.get_strategy() returns.
+STRATEGY_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+                  "_DefaultDistributionStrategy": "DefaultStrategy"}
+
+
+def replica_devices(strategy) -> list[str]:
+    """The devices the replicas run on. The default strategy has no list of its own (it raises
+    RuntimeError): it runs on TensorFlow's default device, the first GPU or else the CPU."""
+    try:
+        return list(strategy.extended.worker_devices)
+    except RuntimeError:
+        import tensorflow as tf
+
+        default = (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU"))[0]
+        return [default.name]
+
+
 def describe(strategy, info: DeviceInfo) -> dict:
     """Device counts and strategy facts, as logged to MLflow and printed by `pipeline devices`."""
     extended = strategy.extended
@@ -276,11 +305,9 @@ def describe(strategy, info: DeviceInfo) -> dict:
         **info.as_dict(),
         "replicas": int(strategy.num_replicas_in_sync),
         "workers": workers,
-        # MultiWorkerMirroredStrategy's class is named CollectiveAllReduceStrategy.
-        "strategy": {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy"}.get(
-            type(strategy).__name__, type(strategy).__name__),
+        "strategy": STRATEGY_NAMES.get(type(strategy).__name__, type(strategy).__name__),
         "cross_device_ops": ops_name,
-        "devices": list(getattr(extended, "worker_devices", ()) or ()),
+        "devices": replica_devices(strategy),
     }
 
 
@@ -289,7 +316,7 @@ def strategy_for(cfg, info: DeviceInfo, where: str):
     strategy = make_strategy(cfg.strategy, info, loop=cfg.loop, cross_device_ops=cfg.cross_device_ops,
                              num_packs=cfg.num_packs, device_list=cfg.devices.device_list,
                              port_base=cfg.slurm_port_base, where=where)
-    devices = list(getattr(strategy.extended, "worker_devices", ()) or ())
+    devices = replica_devices(strategy)
     if cfg.jit_compile and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
         # XLA compiles a replica's step for one device, and the mirrored variables on the other
         # logical CPU devices are out of its reach ("Trying to access resource ... located in

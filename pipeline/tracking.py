@@ -368,6 +368,46 @@ class TrainingRun:
                         "evaluation/confusion_matrix.json")
 
 
+# The figures of `pipeline bench` that become MLflow metrics (the rest are params or tags).
+BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "step_ms_median", "step_ms_p95",
+                     "input_wait_percent", "cpu_percent", "peak_rss_mb", "seconds", "scaling_efficiency")
+
+
+@_tracked("the benchmark")
+def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    mlflow.set_experiment(params.dataset)
+    with mlflow.start_run(run_name=name) as run:
+        settings = {k: v for k, v in figures.items() if k not in BENCHMARK_METRICS and k != "devices"}
+        mlflow.log_params({**params.flat(), **{f"bench.{k}": v for k, v in settings.items()}})
+        mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if k in figures})
+        mlflow.set_tags({**lineage_tags([data]), **framework_tags(), "pipeline.stage": "bench",
+                         "pipeline.benchmark": "true", "pipeline.dataset": params.dataset,
+                         "bench.devices": ", ".join(figures["devices"])})
+        return run.info.run_id
+
+
+def log_benchmark(params, figures: dict, data: Path) -> str:
+    """One run of `pipeline bench` in the dataset's experiment, tagged `pipeline.benchmark`
+    (a filter: `tags.pipeline.benchmark = 'true'`) so that it compares with the others."""
+    check_tracking()
+    name = f"bench-{params.dataset}-{figures['replicas']}rep-{figures['precision']}"
+    return _log_benchmark(params, figures, name, data)
+
+
+@_tracked("the scaling efficiency")
+def log_scaling(results: list[dict]) -> None:
+    """Each replica count's efficiency, computed once all were measured, into its run."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri())
+    for result in results:
+        if result.get("mlflow_run_id"):
+            client.log_metric(result["mlflow_run_id"], "bench.scaling_efficiency", result["scaling_efficiency"])
+
+
 def run_exists(run_id: str) -> bool:
     """Whether the tracking store has the run `run_id` (reachable: check_tracking first)."""
     from mlflow import MlflowClient

@@ -86,19 +86,24 @@ def global_batch_size(cfg, replicas: int) -> int:
     return cfg.batch_size_per_replica * replicas
 
 
-def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None,
-          verbose: int = 2) -> TrainResult:
-    """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
+@dataclass
+class Prepared:
+    """A model compiled under its strategy, and its input pipelines."""
 
-    `on_epoch(epoch, row)` hears of each finished epoch once. With an enabled `backup`, each
-    finished epoch is backed up, and a run that was killed resumes from its last finished
-    epoch; the caller calls `backup.finish()` after a finished run.
-    """
+    model: keras.Model
+    train_ds: tf.data.Dataset
+    val_ds: Optional[tf.data.Dataset]
+    global_batch_size: int
+    train_samples: int
+
+
+def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
+    """Seeds, precision, `cfg.model` built and compiled under `strategy`, and the training and
+    validation datasets: what a training and a benchmark (`pipeline.bench`) share."""
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.mixed_precision.set_dtype_policy(cfg.precision)
-    backup = backup or Backup(None, strategy)
     replicas = strategy.num_replicas_in_sync
     global_batch = global_batch_size(cfg, replicas)
     with strategy.scope():
@@ -116,7 +121,21 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
     if "val" in splits and len(splits["val"][1]):
         val_ds = make_dataset(*splits["val"], batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
                               shuffle=False, image_size=image_size)
-    callbacks, initial_epoch = backup.callbacks(model, cfg.loop, len(y_train), on_epoch)
+    return Prepared(model, train_ds, val_ds, global_batch, len(y_train))
+
+
+def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None,
+          verbose: int = 2) -> TrainResult:
+    """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
+
+    `on_epoch(epoch, row)` hears of each finished epoch once. With an enabled `backup`, each
+    finished epoch is backed up, and a run that was killed resumes from its last finished
+    epoch; the caller calls `backup.finish()` after a finished run.
+    """
+    backup = backup or Backup(None, strategy)
+    prepared = prepare(cfg, splits=splits, stats=stats, strategy=strategy)
+    model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
+    callbacks, initial_epoch = backup.callbacks(model, cfg.loop, prepared.train_samples, on_epoch)
 
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
@@ -138,9 +157,9 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
     return TrainResult(
         model=model,
         history=rows,
-        global_batch_size=global_batch,
+        global_batch_size=prepared.global_batch_size,
         train_seconds=train_seconds,
-        samples_per_second=len(y_train) * len(rows) / train_seconds if train_seconds else 0.0,
+        samples_per_second=prepared.train_samples * len(rows) / train_seconds if train_seconds else 0.0,
         summary={
             "final_loss": rows[-1]["loss"],
             "final_accuracy": rows[-1]["accuracy"],

@@ -22,9 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from pipeline.config import set_in_file  # noqa: E402
+from pipeline.errors import ConfigError  # noqa: E402
+
 DATASETS = ("reuters", "mnist")
 STAGES = ("download", "preprocess", "train", "evaluate")
 
@@ -34,20 +36,6 @@ def run(args, cwd, env):
     if result.returncode != 0:
         sys.exit(f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
-
-
-def override(params: Path, assignments: list[str]) -> None:
-    raw = yaml.safe_load(params.read_text())
-    for item in assignments:
-        key, _, value = item.partition("=")
-        node = raw
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node[part]
-        if last not in node:
-            sys.exit(f"-S {item}: no such key in params.yaml")
-        node[last] = yaml.safe_load(value)
-    params.write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
 def main() -> None:
@@ -60,7 +48,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-repro-") as tmp:
         work = Path(tmp) / "project"
         run(["git", "clone", "-q", str(ROOT), str(work)], cwd=tmp, env=env)
-        override(work / "params.yaml", opts.overrides)
+        try:
+            set_in_file(work / "params.yaml", opts.overrides)
+        except ConfigError as exc:
+            sys.exit(f"error: {exc}")
         rows, total = [], 0.0
         for stage in STAGES:
             for dataset in DATASETS:

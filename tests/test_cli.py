@@ -15,11 +15,11 @@ def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
         "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
     )
     assert "EXIT 0 False False" in result.stdout
-    for name in ("download", "preprocess", "train", "evaluate", "devices", "doctor", "ui"):
+    for name in ("download", "preprocess", "train", "evaluate", "bench", "devices", "doctor", "ui"):
         assert f"  {name} " in result.stdout
 
 
-@pytest.mark.parametrize("stage", ["download", "preprocess", "train", "evaluate", "doctor"])
+@pytest.mark.parametrize("stage", ["download", "preprocess", "train", "evaluate", "bench", "doctor"])
 def test_stage_help_is_lazy_too(stage):
     result = run_python(
         "import sys\n"
@@ -70,7 +70,7 @@ def test_a_clone_without_the_package_installed_says_how_to_install_it():
      "(see 'pipeline preprocess --help')"),
     (["train", "reuters"], "error: pipeline train: Missing option '--data'. (see 'pipeline train --help')"),
     (["--bogus"], "error: pipeline: No such option '--bogus'. Did you mean '--verbose'? (see 'pipeline --help')"),
-    (["fetch"], "error: pipeline: No such command 'fetch'. (see 'pipeline --help')"),
+    (["trian"], "error: pipeline: No such command 'trian'. Did you mean 'train'? (see 'pipeline --help')"),
     (["devices", "--dataset", "x"], "error: pipeline devices: Invalid value for '--dataset': 'x' is not one of "
                                     "'reuters', 'mnist'. (see 'pipeline devices --help')"),
 ])

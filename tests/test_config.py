@@ -135,6 +135,7 @@ def test_missing_file(tmp_path):
     ("train", ["--data", "d", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json",
                "--curves", "c.png"]),
     ("download", ["--out", "o", "--manifest", "o.json"]),
+    ("bench", ["--json", "o.json"]),
 ])
 def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_path, raw, stage, args):
     raw["train"]["reuters"]["batch_size_per_replica"] = "32x"
@@ -153,3 +154,28 @@ def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_pa
         'error: params.yaml: train.reuters.batch_size_per_replica: expected a positive integer, got "32x"'
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+def test_overrides_set_values_as_dvc_exp_run_does():
+    params = load_params(ROOT / "params.yaml", "reuters", [
+        "train.reuters.steps_per_execution=8", "train.reuters.devices.visible_gpus=[0, 1]",
+        "train.reuters.lr_decay_epochs=[]", "preprocess.reuters.num_words=null"])
+    assert params.train.steps_per_execution == 8
+    assert list(params.train.devices.visible_gpus) == [0, 1]
+    assert params.preprocess.num_words is None
+    assert params.flat()["train.reuters.steps_per_execution"] == 8  # what MLflow logs
+
+
+@pytest.mark.parametrize("item,message", [
+    ("train.reuters.stepz_per_execution=8",
+     "-S train.reuters.stepz_per_execution=8: params.yaml has no key 'stepz_per_execution' under "
+     "train.reuters (did you mean 'steps_per_execution'?)"),
+    ("train.reuters.epochs", "-S train.reuters.epochs: expected key=value, e.g. train.reuters.epochs=3"),
+    ("train.reuters.epochs.x=1", "-S train.reuters.epochs.x=1: params.yaml has no key 'x' under train.reuters.epochs"),
+    ("train.reuters.epochs=[1", "-S train.reuters.epochs=[1: the value is not valid YAML"),
+    ("train.reuters.epochs=0", "params.yaml: train.reuters.epochs: expected a positive integer, got 0"),
+])
+def test_a_bad_override_names_itself(item, message):
+    with pytest.raises(ConfigError) as caught:
+        load_params(ROOT / "params.yaml", "reuters", [item])
+    assert str(caught.value).replace(f"{ROOT}/", "").startswith(message)

@@ -36,8 +36,20 @@ def test_one_device_strategy(tmp_path):
 def test_devices_reads_the_shipped_params():
     result = run_pipeline("devices")  # the repository's params.yaml, the first dataset's train params
     assert result.returncode == 0, result.stderr
-    assert "strategy: MirroredStrategy, 1 replica(s), 1 worker(s)" in result.stdout
-    assert "all-reduce: " in result.stdout
+    assert "strategy: DefaultStrategy, 1 replica(s), 1 worker(s), on /device:CPU:0" in result.stdout
+    assert "all-reduce: none" in result.stdout
+
+
+def test_auto_on_one_device_distributes_nothing_and_on_two_mirrors(tmp_path):
+    # one device: TensorFlow's default strategy (a one-replica MirroredStrategy is 2x slower)
+    one = json.loads(devices_json(tmp_path).stdout)
+    assert (one["strategy"], one["replicas"], one["devices"]) == ("DefaultStrategy", 1, ["/device:CPU:0"])
+    # one device that is not the default one: placed there, not on the default device
+    picked = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 2,
+                                                  "devices.device_list": ["/cpu:1"]}).stdout)
+    assert (picked["strategy"], picked["devices"]) == ("OneDeviceStrategy", ["/job:localhost/replica:0/task:0/device:CPU:1"])
+    two = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 2}).stdout)
+    assert (two["strategy"], two["replicas"]) == ("MirroredStrategy", 2)
 
 
 def test_gpus_the_host_does_not_have(tmp_path):

@@ -45,7 +45,7 @@ def test_a_normal_run_shows_no_start_up_lines_and_verbose_shows_them(tmp_path):
     quiet = run_pipeline("devices", cwd=tmp_path)
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == ""
-    assert "strategy: MirroredStrategy" in quiet.stdout
+    assert "strategy: DefaultStrategy" in quiet.stdout
     verbose = run_pipeline("-v", "devices", cwd=tmp_path)
     assert verbose.returncode == 0, verbose.stderr
     # this host's TensorFlow is the CUDA-enabled wheel, and there is no NVIDIA driver
@@ -58,7 +58,7 @@ def test_quiet_hides_the_result_line(tmp_path):
     write_params(tmp_path)
     result = run_pipeline("-q", "devices", "--json", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
-    assert '"strategy": "MirroredStrategy"' in result.stdout  # asked-for output still printed
+    assert '"strategy": "DefaultStrategy"' in result.stdout  # asked-for output still printed
 
 
 def test_errors_are_one_line_in_one_format(tmp_path):

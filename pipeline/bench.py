@@ -1,0 +1,195 @@
+"""`pipeline bench`: the training throughput of a dataset's model, on its real input pipeline.
+
+The model, strategy, precision, XLA setting and input pipeline are the train stage's, built by
+`training.prepare` from the params in force. Warm-up steps run through Keras `fit` (which
+builds and traces everything, as the train stage does); then the timed steps run one
+execution at a time: `steps_per_execution` batches taken from the iterator (the time the step
+waits for its input, measured) and handed to one compiled call of Keras' own `train_step`
+(the custom loop's step under `loop: custom`). Per execution, the time is taken once the
+loss is on the host, so each step's time includes its computation.
+
+With `replicas`, each count is measured in a process of its own (TensorFlow fixes its devices
+once per process): N logical CPU devices on a host without GPUs, the first N GPUs otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from pipeline.errors import ConfigError
+
+# What the table shows, in order: (key, heading, format).
+COLUMNS = (
+    ("replicas", "replicas", "{:d}"),
+    ("samples_per_second", "samples/s", "{:,.0f}"),
+    ("samples_per_second_per_replica", "per replica", "{:,.0f}"),
+    ("step_ms_median", "step ms p50", "{:.2f}"),
+    ("step_ms_p95", "p95", "{:.2f}"),
+    ("input_wait_percent", "input wait %", "{:.1f}"),
+    ("cpu_percent", "CPU %", "{:.0f}"),
+    ("peak_rss_mb", "peak RSS MB", "{:,.0f}"),
+)
+
+
+def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
+    """Warm up, then time `steps` training steps of `params.train` on the prepared `data`."""
+    cfg = params.train
+    from pipeline import distribute
+
+    setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
+    import tensorflow as tf
+
+    from pipeline import training
+    from pipeline.data import arrays
+
+    splits, stats = arrays.load_prepared(data, ("train",))
+    strategy = setup.strategy
+    prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=strategy)
+    model, dataset = prepared.model, prepared.train_ds.repeat()
+    per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
+    if cfg.loop == "fit":
+        # Keras' own first steps: builds the metrics and optimizer state, traces its step.
+        model.fit(dataset, steps_per_epoch=max(warmup, per_call), epochs=1, verbose=0, shuffle=False)
+        # as Keras compiles one step: strategy.run of train_step, with XLA when asked for
+        step = tf.function(lambda batch: strategy.run(model.train_step, args=(batch,)),
+                           jit_compile=bool(cfg.jit_compile))
+
+        @tf.function
+        def execute(batches):
+            for batch in batches:
+                logs = step(batch)
+            return logs["loss"]
+    else:
+        from pipeline.custom_loop import CustomLoop
+
+        loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
+
+        def execute(batches):
+            return loop.train_step(batches[0])[0]
+
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+
+    def one_call() -> tuple[float, float]:
+        start = time.perf_counter()
+        batches = tuple(next(iterator) for _ in range(per_call))
+        fed = time.perf_counter()
+        loss = execute(batches)
+        for value in strategy.experimental_local_results(loss):
+            value.numpy()  # wait for the step to finish
+        return fed - start, time.perf_counter() - start
+
+    for _ in range(max(1, warmup // per_call)):  # this loop's own tracing, outside the timing
+        one_call()
+    calls = max(1, -(-steps // per_call))
+    waits, times = [], []
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    for _ in range(calls):
+        wait, took = one_call()
+        waits.append(wait)
+        times.append(took)
+    wall = time.perf_counter() - wall_start
+    cpu = time.process_time() - cpu_start
+    step_ms = sorted(1000 * t / per_call for t in times)
+    replicas = strategy.num_replicas_in_sync
+    samples = prepared.global_batch_size * per_call * calls
+    return {
+        "dataset": params.dataset,
+        "model": cfg.model,
+        "loop": cfg.loop,
+        "strategy": setup.facts["strategy"],
+        "replicas": replicas,
+        "devices": setup.facts["devices"],
+        "precision": cfg.precision,
+        "jit_compile": bool(cfg.jit_compile),
+        "steps_per_execution": per_call,
+        "global_batch_size": prepared.global_batch_size,
+        "warmup_steps": max(1, warmup // per_call) * per_call,
+        "timed_steps": per_call * calls,
+        "seconds": wall,
+        "samples_per_second": samples / wall,
+        "samples_per_second_per_replica": samples / wall / replicas,
+        "step_ms_median": statistics.median(step_ms),
+        "step_ms_p95": step_ms[min(len(step_ms) - 1, int(round(0.95 * (len(step_ms) - 1))))],
+        "input_wait_percent": 100 * sum(waits) / wall,
+        "cpu_percent": 100 * cpu / wall,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_cores": os.cpu_count(),
+    }
+
+
+def replica_overrides(dataset: str, replicas: int, gpus: int) -> list[str]:
+    """The params that give `replicas` replicas: the first N GPUs, or N logical CPU devices."""
+    key = f"train.{dataset}"
+    if gpus:
+        if replicas > gpus:
+            raise ConfigError(f"--replicas {replicas}: this host has {gpus} GPU{'s' if gpus != 1 else ''}")
+        devices = [f"{key}.devices.visible_gpus={list(range(replicas))}"]
+    else:
+        devices = [f"{key}.devices.visible_gpus=null", f"{key}.devices.logical_devices={replicas}"]
+    # one replica: auto (no distribution); several: MirroredStrategy over them
+    return [*devices, f"{key}.strategy={'auto' if replicas == 1 else 'mirrored'}"]
+
+
+def scaling(argv: Sequence[str], counts: Sequence[int]) -> list[dict]:
+    """Run `pipeline bench` once per replica count, each in its own process; their results
+    with each one's efficiency against one replica (or the smallest count measured)."""
+    import tempfile
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
+        for count in counts:
+            out = Path(tmp) / f"{count}.json"
+            args = [sys.executable, "-m", "pipeline", *argv, "--replica-count", str(count), "--json", str(out)]
+            code = subprocess.run(args, stdout=subprocess.DEVNULL).returncode
+            if code:  # its `error:` line is on stderr already
+                raise SystemExit(code)
+            results.append(json.loads(out.read_text()))
+    base = results[0]
+    for result in results:
+        ideal = base["samples_per_second_per_replica"] * result["replicas"]
+        result["scaling_efficiency"] = result["samples_per_second"] / ideal
+    return results
+
+
+def table(results: list[dict]) -> str:
+    """The results as a terminal table, one row per measurement."""
+    columns = list(COLUMNS)
+    if "scaling_efficiency" in results[0]:
+        columns.append(("scaling_efficiency", "efficiency", "{:.2f}"))
+    cells = [[fmt.format(r[key]) for key, _, fmt in columns] for r in results]
+    widths = [max(len(head), *(len(row[i]) for row in cells)) for i, (_, head, _) in enumerate(columns)]
+    lines = ["  ".join(head.rjust(w) for (_, head, _), w in zip(columns, widths))]
+    lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def headline(result: dict) -> str:
+    """What was measured: model, strategy, devices and the settings that change speed."""
+    return (f"{result['dataset']}: {result['model']}, {result['loop']}, {result['strategy']} on "
+            f"{', '.join(result['devices'])}; global batch {result['global_batch_size']}, {result['precision']}, "
+            f"XLA {'on' if result['jit_compile'] else 'off'}, steps_per_execution {result['steps_per_execution']}; "
+            f"{result['timed_steps']} steps timed after {result['warmup_steps']} warm-up steps")
+
+
+def gpu_count() -> int:
+    import tensorflow as tf
+
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def parse_counts(text: Optional[str]) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise ConfigError(f"--replicas {text}: expected replica counts separated by commas, e.g. 1,2,4")
+    return counts

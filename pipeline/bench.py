@@ -4,7 +4,7 @@ The model, strategy, precision, XLA setting and input pipeline are the train sta
 `training.prepare` from the params in force. Warm-up steps run through Keras `fit` (which
 builds and traces everything, as the train stage does); then the timed steps run one
 execution at a time: `steps_per_execution` batches taken from the iterator (the time the step
-waits for its input, measured) and handed to one compiled call of Keras' own `train_step`
+waits for its input, measured; full batches only) and handed to one compiled call of Keras' own `train_step`
 (the custom loop's step under `loop: custom`). Per execution, the time is taken once the
 loss is on the host, so each step's time includes its computation.
 
@@ -53,7 +53,11 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     splits, stats = arrays.load_prepared(data, ("train",))
     strategy = setup.strategy
     prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=strategy)
-    model, dataset = prepared.model, prepared.train_ds.repeat()
+    # Full batches only: the short last batch of each pass has another shape, and in an
+    # execution of several steps it would retrace the compiled call at each new position.
+    batch = prepared.global_batch_size
+    model = prepared.model
+    dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
     per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
     if cfg.loop == "fit":
         # Keras' own first steps: builds the metrics and optimizer state, traces its step.

@@ -51,7 +51,7 @@ def test_a_sound_clone_passes(clone):
     for name in ("git", "dvc", "dvc-remote", "folder", "tracking", "strategy"):
         assert checks[name]["status"] == "pass", checks[name]
     assert checks["tracking"]["detail"] == f"sqlite:///{clone / 'mlflow.db'} (made by the first run)"
-    assert checks["strategy"]["detail"].startswith("reuters: MirroredStrategy, 1 replica(s)")
+    assert checks["strategy"]["detail"].startswith("reuters: DefaultStrategy, 1 replica(s)")
     assert checks["versions"]["detail"].startswith("TensorFlow ")
 
 

@@ -297,10 +297,11 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         browser.close()
     assert names == ["reuters-fit-2rep-float32", "one-device"]
     assert [r.split() for r in replicas] == [["distribute.replicas", "2", "1"]]
-    # the params table (the tags table below it differs too): nothing but the replicas
+    # the params table (the tags table below it differs too): the replicas, and with them the
+    # strategy (one device trains without distribution) and its all-reduce
     assert sorted(k for k in differing if k in two.data.params) == [
-        "devices.logical_devices", "distribute.replicas", "train.global_batch_size",
-        "train.reuters.devices.logical_devices"]
+        "devices.logical_devices", "distribute.cross_device_ops", "distribute.replicas", "distribute.strategy",
+        "train.global_batch_size", "train.reuters.devices.logical_devices"]
     expected = (two.data.metrics["test_accuracy"], one.data.metrics["test_accuracy"])
     assert [float(v) for v in accuracy] == pytest.approx(expected, abs=6e-4), accuracy
     name_y, grid_y, values_y = on_screen  # test_accuracy the first row shown, level with its values

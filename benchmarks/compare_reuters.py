@@ -28,11 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline.config import set_in_file  # noqa: E402
+from pipeline.config import load_params, set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
 
 
@@ -102,11 +100,12 @@ def main() -> None:
         work = Path(tmp)
         params = work / "params.yaml"
         params.write_text((ROOT / "params.yaml").read_text())
-        epochs = opts.epochs or yaml.safe_load(params.read_text())["train"]["reuters"]["epochs"]
-        try:
+        try:  # checked against the repository's params.yaml, so that an error names it
+            epochs = opts.epochs or load_params(ROOT / "params.yaml", "reuters", opts.assignments).train.epochs
             set_in_file(params, [*opts.assignments, f"train.reuters.epochs={epochs}"])
         except ConfigError as exc:
-            sys.exit(f"error: {exc}")
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "MLFLOW_TRACKING_URI": f"sqlite:///{work}/mlflow.db",
                "PYTHONPATH": str(ROOT)}
         print(f"Reuters, {epochs} epochs, {opts.pairs} pairs alternating; {cpu_model()}, {os.cpu_count()} cores"

@@ -68,8 +68,8 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
 
         @tf.function
         def execute(batches):
-            for batch in batches:
-                logs = step(batch)
+            for one in batches:
+                logs = step(one)
             return logs["loss"]
     else:
         from pipeline.custom_loop import CustomLoop
@@ -90,7 +90,8 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
             value.numpy()  # wait for the step to finish
         return fed - start, time.perf_counter() - start
 
-    for _ in range(max(1, warmup // per_call)):  # this loop's own tracing, outside the timing
+    warm_calls = max(1, warmup // per_call)
+    for _ in range(warm_calls):  # this loop's own tracing, outside the timing
         one_call()
     calls = max(1, -(-steps // per_call))
     waits, times = [], []
@@ -103,7 +104,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     cpu = time.process_time() - cpu_start
     step_ms = sorted(1000 * t / per_call for t in times)
     replicas = strategy.num_replicas_in_sync
-    samples = prepared.global_batch_size * per_call * calls
+    samples = batch * per_call * calls
     return {
         "dataset": params.dataset,
         "model": cfg.model,
@@ -114,8 +115,8 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
         "precision": cfg.precision,
         "jit_compile": bool(cfg.jit_compile),
         "steps_per_execution": per_call,
-        "global_batch_size": prepared.global_batch_size,
-        "warmup_steps": max(1, warmup // per_call) * per_call,
+        "global_batch_size": batch,
+        "warmup_steps": warm_calls * per_call,
         "timed_steps": per_call * calls,
         "seconds": wall,
         "samples_per_second": samples / wall,

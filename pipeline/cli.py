@@ -130,7 +130,7 @@ def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json
 
     data = data or Path("data/prepared") / dataset
     overrides = list(overrides)
-    load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
+    params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
     if replicas is not None:
         counts = benchmark.parse_counts(replicas)
         argv = ["bench", dataset, "--data", str(data), "--warmup", str(warmup), "--steps", str(steps),
@@ -142,9 +142,9 @@ def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json
 
             tracking.log_scaling(results)
     else:
-        if replica_count is not None:
-            overrides += benchmark.replica_overrides(dataset, replica_count, benchmark.gpu_count())
-        params = load_params(params_path, dataset, overrides)
+        if replica_count is not None:  # a child of --replicas: the same params on N devices
+            params = load_params(params_path, dataset,
+                                 overrides + benchmark.replica_overrides(dataset, replica_count, benchmark.gpu_count()))
         results = [benchmark.measure(params, data=data, warmup=warmup, steps=steps)]
         if not no_mlflow:
             from pipeline import tracking

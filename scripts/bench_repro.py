@@ -51,7 +51,8 @@ def main() -> None:
         try:
             set_in_file(work / "params.yaml", opts.overrides)
         except ConfigError as exc:
-            sys.exit(f"error: {exc}")
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)
         rows, total = [], 0.0
         for stage in STAGES:
             for dataset in DATASETS:

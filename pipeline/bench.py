@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from pipeline import usage
 from pipeline.errors import ConfigError
 
 # What the table shows, in order: (key, heading, format).
@@ -125,7 +125,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
         "step_ms_p95": step_ms[min(len(step_ms) - 1, int(round(0.95 * (len(step_ms) - 1))))],
         "input_wait_percent": 100 * sum(waits) / wall,
         "cpu_percent": 100 * cpu / wall,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": usage.peak_rss_mb(),
         "cpu_cores": os.cpu_count(),
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -62,6 +63,22 @@ def cli(verbose, quiet):
     the Reuters and MNIST datasets. DVC runs the stages (`dvc repro`); MLflow records the runs
     (`mlflow ui`). Defaults live in params.yaml."""
     log.configure(1 if verbose else -1 if quiet else 0)
+    from pipeline import usage
+
+    usage.limit_malloc_arenas()
+    click.get_current_context().meta["pipeline.started"] = time.perf_counter()
+
+
+@cli.result_callback()
+def stage_finished(_result, **_options):
+    """After a stage that succeeded: its wall time and peak memory, one line on stderr."""
+    ctx = click.get_current_context()
+    if ctx.invoked_subcommand in STAGES:
+        from pipeline import usage
+
+        seconds = time.perf_counter() - ctx.meta["pipeline.started"]
+        where = " ".join(filter(None, (ctx.invoked_subcommand, ctx.meta.get("pipeline.dataset"))))
+        log.log.info("%s: done in %.1f s, peak memory %s MB", where, seconds, f"{usage.peak_rss_mb():,.0f}")
 
 
 @cli.command("devices")

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipeline.data.inputs import image_size_for, make_dataset
+from pipeline import usage
 from pipeline.errors import DataError
 from pipeline.io import atomic_outputs, read_json, write_csv, write_json
 from pipeline.models import build_model, compile_model
@@ -46,6 +47,7 @@ class TrainResult:
     global_batch_size: int
     train_seconds: float
     samples_per_second: float
+    peak_rss_mb: float  # the process's, at the end of training
     summary: dict = field(default_factory=dict)
 
 
@@ -160,6 +162,7 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
         global_batch_size=prepared.global_batch_size,
         train_seconds=train_seconds,
         samples_per_second=prepared.train_samples * len(rows) / train_seconds if train_seconds else 0.0,
+        peak_rss_mb=usage.peak_rss_mb(),
         summary={
             "final_loss": rows[-1]["loss"],
             "final_accuracy": rows[-1]["accuracy"],
@@ -193,6 +196,7 @@ def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_di
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
         write_json(summary_tmp, {"train_seconds": result.train_seconds,
                                  "samples_per_second": result.samples_per_second,
+                                 "peak_rss_mb": round(result.peak_rss_mb),
                                  "global_batch_size": result.global_batch_size, **result.summary, **figures})
         plots.learning_curves(result.history, curves_tmp, title)
 

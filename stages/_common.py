@@ -8,7 +8,15 @@ import click
 
 from pipeline.config import DATASETS
 
-dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS))
+
+
+def _note_dataset(ctx: click.Context, _param, value: str) -> str:
+    ctx.meta["pipeline.dataset"] = value  # for the line `pipeline` prints when the stage is done
+    return value
+
+
+dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS),
+                                  callback=_note_dataset)
 params_option = click.option(
     "--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
     show_default=True, help="The params file (defaults live there and nowhere else).",

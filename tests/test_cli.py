@@ -109,6 +109,27 @@ def test_missing_input_is_one_line(tmp_path):
 
 
 
+def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
+    import re
+
+    from fixtures import make_reuters_npz, make_word_index
+    from helpers import write_params
+
+    write_params(tmp_path)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    make_reuters_npz(raw / "reuters.npz")
+    make_word_index(raw / "reuters_word_index.json")
+    result = run_pipeline("preprocess", "reuters", "--raw", raw, "--out", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    found = re.fullmatch(r"preprocess reuters: done in (\d+\.\d) s, peak memory ([\d,]+) MB", last)
+    assert found, result.stderr
+    assert 10 < int(found.group(2).replace(",", "")) < 4000  # MiB of a Python process with numpy
+    quiet = run_pipeline("-q", "preprocess", "reuters", "--raw", raw, "--out", "out2", cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
+
+
 @pytest.mark.slow
 def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
     import signal

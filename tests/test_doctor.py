@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, free_ports, run_pipeline, subprocess_env, write_params
+from helpers import free_ports, run_pipeline, subprocess_env, write_params
 
 pytestmark = pytest.mark.slow
 

@@ -39,6 +39,30 @@ def test_mobilenet_model_has_no_top_and_logits():
     assert norms and {layer.momentum for layer in norms} == {0.9}
 
 
+def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes():
+    keras = models.keras
+    reference = keras.applications.MobileNetV2(input_shape=(32, 32, 3), include_top=False, weights=None,
+                                               pooling="avg")
+    backbone = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=8, batchnorm_momentum=0.9).layers[1]
+    assert backbone.count_params() == reference.count_params()
+    dense = {layer.name for layer in backbone.layers if type(layer) is keras.layers.Dense}
+    pointwise = {layer.name for layer in reference.layers
+                 if type(layer) is keras.layers.Conv2D and layer.kernel_size == (1, 1)}
+    assert dense == pointwise and len(dense) == 34  # 17 projects, 16 expands, Conv_1
+    assert [type(layer).__name__ for layer in backbone.layers if type(layer) is keras.layers.Conv2D] == ["Conv2D"]
+    rng = np.random.default_rng(0)
+    for layer in (layer for layer in reference.layers if layer.weights):
+        ours = backbone.get_layer(layer.name)
+        weights = [rng.normal(0, 0.3, w.shape).astype("float32") for w in layer.get_weights()]
+        if isinstance(layer, keras.layers.BatchNormalization):
+            weights[3] = np.abs(weights[3]) + 0.5  # a variance
+        layer.set_weights(weights)
+        ours.set_weights([w.reshape(v.shape) for w, v in zip(weights, ours.get_weights())])
+    images = rng.uniform(-1, 1, (4, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(backbone(images, training=False), reference(images, training=False),
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_build_model_sizes_the_model_from_the_prepared_stats():
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     model = models.build_model(cfg, {"max_len": 40, "vocab_size": 300, "num_classes": 46, "input": "sequences"})

@@ -57,6 +57,7 @@ def test_short_training_run_records_each_epoch(tmp_path):
     assert json.loads((tmp_path / "model" / "run.json").read_text()) == {"run_id": "r"}
     summary = json.loads((tmp_path / "train.json").read_text())
     assert summary["replicas"] == 1 and summary["global_batch_size"] == 16
+    assert summary["peak_rss_mb"] == round(result.peak_rss_mb) > 0
     assert (tmp_path / "model" / "model.keras").is_file() and (tmp_path / "curves.png").stat().st_size > 0
 
 

@@ -1,0 +1,77 @@
+"""Peak memory of the train stage against the number of epochs: it should not grow.
+
+Runs the real train stage (`python -m pipeline train`) once per epoch count, each in its own
+process with a throw-away MLflow store, and prints each run's peak RSS (as the stage reports
+it in its summary, and as the operating system counts the whole process) and the growth per
+added epoch.
+
+    python scripts/bench_memory.py DATASET [--epochs 1,2,4] [--data data/prepared/DATASET] [-S key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from pipeline.config import set_in_file  # noqa: E402
+from pipeline.errors import ConfigError  # noqa: E402
+
+
+def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float, dict]:
+    """One train stage run: (wall seconds, whole-process peak RSS in MiB, its summary)."""
+    args = [sys.executable, "-m", "pipeline", "-q", "train", dataset, "--data", str(data.resolve()),
+            "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json",
+            "--curves", "curves.png"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    _, status, rusage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(err[-3000:])
+    return seconds, rusage.ru_maxrss / 1024, json.loads((work / "summary.json").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", choices=("reuters", "mnist"))
+    parser.add_argument("--epochs", default="1,2,4", help="epoch counts, comma-separated")
+    parser.add_argument("--data", type=Path, help="prepared data [default: data/prepared/DATASET]")
+    parser.add_argument("-S", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    opts = parser.parse_args()
+    data = opts.data or ROOT / "data" / "prepared" / opts.dataset
+    counts = [int(n) for n in opts.epochs.split(",")]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
+        for epochs in counts:
+            work = Path(tmp) / f"epochs-{epochs}"
+            work.mkdir()
+            (work / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+            try:
+                set_in_file(work / "params.yaml", [*opts.overrides, f"train.{opts.dataset}.epochs={epochs}"])
+            except ConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(exc.exit_code)
+            rows.append((epochs, *train(work, opts.dataset, data, env)))
+    print(f"{opts.dataset}: train stage peak memory against epochs ({os.cpu_count()} CPUs)")
+    print(f"{'epochs':>6}{'wall s':>9}{'stage peak MiB':>16}{'process peak MiB':>18}{'val acc':>9}")
+    for epochs, seconds, peak, summary in rows:
+        print(f"{epochs:>6}{seconds:>9.1f}{summary['peak_rss_mb']:>16,.0f}{peak:>18,.0f}"
+              f"{summary['final_val_accuracy']:>9.4f}")
+    (first, _, peak_first, _), (last, _, peak_last, _) = rows[0], rows[-1]
+    if last > first:
+        print(f"growth: {(peak_last - peak_first) / (last - first):+,.1f} MiB per added epoch (process peak)")
+
+
+if __name__ == "__main__":
+    main()

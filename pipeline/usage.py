@@ -30,3 +30,20 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
     except (OSError, AttributeError):  # musl, or no C library to ask
         return False
     return mallopt(-8, arenas) == 1  # -8: M_ARENA_MAX in malloc.h
+
+
+def run_measured(args: list[str], **popen_kwargs) -> tuple[int, float, float]:
+    """Run a command to its end: (exit code, wall seconds, peak RSS in MiB of the largest
+    process among it and the descendants it waited for), the operating system's own count
+    (wait4). Pass stdout/stderr as files or DEVNULL: nothing is read from pipes here."""
+    import os
+    import subprocess
+    import time
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, **popen_kwargs)
+    _, status, rusage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - start
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    return proc.returncode, seconds, rusage.ru_maxrss / scale

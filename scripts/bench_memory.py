@@ -16,13 +16,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from pipeline.config import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
+from pipeline.usage import run_measured  # noqa: E402
 
 
 def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float, dict]:
@@ -30,14 +30,11 @@ def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float
     args = [sys.executable, "-m", "pipeline", "-q", "train", dataset, "--data", str(data.resolve()),
             "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json",
             "--curves", "curves.png"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    err = proc.stderr.read()
-    _, status, rusage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(err[-3000:])
-    return seconds, rusage.ru_maxrss / 1024, json.loads((work / "summary.json").read_text())
+    with open(work / "stderr.txt", "w") as err:
+        code, seconds, peak = run_measured(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    if code != 0:
+        sys.exit((work / "stderr.txt").read_text()[-3000:])
+    return seconds, peak, json.loads((work / "summary.json").read_text())
 
 
 def main() -> None:

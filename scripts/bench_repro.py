@@ -15,27 +15,30 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from pipeline.config import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
+from pipeline.usage import run_measured  # noqa: E402
 
 DATASETS = ("reuters", "mnist")
 STAGES = ("download", "preprocess", "train", "evaluate")
 
 
-def run(args, cwd, env):
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
+def run(args, cwd, env) -> tuple[float, float]:
+    """Run a command; exit with its output if it fails. (wall seconds, peak RSS MiB of its
+    largest process: the stage's, under dvc)."""
+    with tempfile.TemporaryFile("w+") as out:
+        code, seconds, peak = run_measured(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        if code != 0:
+            out.seek(0)
+            sys.exit(f"{' '.join(args)} failed:\n{out.read()[-6000:]}")
+    return seconds, peak
 
 
 def main() -> None:
@@ -50,24 +53,21 @@ def main() -> None:
         run(["git", "clone", "-q", str(ROOT), str(work)], cwd=tmp, env=env)
         try:
             set_in_file(work / "params.yaml", opts.overrides)
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+        except ConfigError as exc:  # named as the user's params.yaml, not the clone's
+            print(f"error: {str(exc).replace(str(work) + os.sep, '')}", file=sys.stderr)
             sys.exit(exc.exit_code)
         rows, total = [], 0.0
         for stage in STAGES:
             for dataset in DATASETS:
                 name = f"{stage}@{dataset}"
-                before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-                start = time.perf_counter()
-                run([sys.executable, "-m", "dvc", "repro", "--single-item", name], cwd=work, env=env)
-                seconds = time.perf_counter() - start
-                peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-                rows.append((name, seconds, peak if peak > before else None))
+                seconds, peak = run([sys.executable, "-m", "dvc", "repro", "--single-item", name], cwd=work,
+                                    env=env)
+                rows.append((name, seconds, peak))
                 total += seconds
         print(f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-        print(f"{'stage':<22}{'seconds':>10}{'peak RSS (MB)':>16}")
+        print(f"{'stage':<22}{'seconds':>10}{'peak RSS MiB':>16}")
         for name, seconds, peak in rows:
-            print(f"{name:<22}{seconds:>10.1f}{(f'{peak / 1024:.0f}' if peak else '<= above'):>16}")
+            print(f"{name:<22}{seconds:>10.1f}{peak:>16,.0f}")
         print(f"{'total dvc repro':<22}{total:>10.1f}")
         for dataset in DATASETS:
             train = json.loads((work / f"reports/{dataset}/train.json").read_text())

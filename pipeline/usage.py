@@ -35,7 +35,10 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
 def run_measured(args: list[str], **popen_kwargs) -> tuple[int, float, float]:
     """Run a command to its end: (exit code, wall seconds, peak RSS in MiB of the largest
     process among it and the descendants it waited for), the operating system's own count
-    (wait4). Pass stdout/stderr as files or DEVNULL: nothing is read from pipes here."""
+    (wait4). Pass stdout/stderr as files or DEVNULL: nothing is read from pipes here.
+
+    Call it from a small process: Linux counts the caller's own resident memory at the fork
+    in the child's peak too (exec keeps the old address space's high-water mark)."""
     import os
     import subprocess
     import time

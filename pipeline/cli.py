@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from pipeline import log
+from pipeline import log, usage
 from pipeline.config import DATASETS, STAGES
 from pipeline.errors import PipelineError
 
@@ -63,8 +63,6 @@ def cli(verbose, quiet):
     the Reuters and MNIST datasets. DVC runs the stages (`dvc repro`); MLflow records the runs
     (`mlflow ui`). Defaults live in params.yaml."""
     log.configure(1 if verbose else -1 if quiet else 0)
-    from pipeline import usage
-
     usage.limit_malloc_arenas()
     click.get_current_context().meta["pipeline.started"] = time.perf_counter()
 
@@ -74,8 +72,6 @@ def stage_finished(_result, **_options):
     """After a stage that succeeded: its wall time and peak memory, one line on stderr."""
     ctx = click.get_current_context()
     if ctx.invoked_subcommand in STAGES:
-        from pipeline import usage
-
         seconds = time.perf_counter() - ctx.meta["pipeline.started"]
         where = " ".join(filter(None, (ctx.invoked_subcommand, ctx.meta.get("pipeline.dataset"))))
         log.log.info("%s: done in %.1f s, peak memory %s MB", where, seconds, f"{usage.peak_rss_mb():,.0f}")

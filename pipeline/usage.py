@@ -6,10 +6,14 @@ import resource
 import sys
 
 
+def _mib(maxrss: int) -> float:
+    """ru_maxrss in MiB: Linux counts it in KiB, macOS in bytes."""
+    return maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
 def peak_rss_mb() -> float:
-    """The process's peak resident set size in MiB (Linux counts ru_maxrss in KiB, macOS in bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    """The process's peak resident set size in MiB."""
+    return _mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def limit_malloc_arenas(arenas: int = 2) -> bool:
@@ -47,6 +51,4 @@ def run_measured(args: list[str], **popen_kwargs) -> tuple[int, float, float]:
     proc = subprocess.Popen(args, **popen_kwargs)
     _, status, rusage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - start
-    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
-    return proc.returncode, seconds, rusage.ru_maxrss / scale
+    return proc.returncode, time.perf_counter() - start, _mib(rusage.ru_maxrss)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline.config import set_in_file  # noqa: E402
+from pipeline.config import load_params, set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
 from pipeline.usage import run_measured  # noqa: E402
 
@@ -37,28 +37,38 @@ def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float
     return seconds, peak, json.loads((work / "summary.json").read_text())
 
 
+def epoch_counts(text: str) -> list[int]:
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset", choices=("reuters", "mnist"))
-    parser.add_argument("--epochs", default="1,2,4", help="epoch counts, comma-separated")
+    parser.add_argument("--epochs", type=epoch_counts, default="1,2,4", help="epoch counts, comma-separated")
     parser.add_argument("--data", type=Path, help="prepared data [default: data/prepared/DATASET]")
     parser.add_argument("-S", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     opts = parser.parse_args()
     data = opts.data or ROOT / "data" / "prepared" / opts.dataset
-    counts = [int(n) for n in opts.epochs.split(",")]
+    try:  # checked against the repository's params.yaml, so that an error names it
+        load_params(ROOT / "params.yaml", opts.dataset, opts.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
-        for epochs in counts:
+        for epochs in opts.epochs:
             work = Path(tmp) / f"epochs-{epochs}"
             work.mkdir()
             (work / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-            try:
-                set_in_file(work / "params.yaml", [*opts.overrides, f"train.{opts.dataset}.epochs={epochs}"])
-            except ConfigError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                sys.exit(exc.exit_code)
+            set_in_file(work / "params.yaml", [*opts.overrides, f"train.{opts.dataset}.epochs={epochs}"])
             rows.append((epochs, *train(work, opts.dataset, data, env)))
     print(f"{opts.dataset}: train stage peak memory against epochs ({os.cpu_count()} CPUs)")
     print(f"{'epochs':>6}{'wall s':>9}{'stage peak MiB':>16}{'process peak MiB':>18}{'val acc':>9}")

@@ -8,6 +8,7 @@ the repository root (also from a `dvc exp run --temp` copy of the repository).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -37,6 +38,92 @@ def tracking_uri() -> str:
     if uri:
         return uri
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def _sqlite_path(uri: str) -> Optional[Path]:
+    """The database file of a sqlite:// URI (None for any other store)."""
+    if not uri.startswith("sqlite:"):
+        return None
+    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri[len("sqlite://"):]
+    return Path(path.split("?", 1)[0])
+
+
+def use_store() -> str:
+    """Point MLflow at the tracking store, ready for runs of several processes at once; returns
+    its URI.
+
+    A sqlite store (the default, mlflow.db) is created, or migrated to this MLflow's schema
+    (after a copy of the file is kept beside it), once, under an inter-process lock on
+    `<file>.lock`: two processes that both find the file new or old would otherwise both run
+    the migrations, and fail, leaving it half-migrated (mlflow#19299). Writers that meet later
+    wait on sqlite's busy timeout, which MLflow sets to 20 s. Other stores are left to their
+    server."""
+    import mlflow
+
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    path = _sqlite_path(uri)
+    if path is None or path in _READY:
+        return uri
+    with _store_lock(path):
+        from mlflow.store.db import utils as db
+
+        engine = db.create_sqlalchemy_engine_with_retry(uri)
+        try:
+            current = db._get_schema_version(engine)  # None: a new, empty file
+            if current is None and not db._all_tables_exist(engine):
+                db._initialize_tables(engine)
+            elif current is not None and current != db._get_latest_schema_revision():
+                import shutil
+
+                from pipeline import log
+
+                backup = path.with_name(f"{path.name}.{current}.bak")
+                shutil.copy2(path, backup)
+                log.log.warning("%s: migrating the MLflow store to this MLflow's schema (a copy of the old "
+                                "one: %s)", path, backup)
+                db._upgrade_db(engine)
+        finally:
+            engine.dispose()
+    _READY.add(path)
+    return uri
+
+
+_READY: set = set()
+
+
+@contextlib.contextmanager
+def _store_lock(path: Path):
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def use_experiment(name: str) -> str:
+    """`use_store()`, then make the experiment `name` the active one, creating it if needed;
+    returns its id. In a sqlite store its artifacts go to `mlruns/` beside the database file,
+    set when the experiment is created: MLflow's own default is relative to the working
+    directory, which under `dvc exp run --queue` or `--temp` is a copy DVC deletes."""
+    import mlflow
+
+    uri = use_store()
+    path = _sqlite_path(uri)
+    if path is None:
+        return mlflow.set_experiment(name).experiment_id
+    with _store_lock(path):  # two processes must not both create it
+        found = mlflow.get_experiment_by_name(name)
+        if found is None:
+            location = (path.parent.resolve() / "mlruns" / name).as_uri()
+            experiment_id = mlflow.create_experiment(name, artifact_location=location)
+        else:
+            experiment_id = found.experiment_id
+    return mlflow.set_experiment(experiment_id=experiment_id).experiment_id
 
 
 def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
@@ -233,10 +320,10 @@ class TrainingRun:
         import mlflow
         import mlflow.system_metrics
 
-        mlflow.set_tracking_uri(tracking_uri())
         if run_id is not None:
+            use_store()
             return cls(mlflow.start_run(run_id=run_id))
-        mlflow.set_experiment(dataset)
+        use_experiment(dataset)
         mlflow.system_metrics.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
         mlflow.system_metrics.set_system_metrics_samples_before_logging(1)
         # its start and stop notices are INFO lines on every run, and when the store stops
@@ -251,7 +338,7 @@ class TrainingRun:
         """The training run that the train stage recorded, to add evaluation results."""
         import mlflow
 
-        mlflow.set_tracking_uri(tracking_uri())
+        use_store()
         return cls(mlflow.start_run(run_id=run_id))
 
     @classmethod
@@ -266,8 +353,7 @@ class TrainingRun:
 
         from pipeline import log
 
-        mlflow.set_tracking_uri(tracking_uri())
-        mlflow.set_experiment(dataset)
+        use_experiment(dataset)
         name = f"{os.environ.get('DVC_EXP_NAME') or dataset}-evaluation"
         active = mlflow.start_run(run_name=name)
         mlflow.set_tags({**lineage_tags([model_dir]), **framework_tags(), "pipeline.stage": "evaluate",
@@ -378,8 +464,7 @@ BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "st
 def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(params.dataset)
+    use_experiment(params.dataset)
     with mlflow.start_run(run_name=name) as run:
         settings = {k: v for k, v in figures.items() if k not in BENCHMARK_METRICS and k != "devices"}
         mlflow.log_params({**params.flat(), **{f"bench.{k}": v for k, v in settings.items()}})
@@ -417,7 +502,7 @@ def run_exists(run_id: str) -> bool:
     from pipeline.errors import TrackingError
 
     try:
-        MlflowClient(tracking_uri()).get_run(run_id)
+        MlflowClient(use_store()).get_run(run_id)
         return True
     except MlflowException as exc:
         if exc.error_code == "RESOURCE_DOES_NOT_EXIST":

@@ -1,0 +1,90 @@
+"""The MLflow store under several trainings at once: created or migrated once, under a lock."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import make_reuters_npz
+from helpers import run_pipeline, subprocess_env, write_params
+
+pytestmark = pytest.mark.slow
+
+TRAININGS = 3
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    (tmp_path / "raw").mkdir()
+    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=160)
+    write_params(tmp_path, {"preprocess.reuters.max_len": 40, "train.reuters.epochs": 1,
+                            "train.reuters.batch_size_per_replica": 16})
+    result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return tmp_path
+
+
+def train_at_once(folder: Path, db: Path) -> list[str]:
+    """Start TRAININGS train stages at the same moment on one store; their run ids."""
+    procs = []
+    for i in range(TRAININGS):
+        env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{db}")
+        args = [sys.executable, "-m", "pipeline", "train", "reuters", "--data", "prepared", "--model-dir",
+                f"model{i}", "--history", f"history{i}.csv", "--summary", f"train{i}.json", "--curves", f"c{i}.png"]
+        procs.append(subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    outputs = [p.communicate(timeout=900) for p in procs]
+    for proc, (_, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+    import json
+
+    return [json.loads((folder / f"model{i}" / "run.json").read_text())["run_id"] for i in range(TRAININGS)]
+
+
+def check_runs(db: Path, run_ids: list[str]) -> None:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name("reuters")
+    # beside the store, not in the working directory of whichever training came first
+    assert experiment.artifact_location == (db.parent / "mlruns" / "reuters").as_uri()
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_id for r in runs) == sorted(run_ids)
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+        assert artifacts.is_relative_to(db.parent / "mlruns" / "reuters")
+        assert any(p.name.startswith("history") for p in artifacts.iterdir())
+
+
+def test_trainings_started_at_once_on_a_fresh_store_all_succeed(prepared):
+    db = prepared / "store" / "mlflow.db"
+    check_runs(db, train_at_once(prepared, db))
+
+
+def test_trainings_started_at_once_on_an_older_schema_migrate_it_once_and_keep_its_runs(prepared):
+    import sqlalchemy
+    from alembic import command
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db import utils as db_utils
+
+    db = prepared / "store" / "mlflow.db"
+    db.parent.mkdir()
+    engine = sqlalchemy.create_engine(f"sqlite:///{db}")
+    config = db_utils._get_alembic_config(str(engine.url))
+    revisions = [r.revision for r in ScriptDirectory.from_config(config).walk_revisions()]  # newest first
+    old = revisions[5]
+    db_utils.InitialBase.metadata.create_all(engine)  # as MLflow starts a store, then its migrations
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, old)
+        connection.execute(sqlalchemy.text(
+            "INSERT INTO experiments (name, artifact_location, lifecycle_stage) VALUES ('kept', '/nowhere', 'active')"))
+    engine.dispose()
+
+    check_runs(db, train_at_once(prepared, db))
+    from mlflow import MlflowClient
+
+    assert MlflowClient(f"sqlite:///{db}").get_experiment_by_name("kept") is not None
+    assert (db.parent / f"mlflow.db.{old}.bak").is_file()  # the copy kept before migrating

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from pipeline.config import DATASETS
 from pipeline.errors import PipelineError
 
 GIB = 1024 ** 3
@@ -142,6 +143,31 @@ def check_tracking() -> Check:
     return Check("tracking", "pass", detail)
 
 
+def check_artifacts(tracking_ok: bool) -> Check:
+    """The datasets' experiments whose artifacts a `dvc exp run --queue`/`--temp` copy held,
+    now deleted. Renamed, an experiment keeps its runs, and the next training creates the
+    dataset's experiment again, right."""
+    from pipeline import tracking
+
+    if not tracking_ok:
+        return Check("artifacts", "warn", "not checked: the tracking store failed its check",
+                     "fix the tracking store first")
+    try:
+        found = tracking.misplaced_artifacts(DATASETS)
+    except PipelineError as exc:
+        return Check("artifacts", "warn", str(exc), "check the tracking store")
+    if not found:
+        return Check("artifacts", "pass", f"no experiment of {' or '.join(DATASETS)} keeps its artifacts in a DVC temporary copy")
+    names = ", ".join(f"{name} (id {eid}): {location}" for eid, name, location in found)
+    renames = " && ".join(f"mlflow experiments rename --experiment-id {eid} --new-name {name}-lost-artifacts"
+                          for eid, name, _ in found)
+    return Check("artifacts", "warn",
+                 f"artifacts of {names} are inside {tracking.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
+                 "after `dvc exp run --queue` or `--temp`: their runs' models and files are gone",
+                 f"{renames} (the runs stay; the next training creates the experiment again, with its "
+                 "artifacts in mlruns/ beside mlflow.db)")
+
+
 # --- checks that need TensorFlow ---------------------------------------------------------
 
 
@@ -232,8 +258,9 @@ def check_strategy(params_path: Path, dataset: str) -> Check:
 def run_checks(params_path: Path, dataset: str, folder: Optional[Path] = None) -> list[Check]:
     """Every check, in order; TensorFlow is imported for the last four only."""
     folder = Path(folder or Path.cwd()).resolve()
+    store = check_tracking()
     checks = [check_git(folder), *check_dvc(folder), check_writable(folder), check_disk(folder),
-              check_tracking()]
+              store, check_artifacts(store.status == "pass")]
     import tensorflow as tf
 
     gpu_check, gpus = check_gpus(tf)

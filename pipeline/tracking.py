@@ -71,9 +71,7 @@ def use_store() -> str:
         engine = db.create_sqlalchemy_engine_with_retry(uri)
         try:
             current = db._get_schema_version(engine)  # None: a new, empty file
-            if current is None and not db._all_tables_exist(engine):
-                db._initialize_tables(engine)
-            elif current is not None and current != db._get_latest_schema_revision():
+            if current is not None and current != db._get_latest_schema_revision():
                 import shutil
 
                 from pipeline import log
@@ -85,11 +83,21 @@ def use_store() -> str:
                 db._upgrade_db(engine)
         finally:
             engine.dispose()
+        # A new file gets its tables here, and its "Default" experiment with its artifacts in
+        # mlruns/ like the others (MLflow's default is relative to the working directory).
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        SqlAlchemyStore(uri, artifact_root(path)).engine.dispose()
     _READY.add(path)
     return uri
 
 
 _READY: set = set()
+
+
+def artifact_root(db_file: Path) -> str:
+    """Where a sqlite store's experiments keep their artifacts: mlruns/ beside the file."""
+    return (Path(db_file).parent.resolve() / "mlruns").as_uri()
 
 
 @contextlib.contextmanager
@@ -119,11 +127,36 @@ def use_experiment(name: str) -> str:
     with _store_lock(path):  # two processes must not both create it
         found = mlflow.get_experiment_by_name(name)
         if found is None:
-            location = (path.parent.resolve() / "mlruns" / name).as_uri()
+            location = f"{artifact_root(path)}/{name}"
             experiment_id = mlflow.create_experiment(name, artifact_location=location)
         else:
             experiment_id = found.experiment_id
     return mlflow.set_experiment(experiment_id=experiment_id).experiment_id
+
+
+# Where `dvc exp run --queue` and `--temp` run a copy of the repository, deleted afterwards.
+DVC_TEMP_FOLDER = "/.dvc/tmp/exps/"
+
+
+def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str, str]]:
+    """Of the experiments `names`, those whose artifact location lies inside a copy DVC
+    deletes (made before the store put artifacts beside mlflow.db): (id, name, location)
+    each. A sqlite store that does not exist yet has none."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from pipeline.errors import TrackingError
+
+    uri = uri or tracking_uri()
+    path = _sqlite_path(uri)
+    if path is not None and not path.exists():
+        return []
+    try:
+        experiments = MlflowClient(uri).search_experiments()
+    except MlflowException as exc:
+        raise TrackingError(f"{uri}: cannot list its experiments: {exc.message[:300]}") from None
+    return [(e.experiment_id, e.name, e.artifact_location) for e in experiments
+            if e.name in set(names) and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
 
 
 def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:

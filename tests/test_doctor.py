@@ -17,7 +17,7 @@ from helpers import free_ports, run_pipeline, subprocess_env, write_params
 
 pytestmark = pytest.mark.slow
 
-NAMES = ["git", "dvc", "dvc-remote", "folder", "disk", "tracking", "gpus", "versions", "shm", "strategy"]
+NAMES = ["git", "dvc", "dvc-remote", "folder", "disk", "tracking", "artifacts", "gpus", "versions", "shm", "strategy"]
 
 
 @pytest.fixture
@@ -125,6 +125,28 @@ def test_tracking_server_that_answers_and_one_that_does_not(clone, mlflow_server
     assert checks["tracking"]["status"] == "fail"
     assert checks["tracking"]["detail"].startswith(f"MLflow tracking server http://127.0.0.1:{closed} does not answer")
     assert checks["tracking"]["fix"].startswith("start it, or set MLFLOW_TRACKING_URI")
+
+
+def test_an_experiment_whose_artifacts_dvc_deleted_is_reported_with_a_repair_that_works(clone):
+    """Stores made before artifacts went beside mlflow.db: an experiment created from a
+    `dvc exp run --queue` copy keeps pointing into it after DVC deleted it."""
+    from mlflow import MlflowClient
+
+    store = f"sqlite:///{clone / 'mlflow.db'}"
+    lost = clone / ".dvc" / "tmp" / "exps" / "run" / "a1b2c3" / "mlruns" / "1"
+    experiment_id = MlflowClient(store).create_experiment("reuters", artifact_location=lost.as_uri())
+    code, checks, _ = doctor(clone)
+    assert code == 0  # a warning: training works, the old runs lack their files
+    check = checks["artifacts"]
+    assert check["status"] == "warn"
+    assert f"reuters (id {experiment_id}): {lost.as_uri()}" in check["detail"]
+    command = check["fix"].split(" (")[0]
+    assert command == f"mlflow experiments rename --experiment-id {experiment_id} --new-name reuters-lost-artifacts"
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    subprocess.run([str(mlflow_cli), *command.split()[1:]], cwd=clone, check=True, capture_output=True,
+                   env=subprocess_env(MLFLOW_TRACKING_URI=store), timeout=120)
+    code, checks, _ = doctor(clone)
+    assert checks["artifacts"]["status"] == "pass", checks["artifacts"]
 
 
 @pytest.mark.distributed

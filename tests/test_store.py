@@ -49,6 +49,8 @@ def check_runs(db: Path, run_ids: list[str]) -> None:
     experiment = client.get_experiment_by_name("reuters")
     # beside the store, not in the working directory of whichever training came first
     assert experiment.artifact_location == (db.parent / "mlruns" / "reuters").as_uri()
+    # MLflow's own "Default" experiment too (its default: relative to the working directory)
+    assert client.get_experiment("0").artifact_location == (db.parent / "mlruns" / "0").as_uri()
     runs = client.search_runs([experiment.experiment_id])
     assert sorted(r.info.run_id for r in runs) == sorted(run_ids)
     for run in runs:

@@ -215,6 +215,9 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     return f"{base} answers; its backend store too"
 
 
+MAX_TAG = 5000  # characters of a tag value shown (MLflow's limit is 8,000)
+
+
 def _git(args: list[str], cwd: Path) -> Optional[str]:
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
@@ -223,19 +226,41 @@ def _git(args: list[str], cwd: Path) -> Optional[str]:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+# What DVC and the stages write during a repro, and params.yaml (whose values are the run's
+# params): none of it makes a run's code differ from its commit.
+NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore", ":(exclude)reports", ":(exclude)params.yaml")
+
+
+def git_state(root: Optional[Path] = None) -> tuple[Optional[str], list[str]]:
+    """HEAD's commit (None outside git) and the tracked files whose content differs from it,
+    params.yaml and what a repro writes apart."""
+    root = Path(root or Path.cwd())
+    commit = _git(["rev-parse", "HEAD"], root)
+    if not commit:
+        return None, []
+    changed = _git(["diff", "--name-only", "HEAD", "--", ".", *NOT_CODE], root) or ""
+    return commit, changed.splitlines()
+
+
+def _commit_suffix(root: Optional[Path] = None) -> str:
+    """`-<short commit>`, and `-dirty` when code differs from it, for a run's name."""
+    commit, changed = git_state(root)
+    return f"-{commit[:7]}{'-dirty' if changed else ''}" if commit else ""
+
+
 def lineage_tags(inputs: Iterable[Path | str], root: Optional[Path] = None) -> dict[str, str]:
-    """Git commit and dirty flag, dvc.lock hashes of `inputs`, DVC experiment, host, versions."""
+    """Git commit, whether code differs from it (and which files), dvc.lock hashes of
+    `inputs`, DVC experiment, host, versions."""
     root = Path(root or Path.cwd())
     tags: dict[str, str] = {"host": socket.gethostname(), "python.version": platform.python_version()}
-    commit = _git(["rev-parse", "HEAD"], root)
+    commit, changed = git_state(root)
     if commit:
-        # Dirty: tracked code or params differ from the commit. What DVC and the stages write
-        # during a repro (dvc.lock, .gitignore files, reports/) does not count.
-        dirty = bool(_git(["status", "--porcelain", "--untracked-files=no", "--", ".",
-                           ":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore",
-                           ":(exclude)reports"], root))
-        tags.update({"git.commit": commit, "git.dirty": str(dirty).lower(),
+        # Dirty: tracked code differs from the commit. A `dvc exp run -S` edits params.yaml,
+        # which the params show; a repro writes dvc.lock, reports/ and .gitignore files.
+        tags.update({"git.commit": commit, "git.dirty": str(bool(changed)).lower(),
                      "mlflow.source.git.commit": commit})
+        if changed:
+            tags["git.changed_files"] = ", ".join(changed)[:MAX_TAG]
     tags.update(_dvc_hashes(inputs, root))
     for env, tag in (("DVC_EXP_NAME", "dvc.exp_name"), ("DVC_EXP_BASELINE_REV", "dvc.exp_baseline_rev"),
                      ("DVC_STAGE", "dvc.stage"), ("NVIDIA_TENSORFLOW_VERSION", "container.nvidia_tensorflow"),
@@ -343,8 +368,9 @@ class TrainingRun:
     @classmethod
     def open(cls, dataset: str, name: str, *, chief: bool = True, run_id: Optional[str] = None) -> "TrainingRun":
         """Start the training run of `dataset` (its experiment is named after it) with system
-        metrics, or reopen `run_id` (a resumed training). Under `dvc exp run` the run is named
-        after the DVC experiment; `name` stays in the tag `pipeline.run_name`."""
+        metrics, or reopen `run_id` (a resumed training). The run is named after the DVC
+        experiment under `dvc exp run`, else `name` and the short commit (`-dirty` when code
+        differs from it); `name` stays in the tag `pipeline.run_name`."""
         if not chief:
             return cls(None)
         check_tracking()
@@ -362,7 +388,8 @@ class TrainingRun:
         # its start and stop notices are INFO lines on every run, and when the store stops
         # answering it warns on every sample: the training's own logging says it once
         logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
-        active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or name, log_system_metrics=True)
+        active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or f"{name}{_commit_suffix()}",
+                                  log_system_metrics=True)
         mlflow.set_tag("pipeline.run_name", name)
         return cls(active)
 
@@ -375,25 +402,47 @@ class TrainingRun:
         return cls(mlflow.start_run(run_id=run_id))
 
     @classmethod
-    def for_evaluation(cls, dataset: str, model_ids: dict, model_dir: Path) -> "TrainingRun":
-        """The run that receives a model's evaluation: its training run when this store has it;
-        else (a clone whose models came from a DVC remote with `dvc pull`, and whose store never
-        saw the training) a new run in the dataset's experiment that says where the model came
-        from: the training's run id, the model's DVC hash and git commit."""
-        if run_exists(model_ids["run_id"]):
-            return cls.reopen(model_ids["run_id"])
+    def for_evaluation(cls, params, model_ids: dict, model_dir: Path) -> "TrainingRun":
+        """The run that receives a model's evaluation.
+
+        The training run, when this store has it and nothing has evaluated it yet: the train
+        and evaluate stages of one `dvc repro` or `dvc exp run` make one row. Otherwise a new
+        run in the dataset's experiment, so that no experiment changes another's row:
+        - the model was evaluated before (an experiment that changed only evaluate's params
+          or code, or whose training DVC restored from its run cache): the new run holds the
+          training run's params with this evaluation's, its device counts, metrics with their
+          per-epoch history, and names the model (`pipeline.model_uri`) instead of logging it
+          again;
+        - the store never saw the training (a clone whose models came from a DVC remote with
+          `dvc pull`): the new run says where the model came from.
+        """
         import mlflow
 
         from pipeline import log
 
-        use_experiment(dataset)
-        name = f"{os.environ.get('DVC_EXP_NAME') or dataset}-evaluation"
+        run_id = model_ids["run_id"]
+        training = find_run(run_id)
+        # evaluated: it has test metrics (pipeline.evaluation names them all test_*)
+        if training is not None and not any(key.startswith("test_") for key in training.data.metrics):
+            return cls.reopen(run_id)
+        use_experiment(params.dataset)
+        name = os.environ.get("DVC_EXP_NAME") or f"{params.dataset}-evaluation{_commit_suffix()}"
         active = mlflow.start_run(run_name=name)
-        mlflow.set_tags({**lineage_tags([model_dir]), **framework_tags(), "pipeline.stage": "evaluate",
-                         "pipeline.dataset": dataset, "pipeline.model_run_id": model_ids["run_id"]})
-        log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
-                        "evaluation is logged to a new run, %s, tagged with where the model came from",
-                        model_ids["run_id"], model_dir, tracking_uri(), active.info.run_id)
+        tags = {**lineage_tags([model_dir]), **framework_tags(), "pipeline.stage": "evaluate",
+                "pipeline.dataset": params.dataset, "pipeline.model_run_id": run_id}
+        if training is None:
+            mlflow.log_params(params.flat())
+            mlflow.set_tags(tags)
+            log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
+                            "evaluation is logged to a new run, %s, tagged with where the model came from",
+                            run_id, model_dir, tracking_uri(), active.info.run_id)
+            return cls(active)
+        copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
+        mlflow.set_tags({**copied, **tags, "pipeline.model_uri": f"runs:/{run_id}/model"})
+        mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
+        _copy_metrics(run_id, active.info.run_id, training.data.metrics)
+        log.log.info("%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
+                     model_dir, run_id, active.info.run_id)
         return cls(active)
 
     def __enter__(self) -> "TrainingRun":
@@ -527,20 +576,37 @@ def log_scaling(results: list[dict]) -> None:
             client.log_metric(result["mlflow_run_id"], "bench.scaling_efficiency", result["scaling_efficiency"])
 
 
-def run_exists(run_id: str) -> bool:
-    """Whether the tracking store has the run `run_id` (reachable: check_tracking first)."""
+def find_run(run_id: str):
+    """The tracking store's run `run_id`, or None if it has none (reachable: check_tracking
+    first)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     from pipeline.errors import TrackingError
 
     try:
-        MlflowClient(use_store()).get_run(run_id)
-        return True
+        return MlflowClient(use_store()).get_run(run_id)
     except MlflowException as exc:
         if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
-            return False
+            return None
         raise TrackingError(f"{tracking_uri()}: cannot look up run {run_id}: {exc.message}") from None
+
+
+# What an evaluation's own run takes over from the training run it reused, besides params and
+# metrics: which weights, and what the training was.
+COPIED_TAGS = ("weights.sha256", "pipeline.run_name")
+
+
+def _copy_metrics(source: str, dest: str, latest: dict) -> None:
+    """The training's metrics of run `source`, each with its whole history: not its system
+    metrics, nor the test metrics of its own evaluation."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri())
+    history = [m for key in latest if not key.startswith(("system/", "test_"))
+               for m in client.get_metric_history(source, key)]
+    for start in range(0, len(history), 1000):  # MLflow's limit per batch
+        client.log_batch(dest, metrics=history[start:start + 1000])
 
 
 def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path] = None) -> None:

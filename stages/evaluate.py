@@ -1,4 +1,5 @@
-"""evaluate: test metrics, per-class report and confusion matrix; logged into the training run."""
+"""evaluate: test metrics, per-class report and confusion matrix; logged into the training run
+(or a run of its own when that run was evaluated before)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from stages._common import dataset_argument, params_option, path_option
 @params_option
 def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_png, params_path):
     """Test metrics and confusion matrix; log into the training run."""
-    cfg = load_params(params_path, dataset).evaluate
+    params = load_params(params_path, dataset)
+    cfg = params.evaluate
     from pipeline import evaluation, log, tracking, training
 
     tracking.check_tracking()  # every input checked before any output is written
@@ -27,7 +29,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")
-    with tracking.TrainingRun.for_evaluation(dataset, model_run, model_dir) as run:
+    with tracking.TrainingRun.for_evaluation(params, model_run, model_dir) as run:
         run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
     log.result(f"{dataset}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                           for k, v in ev.metrics.items()))

@@ -183,7 +183,8 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
 
 def test_mlflow_run_is_named_and_has_curves_system_metrics_and_inputs(repo):
     (run,) = runs_of(repo["server"], "reuters")
-    assert run.info.run_name == "reuters-fit-2rep-float32"
+    trained_at = sh("git", "rev-parse", "--short=7", "HEAD~1", cwd=repo["path"], env=repo["env"]).stdout.strip()
+    assert run.info.run_name == f"reuters-fit-2rep-float32-{trained_at}"  # no experiment: name and commit
     assert run.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
     c = client(repo["server"])
     assert [a.path for a in c.list_artifacts(run.info.run_id, "plots")] == ["plots/learning_curves.png"]
@@ -216,7 +217,8 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
     assert run.data.tags["dvc.exp_name"] == "short"
     assert run.data.params["train.reuters.epochs"] == "1"
     assert run.data.params["train.reuters.lr_decay_epochs"] == "[1]"
-    assert run.data.tags["git.dirty"] == "true"  # params.yaml differs from the commit
+    # params.yaml differs from the commit, as -S made it; the params say so, and code is as committed
+    assert run.data.tags["git.dirty"] == "false" and "git.changed_files" not in run.data.tags
     assert "test_accuracy" in run.data.metrics
     table = dvc("exp", "show", "--csv", cwd=path, env=env).stdout
     rows = list(csv.DictReader(io.StringIO(table)))
@@ -260,8 +262,10 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     sh("git", "checkout", "HEAD", "--", "params.yaml", cwd=repo["path"], env=repo["env"])
     dvc("exp", "run", "-n", "one-device", "-S", "train.reuters.devices.logical_devices=1",
         cwd=repo["path"], env=repo["env"])
-    by_name = {r.info.run_name: r for r in runs_of(url, "reuters")}
-    two, one = by_name["reuters-fit-2rep-float32"], by_name["one-device"]
+    runs = runs_of(url, "reuters")
+    (two,) = [r for r in runs if r.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
+              and r.data.tags["pipeline.stage"] == "train" and "dvc.exp_name" not in r.data.tags]
+    (one,) = [r for r in runs if r.info.run_name == "one-device"]
     assert one.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
     runs = json.dumps([two.info.run_id, one.info.run_id]).replace(" ", "")
     experiments = json.dumps([two.info.experiment_id]).replace(" ", "")
@@ -295,7 +299,7 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         on_screen = metric.evaluate(ROW_ON_SCREEN_JS)
         page.screenshot(path=str(tmp_path / "compare.png"))
         browser.close()
-    assert names == ["reuters-fit-2rep-float32", "one-device"]
+    assert names == [two.info.run_name, "one-device"]
     assert [r.split() for r in replicas] == [["distribute.replicas", "2", "1"]]
     # the params table (the tags table below it differs too): the replicas, and with them the
     # strategy (one device trains without distribution) and its all-reduce
@@ -324,6 +328,43 @@ def test_temp_experiment_logs_to_the_main_checkouts_store(repo):
     temp = [r for r in runs if r.data.tags.get("dvc.exp_name") == "in-temp"]
     assert len(temp) == 1 and temp[0].data.params["train.reuters.seed"] == "7"
     assert not list((path / ".dvc" / "tmp").rglob("mlflow.db"))
+
+
+def test_an_evaluate_only_experiment_is_a_run_of_its_own_and_leaves_the_earlier_run_as_it_was(repo):
+    """An experiment that changes only evaluate reuses the baseline's training, whose MLflow
+    run was evaluated already: that run stays as it was, and the experiment is a complete row
+    of its own (the training's params and metrics, its own evaluation)."""
+    path, env, url = repo["path"], repo["env"], repo["server"]
+    c = client(url)
+    # the workspace's model (an earlier test's experiment, or the baseline's): trained and evaluated
+    first = c.get_run(json.loads((path / "models" / "reuters" / "run.json").read_text())["run_id"])
+    assert "test_accuracy" in first.data.metrics
+
+    def per_class_rows(run_id):
+        (path.parent / run_id).mkdir(exist_ok=True)
+        folder = c.download_artifacts(run_id, "evaluation/per_class.json", str(path.parent / run_id))
+        return json.loads(Path(folder).read_text())["data"]
+
+    rows = per_class_rows(first.info.run_id)
+    result = dvc("exp", "run", "--temp", "-n", "top3", "-S", "evaluate.reuters.top_k=3", cwd=path, env=env)
+    assert "Running stage 'evaluate@reuters'" in result.stdout and "Running stage 'train@" not in result.stdout
+    after = c.get_run(first.info.run_id)
+    assert after.data.metrics == first.data.metrics and after.data.params == first.data.params
+    assert per_class_rows(first.info.run_id) == rows  # each class once, as first logged
+    (second,) = [r for r in runs_of(url, "reuters") if r.data.tags.get("dvc.exp_name") == "top3"]
+    assert second.info.run_id != first.info.run_id and second.info.status == "FINISHED"
+    tags = second.data.tags
+    assert tags["pipeline.model_run_id"] == first.info.run_id
+    assert tags["pipeline.model_uri"] == f"runs:/{first.info.run_id}/model"
+    assert tags["weights.sha256"] == first.data.tags["weights.sha256"]
+    assert second.data.params.pop("evaluate.reuters.top_k") == "3"
+    assert first.data.params.pop("evaluate.reuters.top_k") == "5"
+    assert second.data.params == first.data.params  # train params, devices and samples alike
+    assert "test_top3_accuracy" in second.data.metrics and "test_top5_accuracy" not in second.data.metrics
+    for key in ("train_seconds", "train_samples_per_second", "val_accuracy", "loss"):
+        assert second.data.metrics[key] == first.data.metrics[key], key
+    assert [(m.step, m.value) for m in c.get_metric_history(second.info.run_id, "val_accuracy")] == \
+        [(m.step, m.value) for m in c.get_metric_history(first.info.run_id, "val_accuracy")]
 
 
 def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, tmp_path):

@@ -41,7 +41,13 @@ def test_lineage_tags(tmp_path, monkeypatch):
     assert tags["dvc.exp_name"] == "bold-cat"
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"stages": {
         "preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}))
-    (tmp_path / "params.yaml").write_text("a: 2\n")
+    (tmp_path / "params.yaml").write_text("a: 2\n")  # as `dvc exp run -S` does: params, not code
     tags = tracking.lineage_tags(["data/prepared/x"], root=tmp_path)
-    assert tags["git.dirty"] == "true"
+    assert tags["git.dirty"] == "false" and "git.changed_files" not in tags
     assert tags["dvc.data.data/prepared/x"] == "abc.dir"
+    assert tracking._commit_suffix(tmp_path) == "-" + tags["git.commit"][:7]
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py", cwd=tmp_path)  # staged but not committed: code that differs
+    tags = tracking.lineage_tags([], root=tmp_path)
+    assert tags["git.dirty"] == "true" and tags["git.changed_files"] == "code.py"
+    assert tracking._commit_suffix(tmp_path).endswith("-dirty")

@@ -122,8 +122,8 @@ class EpochRecorder(keras.callbacks.Callback):
             "val_accuracy": float(logs.get("val_accuracy", np.nan)),
             "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
             "epoch_seconds": end - self._start,
-            "train_seconds": train_seconds,
-            "samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
+            "epoch_train_seconds": train_seconds,
+            "epoch_samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
         })
         if self.backup is not None:
             write_json(self.backup, self.rows)

@@ -506,7 +506,7 @@ class TrainingRun:
 
         mlflow.log_param("train.global_batch_size", result.global_batch_size)
         mlflow.log_metrics({"train_seconds": result.train_seconds,
-                            "train_samples_per_second": result.samples_per_second,
+                            "samples_per_second": result.samples_per_second,
                             "peak_rss_mb": round(result.peak_rss_mb)})
         mlflow.set_tag("weights.sha256", weights_sha256)
         mlflow.log_artifact(str(history))

@@ -27,7 +27,7 @@ MODEL_FILE, RUN_FILE = "model.keras", "run.json"
 
 HISTORY_COLUMNS = (
     "epoch", "loss", "accuracy", "val_loss", "val_accuracy",
-    "learning_rate", "epoch_seconds", "train_seconds", "samples_per_second",
+    "learning_rate", "epoch_seconds", "epoch_train_seconds", "epoch_samples_per_second",
 )
 
 
@@ -155,7 +155,7 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
         loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                  lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None)
     rows = callbacks[0].rows
-    train_seconds = float(sum(r["train_seconds"] for r in rows))
+    train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
     return TrainResult(
         model=model,
         history=rows,

@@ -77,7 +77,7 @@ def main() -> None:
                 _, rows = train(work, opts.dataset, opts.data, {
                     "loop": loop, "epochs": opts.epochs, "devices.logical_devices": replicas}, env)
                 summary = json.loads((work / "summary.json").read_text())
-                steady = [float(r["samples_per_second"]) for r in rows[1:]]  # none with --epochs 1
+                steady = [float(r["epoch_samples_per_second"]) for r in rows[1:]]  # none with --epochs 1
                 steady_text = f"{sum(steady) / len(steady):.0f}" if steady else "n/a"
                 print(f"{loop:<8}{replicas:>9}{summary['samples_per_second']:>17.0f}"
                       f"{steady_text:>20}{float(rows[-1]['val_accuracy']):>9.4f}")

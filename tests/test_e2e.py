@@ -159,9 +159,17 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
         (repo["path"] / "data/raw/reuters/reuters.npz").read_bytes()).hexdigest()
     history = client(repo["server"]).get_metric_history(run.info.run_id, "val_accuracy")
     assert [m.step for m in history] == [1, 2]
-    for metric in ("loss", "accuracy", "val_loss", "samples_per_second", "epoch_seconds",
+    for metric in ("loss", "accuracy", "val_loss", "epoch_samples_per_second", "epoch_seconds",
                    "test_accuracy", "test_loss", "test_top5_accuracy", "test_macro_recall"):
         assert metric in run.data.metrics, metric
+    # every name that DVC's metrics files and the run both show has one value: the whole run's
+    for report in ("train.json", "metrics.json"):
+        figures = json.loads((repo["path"] / "reports" / "reuters" / report).read_text())
+        shared = [k for k, v in figures.items() if k in run.data.metrics]
+        assert len(shared) >= (3 if report == "train.json" else 5), (report, shared)
+        for key in shared:
+            assert run.data.metrics[key] == pytest.approx(figures[key], rel=1e-6), key
+            assert len(client(repo["server"]).get_metric_history(run.info.run_id, key)) == 1, key
     head = sh("git", "rev-parse", "HEAD~1", cwd=repo["path"], env=repo["env"]).stdout.strip()
     assert tags["git.commit"] == head and tags["git.dirty"] == "false"
     lock = yaml.safe_load((repo["path"] / "dvc.lock").read_text())
@@ -361,7 +369,7 @@ def test_an_evaluate_only_experiment_is_a_run_of_its_own_and_leaves_the_earlier_
     assert first.data.params.pop("evaluate.reuters.top_k") == "5"
     assert second.data.params == first.data.params  # train params, devices and samples alike
     assert "test_top3_accuracy" in second.data.metrics and "test_top5_accuracy" not in second.data.metrics
-    for key in ("train_seconds", "train_samples_per_second", "val_accuracy", "loss"):
+    for key in ("train_seconds", "samples_per_second", "val_accuracy", "loss"):
         assert second.data.metrics[key] == first.data.metrics[key], key
     assert [(m.step, m.value) for m in c.get_metric_history(second.info.run_id, "val_accuracy")] == \
         [(m.step, m.value) for m in c.get_metric_history(first.info.run_id, "val_accuracy")]

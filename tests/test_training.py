@@ -45,7 +45,8 @@ def test_short_training_run_records_each_epoch(tmp_path):
     assert [r["epoch"] for r in result.history] == [1, 2, 3]
     assert [r["learning_rate"] for r in result.history] == pytest.approx([1e-3, 1e-3, 1e-4])
     assert result.history[-1]["loss"] < result.history[0]["loss"]
-    assert all(r["samples_per_second"] > 0 and r["epoch_seconds"] >= r["train_seconds"] for r in result.history)
+    assert all(r["epoch_samples_per_second"] > 0 and r["epoch_seconds"] >= r["epoch_train_seconds"]
+               for r in result.history)
     assert result.global_batch_size == 16
     logits = result.model.predict(splits["test"][0][:3], verbose=0)
     assert not np.allclose(logits.sum(axis=1), 1.0)

@@ -17,6 +17,7 @@ removes the folder. This module is the only one that names these files.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -71,7 +72,7 @@ class Backup:
         recorder = EpochRecorder(train_samples, self._file("history.json"))
         callbacks, initial_epoch = [recorder], 0
         if self.enabled and loop == "fit":
-            callbacks.append(keras.callbacks.BackupAndRestore(str(self.folder / "fit"), delete_checkpoint=False))
+            callbacks.append(AtomicBackupAndRestore(str(self.folder / "fit"), delete_checkpoint=False))
         elif self.enabled:
             saver = EpochCheckpoint(model, self.folder / "custom", self.strategy)
             initial_epoch = saver.restore()
@@ -83,6 +84,24 @@ class Backup:
         """The run finished: nothing is left to resume."""
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+    """Keras' BackupAndRestore, whose files are replaced whole: Keras writes the weights file
+    in place, so a kill during the write leaves a truncated file that the next run cannot
+    open. Here the weights and the epoch marker are written beside, then renamed over the
+    old ones (weights first: a kill between the two renames repeats one epoch, and loses
+    none)."""
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        weights = os.path.join(self.backup_dir, "incoming.weights.h5")
+        self.model.save_weights(filepath=weights, overwrite=True)
+        marker = self._training_metadata_path + ".incoming"
+        with open(marker, "w") as handle:
+            json.dump({"epoch": self._current_epoch, "batch": self._last_batch_seen}, handle)
+        os.replace(weights, self._weights_path)
+        os.replace(marker, self._training_metadata_path)
 
 
 class EpochRecorder(keras.callbacks.Callback):

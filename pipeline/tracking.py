@@ -40,7 +40,7 @@ def tracking_uri() -> str:
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def _sqlite_path(uri: str) -> Optional[Path]:
+def sqlite_path(uri: str) -> Optional[Path]:
     """The database file of a sqlite:// URI (None for any other store)."""
     if not uri.startswith("sqlite:"):
         return None
@@ -62,7 +62,7 @@ def use_store() -> str:
 
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is None or path in _READY:
         return uri
     with _store_lock(path):
@@ -121,7 +121,7 @@ def use_experiment(name: str) -> str:
     import mlflow
 
     uri = use_store()
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is None:
         return mlflow.set_experiment(name).experiment_id
     with _store_lock(path):  # two processes must not both create it
@@ -148,7 +148,7 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
     from pipeline.errors import TrackingError
 
     uri = uri or tracking_uri()
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is not None and not path.exists():
         return []
     try:
@@ -613,13 +613,21 @@ def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path
     """The prepared data a run read, as MLflow dataset inputs: named `<dataset>-<split>`,
     sourced at the DVC path, with the md5 dvc.lock records for it as digest (so MLflow
     does not hash the arrays again)."""
-    import mlflow
-    import mlflow.data
-
     root = Path(root or Path.cwd())
     rel = os.path.normpath(os.path.relpath(Path(data).resolve(), root.resolve()))
     digest = _dvc_hashes([data], root).get(f"dvc.data.{rel}", "")[:32] or None
     contexts = {"train": "training", "val": "validation", "test": "testing"}
+    # MLflow looks a dataset up, then inserts it: two runs logging the same data at once into
+    # one sqlite store both insert, and one fails (UNIQUE constraint): take turns.
+    path = sqlite_path(tracking_uri())
+    with _store_lock(path) if path is not None else contextlib.nullcontext():
+        _log_splits(dataset, splits, rel, digest, contexts)
+
+
+def _log_splits(dataset: str, splits: dict, rel: str, digest, contexts: dict) -> None:
+    import mlflow
+    import mlflow.data
+
     for split, (x, y) in splits.items():
         with warnings.catch_warnings():
             # a relative path matches two of MLflow's local source types; both read it alike

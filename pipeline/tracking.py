@@ -40,7 +40,7 @@ def tracking_uri() -> str:
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def _sqlite_path(uri: str) -> Optional[Path]:
+def sqlite_path(uri: str) -> Optional[Path]:
     """The database file of a sqlite:// URI (None for any other store)."""
     if not uri.startswith("sqlite:"):
         return None
@@ -62,7 +62,7 @@ def use_store() -> str:
 
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is None or path in _READY:
         return uri
     with _store_lock(path):
@@ -121,7 +121,7 @@ def use_experiment(name: str) -> str:
     import mlflow
 
     uri = use_store()
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is None:
         return mlflow.set_experiment(name).experiment_id
     with _store_lock(path):  # two processes must not both create it
@@ -148,7 +148,7 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
     from pipeline.errors import TrackingError
 
     uri = uri or tracking_uri()
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is not None and not path.exists():
         return []
     try:

@@ -1,4 +1,5 @@
-"""The `pipeline` command: the DVC stages' commands, plus `devices`, `doctor` and `ui`.
+"""The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`
+and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -194,6 +195,32 @@ def doctor(dataset, params_path, as_json):
             click.echo(checks.format_line(check))
     if any(c.status == "fail" for c in results):
         sys.exit(1)
+
+
+@cli.command("compare")
+@click.argument("runs", nargs=-1, required=True, metavar="RUN...")
+@click.option("--all", "show_all", is_flag=True, help="Show the params and tags that are equal too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV: section, key, one column per run.")
+def compare(runs, show_all, as_json, as_csv):
+    """MLflow runs side by side: what differs among them, and their metrics.
+
+    RUN is a run id, a run name or a DVC experiment name (`dvc exp show`), in the tracking
+    store MLFLOW_TRACKING_URI names (unset: mlflow.db in the repository root). Shown: the
+    params (stage params, device counts, strategy) and lineage tags (commit, data hashes,
+    versions, host) whose values differ among the runs, and every metric (a run's last value;
+    system metrics left out)."""
+    from pipeline import compare as comparing
+
+    if as_json and as_csv:
+        raise click.UsageError("give --json or --csv, not both")
+    result = comparing.compare(runs, show_all=show_all)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif as_csv:
+        click.echo(comparing.as_csv(result), nl=False)
+    else:
+        click.echo(comparing.as_text(result))
 
 
 @cli.command("ui")

@@ -15,7 +15,7 @@ def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
         "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
     )
     assert "EXIT 0 False False" in result.stdout
-    for name in ("download", "preprocess", "train", "evaluate", "bench", "devices", "doctor", "ui"):
+    for name in ("download", "preprocess", "train", "evaluate", "bench", "compare", "devices", "doctor", "ui"):
         assert f"  {name} " in result.stdout
 
 

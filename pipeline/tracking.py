@@ -155,8 +155,9 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
         experiments = MlflowClient(uri).search_experiments()
     except MlflowException as exc:
         raise TrackingError(f"{uri}: cannot list its experiments: {exc.message[:300]}") from None
+    wanted = set(names)
     return [(e.experiment_id, e.name, e.artifact_location) for e in experiments
-            if e.name in set(names) and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
+            if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
 
 
 def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
@@ -175,7 +176,7 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     uri = uri or tracking_uri()
     scheme = urllib.parse.urlsplit(uri).scheme
     if scheme == "sqlite":
-        path = Path(uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri[len("sqlite://"):])
+        path = sqlite_path(uri)
         folder = path.parent
         if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
             raise TrackingError(f"{uri}: {folder} is not writable; run where you can write, or set "

@@ -1,5 +1,5 @@
-"""The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`
-and `ui`.
+"""The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`,
+`params` and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -110,6 +110,43 @@ def devices(dataset, params_path, as_json):
     click.echo(f"strategy: {report['strategy']}, {report['replicas']} replica(s), "
                f"{report['workers']} worker(s), on {', '.join(report['devices'])}")
     click.echo(f"all-reduce: {report['cross_device_ops']}")
+
+
+@cli.command("params")
+@click.argument("dataset", type=click.Choice(DATASETS), required=False)
+@click.option("--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
+              show_default=True)
+@click.option("--markdown", is_flag=True, help="Print the table README.md shows (one column per dataset).")
+@click.option("--rewrite", is_flag=True,
+              help="Rewrite the params file in the form `dvc exp run -S` writes it (after a hand edit), "
+                   "so that an override changes one line.")
+def params(dataset, params_path, markdown, rewrite):
+    """Every param, its value and what it means.
+
+    Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
+    takes it, with its value and its meaning; the meanings are the config types' own
+    (pipeline/config.py), which also check the values."""
+    from pipeline import config
+
+    raw = config.read_yaml(params_path)
+    config.validate(raw, source=str(params_path))
+    if rewrite:
+        text = config.format_params(raw)
+        if params_path.read_text(encoding="utf-8") == text:
+            click.echo(f"{params_path}: already in the form `dvc exp run -S` writes")
+        else:
+            params_path.write_text(text, encoding="utf-8")
+            click.echo(f"{params_path}: rewritten in the form `dvc exp run -S` writes (comments other "
+                       f"than the header dropped: the meanings are in `pipeline params`)")
+        return
+    docs = config.describe(raw, [dataset] if dataset else DATASETS)
+    if markdown:
+        click.echo(config.format_markdown(docs), nl=False)
+    else:
+        import shutil
+
+        width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
+        click.echo(config.format_text(docs, width=width), nl=False)
 
 
 @cli.command("bench")
@@ -230,8 +267,10 @@ def ui(host, port):
     """MLflow's UI on this project's runs, on 127.0.0.1.
 
     The runs in mlflow.db in the repository root, or in the store MLFLOW_TRACKING_URI names
-    (a tracking server already serves its UI: its URL is printed). One worker, no job
-    runners, no access log; Ctrl+C stops it."""
+    (a tracking server already serves its UI: its URL is printed), with a link to each
+    experiment's runs table (MLflow 3.17 opens an experiment on its GenAI overview until the
+    browser's "Model training" switch is on). One worker, no job runners, no access log;
+    Ctrl+C stops it."""
     import signal
     import subprocess
 
@@ -242,6 +281,10 @@ def ui(host, port):
         click.echo(f"MLflow UI: {uri} (the tracking server's own)")
         return
     click.echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it")
+    # The experiments open on MLflow's GenAI overview unless the browser's "Model training"
+    # switch is on: these links open their runs table either way.
+    for name, url in tracking.runs_pages(f"http://{host}:{port}", DATASETS, uri):
+        click.echo(f"  {name} runs: {url}")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
            "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore"}
     args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,

@@ -24,10 +24,13 @@ DATASETS = ("reuters", "mnist")
 STAGES = ("download", "preprocess", "train", "evaluate")
 
 
-def _spec(expect: Optional[str] = None, check=None):
-    """Field metadata: what a value must be (for messages) and an optional range check. A
-    Literal field needs no `expect`: its message lists the type's own values."""
-    return field(metadata={"expect": expect, "check": check})
+def _spec(expect: Optional[str] = None, check=None, *, help: str):
+    """Field metadata: what the key means (`help`, shown by `pipeline params` and in the README's
+    table), what a value must be (for messages) and an optional range check. A Literal field
+    needs no `expect`: its message lists the type's own values. Every field has a help text:
+    params.yaml carries no comments (DVC's `-S` rewrite would drop most of them), so this is
+    where each key is documented."""
+    return field(metadata={"expect": expect, "check": check, "help": help})
 
 
 def choices(cls: type, name: str) -> tuple:
@@ -36,18 +39,18 @@ def choices(cls: type, name: str) -> tuple:
     return typing.get_args(tp)
 
 
-def _positive_int():
-    return _spec("a positive integer", lambda v: v > 0)
+def _positive_int(help: str):
+    return _spec("a positive integer", lambda v: v > 0, help=help)
 
 
-def _non_negative_int():
-    return _spec("a non-negative integer", lambda v: v >= 0)
+def _non_negative_int(help: str):
+    return _spec("a non-negative integer", lambda v: v >= 0, help=help)
 
 
-def _fraction(low_open: bool = False):
+def _fraction(help: str, low_open: bool = False):
     if low_open:
-        return _spec("a number in (0, 1)", lambda v: 0.0 < v < 1.0)
-    return _spec("a number in [0, 1)", lambda v: 0.0 <= v < 1.0)
+        return _spec("a number in (0, 1)", lambda v: 0.0 < v < 1.0, help=help)
+    return _spec("a number in [0, 1)", lambda v: 0.0 <= v < 1.0, help=help)
 
 
 def _is_sha256(v: str) -> bool:
@@ -63,19 +66,33 @@ def _is_url(v: str) -> bool:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    url: str = _spec("an http://, https:// or file:// URL", _is_url)
-    sha256: Optional[str] = _spec("a 64-digit hex sha256 or null", _is_sha256)
+    url: str = _spec("an http://, https:// or file:// URL", _is_url,
+                     help="Where the file is published; its base name names the downloaded file.")
+    sha256: Optional[str] = _spec(
+        "a 64-digit hex sha256 or null", _is_sha256,
+        help="The file's expected sha256, checked after the download; null: not checked (the "
+             "sha256 observed is recorded in the manifest).")
 
 
 @dataclass(frozen=True)
 class DownloadConfig:
-    files: tuple[RemoteFile, ...] = _spec("a non-empty list of files", lambda v: len(v) > 0)
-    # Base URL under which each file is looked up by its URL's base name; the environment
-    # variable PIPELINE_DATA_MIRROR overrides it. Empty: fetch from the URLs themselves.
-    mirror: str = _spec("a URL or an empty string", lambda v: v == "" or _is_url(v))
-    retries: int = _non_negative_int()
-    backoff_seconds: float = _spec("a non-negative number", lambda v: v >= 0)
-    timeout_seconds: float = _spec("a positive number", lambda v: v > 0)
+    files: tuple[RemoteFile, ...] = _spec(
+        "a non-empty list of files", lambda v: len(v) > 0,
+        help="The files to fetch, each a url and a sha256. Reuters: Keras' published files (the sha256 "
+             "values Keras checks). MNIST: an archive (zip or tar.gz) with train|training and test|testing "
+             "folders of digit subfolders of PNG or JPEG images, by default mnist_png.tar.gz.")
+    mirror: str = _spec(
+        "a URL or an empty string", lambda v: v == "" or _is_url(v),
+        help="A download mirror, for offline or firewalled hosts: a base URL (http, https or file) "
+             "under which each file is looked up by its URL's base name, e.g. -S "
+             "download.reuters.mirror=file:///srv/datasets. The environment variable "
+             "PIPELINE_DATA_MIRROR overrides it. Empty: fetch from the files' own URLs.")
+    retries: int = _non_negative_int(help="Further attempts after a failed download (a dropped connection "
+                                          "resumes where it stopped).")
+    backoff_seconds: float = _spec("a non-negative number", lambda v: v >= 0,
+                                   help="Wait before the first retry; doubled before each next one.")
+    timeout_seconds: float = _spec("a positive number", lambda v: v > 0,
+                                   help="Network timeout of one connection or read.")
 
 
 # --------------------------------------------------------------------------- preprocess
@@ -83,23 +100,33 @@ class DownloadConfig:
 
 @dataclass(frozen=True)
 class ReutersPreprocessConfig:
-    num_words: Optional[int] = _spec("a positive integer or null", lambda v: v > 0)
-    skip_top: int = _non_negative_int()
-    max_len: int = _positive_int()
-    padding: Literal["pre", "post"] = _spec()
-    truncating: Literal["pre", "post"] = _spec()
-    index_from: int = _spec("an integer >= 3 (0 pad, 1 start, 2 out-of-vocabulary)", lambda v: v >= 3)
-    test_split: float = _fraction(low_open=True)
-    split_seed: int = _non_negative_int()
-    validation_split: float = _fraction()
-    validation_seed: int = _non_negative_int()
+    num_words: Optional[int] = _spec("a positive integer or null", lambda v: v > 0,
+                                     help="Vocabulary cap: rarer words become the out-of-vocabulary mark; "
+                                          "null keeps every word.")
+    skip_top: int = _non_negative_int(help="The most frequent words to mark out-of-vocabulary.")
+    max_len: int = _positive_int(help="Sequence length: shorter texts are padded, longer ones truncated "
+                                      "(never dropped).")
+    padding: Literal["pre", "post"] = _spec(help="The side padding is added on.")
+    truncating: Literal["pre", "post"] = _spec(help="The side long texts are cut on.")
+    index_from: int = _spec("an integer >= 3 (0 pad, 1 start, 2 out-of-vocabulary)", lambda v: v >= 3,
+                            help="Keras' shift of the word indices: 0 is padding, 1 the start mark, "
+                                 "2 out-of-vocabulary.")
+    test_split: float = _fraction(help="The share held out for testing; Keras' 0.2 gives 8,982 train "
+                                       "and 2,246 test texts.", low_open=True)
+    split_seed: int = _non_negative_int(help="Shuffle seed of the train/test split; Keras' 113 makes the "
+                                             "figures comparable with published ones.")
+    validation_split: float = _fraction(help="The share of the training part held out for validation; 0: "
+                                             "none (then early stopping cannot monitor a val_* metric).")
+    validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
 
 
 @dataclass(frozen=True)
 class MnistPreprocessConfig:
-    image_size: int = _positive_int()
-    validation_split: float = _fraction()
-    validation_seed: int = _non_negative_int()
+    image_size: int = _positive_int(help="The side of every image in pixels (square; else an error naming "
+                                         "the file). Colour images are converted to grayscale.")
+    validation_split: float = _fraction(help="The share of the training part held out for validation; 0: "
+                                             "none (then early stopping cannot monitor a val_* metric).")
+    validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
 
 
 # --------------------------------------------------------------------------- train
@@ -107,68 +134,111 @@ class MnistPreprocessConfig:
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    # null: every GPU the host has; a list: only those indices.
     visible_gpus: Optional[tuple[int, ...]] = _spec(
-        "null or a list of GPU indices", lambda v: all(i >= 0 for i in v) and len(set(v)) == len(v)
-    )
-    memory_growth: bool = _spec("true or false")
-    memory_limit_mb: Optional[int] = _spec("a positive integer or null", lambda v: v > 0)
-    # Split the first GPU (or the CPU when there is no GPU) into this many logical devices.
-    logical_devices: Optional[int] = _spec("a positive integer or null", lambda v: v > 0)
-    # Replicas on exactly these logical devices (e.g. ["/gpu:0", "/gpu:1"]); null: all of them.
+        "null or a list of GPU indices", lambda v: all(i >= 0 for i in v) and len(set(v)) == len(v),
+        help="The GPUs training may use, by index, e.g. [0, 1]; null: every GPU the host has.")
+    memory_growth: bool = _spec("true or false", help="Allocate GPU memory as needed rather than all at once.")
+    memory_limit_mb: Optional[int] = _spec("a positive integer or null", lambda v: v > 0,
+                                           help="Memory limit per GPU (per logical device when the GPU is "
+                                                "split); null: no limit.")
+    logical_devices: Optional[int] = _spec(
+        "a positive integer or null", lambda v: v > 0,
+        help="Split the first GPU (needs memory_limit_mb) or, with no GPU, the CPU into this many logical "
+             "devices, so N-replica training runs on one card or in CI; null: no split.")
     device_list: Optional[tuple[str, ...]] = _spec(
-        "null or a list of device names such as /gpu:0", lambda v: len(v) > 0 and len(set(v)) == len(v)
-    )
-    # TensorFlow's thread pools: within one op, and across independent ops; 0 lets TF choose
-    # (the number of cores). Several trainings sharing a host divide its cores with these.
-    intra_op_threads: int = _spec("a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0)
-    inter_op_threads: int = _spec("a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0)
+        "null or a list of device names such as /gpu:0", lambda v: len(v) > 0 and len(set(v)) == len(v),
+        help="Replicas on exactly these logical devices, e.g. [\"/gpu:0\", \"/gpu:1\"] (the reference "
+             "tutorials' MirroredStrategy(devices=[...])); null: all of them.")
+    intra_op_threads: int = _spec(
+        "a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0,
+        help="TensorFlow's threads within one op; 0: TensorFlow's choice (the number of cores). "
+             "Several trainings sharing a host divide its cores with this and inter_op_threads.")
+    inter_op_threads: int = _spec("a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0,
+                                  help="TensorFlow's threads across independent ops; 0: TensorFlow's choice.")
+
+
+@dataclass(frozen=True)
+class EarlyStoppingConfig:
+    monitor: Literal["val_accuracy", "val_loss", "accuracy", "loss"] = _spec(
+        help="The column of the per-epoch history watched; val_* needs a validation split.")
+    mode: Literal["max", "min"] = _spec(help="Whether the monitored value improves upwards (max) or "
+                                              "downwards (min).")
+    patience: Optional[int] = _spec("a positive integer or null", lambda v: v > 0,
+                                    help="Epochs without an improvement of more than min_delta before "
+                                         "training stops; null: never stop early.")
+    min_delta: float = _spec("a non-negative number", lambda v: v >= 0,
+                             help="The smallest change of the monitored value that counts as an improvement.")
+    restore_best_weights: bool = _spec("true or false",
+                                       help="true: the model saved and evaluated is the best epoch's, not "
+                                            "the last one's.")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = _positive_int()
-    batch_size_per_replica: int = _positive_int()
-    # Keras' own names (keras.optimizers.get).
-    optimizer: Literal["adam", "nadam", "sgd", "rmsprop"] = _spec()
-    learning_rate: float = _spec("a positive number", lambda v: v > 0)
-    # The learning rate is multiplied by lr_decay_factor at each of these epochs (1-based).
+    epochs: int = _positive_int(help="Passes over the training set.")
+    batch_size_per_replica: int = _positive_int(help="Batch size per replica; the global batch is this "
+                                                     "times the replicas in sync.")
+    optimizer: Literal["adam", "nadam", "sgd", "rmsprop"] = _spec(
+        help="The optimizer, by Keras' own name (keras.optimizers.get).")
+    learning_rate: float = _spec("a positive number", lambda v: v > 0, help="The initial learning rate.")
     lr_decay_epochs: tuple[int, ...] = _spec(
-        "a list of positive epoch numbers", lambda v: all(e > 0 for e in v)
-    )
-    lr_decay_factor: float = _spec("a number in (0, 1]", lambda v: 0 < v <= 1)
-    shuffle_buffer: int = _spec("a non-negative integer (0: the whole training set)", lambda v: v >= 0)
-    seed: int = _non_negative_int()
-    strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec()
-    # fit: Keras model.fit under strategy.scope(); custom: a strategy.run training loop.
-    loop: Literal["fit", "custom"] = _spec()
-    # All-reduce implementation for MirroredStrategy; auto picks NCCL on real multi-GPU hosts.
-    cross_device_ops: Literal["auto", "nccl", "hierarchical_copy", "reduction_to_one_device"] = _spec()
-    num_packs: int = _positive_int()
-    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = _spec()
-    jit_compile: bool = _spec("true or false")
-    steps_per_execution: int = _positive_int()
-    # Seeds for Python, NumPy and TF plus op determinism: identical reruns, slower.
-    deterministic: bool = _spec("true or false")
-    # Under Slurm, worker i of a node listens on this port + i (PIPELINE_SLURM_PORT_BASE overrides).
-    slurm_port_base: int = _spec("a port number 1024-65535", lambda v: 1024 <= v <= 65535)
-    devices: DeviceConfig = _spec("a mapping")
+        "a list of positive epoch numbers", lambda v: all(e > 0 for e in v),
+        help="Step decay: after each of these many epochs the learning rate is multiplied by "
+             "lr_decay_factor ([30] with 40 epochs: 30 at the initial rate, 10 at rate x factor); "
+             "[]: a constant rate.")
+    lr_decay_factor: float = _spec("a number in (0, 1]", lambda v: 0 < v <= 1,
+                                   help="The factor of each step of lr_decay_epochs.")
+    shuffle_buffer: int = _spec("a non-negative integer (0: the whole training set)", lambda v: v >= 0,
+                                help="Shuffle buffer of the input pipeline (a new order every epoch); 0: "
+                                     "the whole training set.")
+    seed: int = _non_negative_int(help="Seed of weight initialisation and shuffling.")
+    strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec(
+        help="The tf.distribute strategy. auto: MultiWorkerMirroredStrategy in a cluster, "
+             "MirroredStrategy over several devices, no distribution on one device (a one-replica "
+             "MirroredStrategy trains 1.7-2.5x slower here); see README, Devices and strategies.")
+    loop: Literal["fit", "custom"] = _spec(
+        help="fit: Keras model.fit under strategy.scope(); custom: a strategy.run training loop "
+             "(needed for multi-worker training).")
+    cross_device_ops: Literal["auto", "nccl", "hierarchical_copy", "reduction_to_one_device"] = _spec(
+        help="The all-reduce of MirroredStrategy; auto: NCCL on two or more real GPUs, TensorFlow's "
+             "choice elsewhere.")
+    num_packs: int = _positive_int(help="Gradient packs of the nccl and hierarchical_copy all-reduce.")
+    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = _spec(
+        help="Keras' dtype policy; the logits stay float32. Mixed precision pays on GPUs with tensor "
+             "cores and CPUs with AMX, not on other CPUs.")
+    jit_compile: bool = _spec("true or false", help="Compile the step with XLA; slower than plain "
+                                                    "TensorFlow on these models on a CPU.")
+    steps_per_execution: int = _positive_int(help="Steps run per call into TensorFlow (fit loop only).")
+    early_stopping: EarlyStoppingConfig = _spec("a mapping", help="Stop training when the monitored metric "
+                                                                  "stops improving.")
+    deterministic: bool = _spec("true or false",
+                                help="true: seeds for Python, NumPy and TensorFlow and op determinism, for "
+                                     "identical reruns (slower).")
+    slurm_port_base: int = _spec("a port number 1024-65535", lambda v: 1024 <= v <= 65535,
+                                 help="Under Slurm, worker i of a node listens on this port + i (the "
+                                      "environment variable PIPELINE_SLURM_PORT_BASE overrides it).")
+    devices: DeviceConfig = _spec("a mapping", help="Which devices training uses, and how.")
 
 
 @dataclass(frozen=True)
 class ReutersTrainConfig(TrainConfig):
-    model: Literal["reuters_conv1d"] = _spec()
-    embedding_dim: int = _positive_int()
+    model: Literal["reuters_conv1d"] = _spec(
+        help="The network: an Embedding, two Conv1D+MaxPool blocks and a Dense of 46 classes.")
+    embedding_dim: int = _positive_int(help="Width of the word embedding.")
 
 
 @dataclass(frozen=True)
 class MnistTrainConfig(TrainConfig):
-    model: Literal["mobilenet_v2"] = _spec()
-    # MobileNetV2 needs at least 32x32 inputs; images are resized in the tf.data pipeline.
-    img_size: int = _spec("an integer >= 32", lambda v: v >= 32)
-    dense_units: int = _positive_int()
-    # Moving-average momentum of the backbone's BatchNormalization layers.
-    batchnorm_momentum: float = _fraction(low_open=True)
+    model: Literal["mobilenet_v2"] = _spec(
+        help="The network: MobileNetV2 without top or pretrained weights, global average pooling, "
+             "Dense dense_units and a Dense of 10 classes.")
+    img_size: int = _spec("an integer >= 32", lambda v: v >= 32,
+                          help="Side the images are resized to in the input pipeline (MobileNetV2 needs "
+                               "at least 32); the reference tutorials train at 112.")
+    dense_units: int = _positive_int(help="Units of the Dense layer on the pooled features.")
+    batchnorm_momentum: float = _fraction(
+        help="Moving-average momentum of the backbone's BatchNormalization layers (Keras' 0.999 "
+             "leaves inference at chance after a few epochs).", low_open=True)
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -176,9 +246,9 @@ class MnistTrainConfig(TrainConfig):
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    batch_size: int = _positive_int()
-    # Also report top-k accuracy for this k (null: accuracy only).
-    top_k: Optional[int] = _spec("an integer >= 2 or null", lambda v: v >= 2)
+    batch_size: int = _positive_int(help="Batch size of the evaluation.")
+    top_k: Optional[int] = _spec("an integer >= 2 or null", lambda v: v >= 2,
+                                 help="Also report top-k accuracy for this k; null: accuracy only.")
 
 
 SCHEMA: dict[str, dict[str, type]] = {
@@ -316,7 +386,167 @@ def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
     (for tools that run the stages on a modified copy of the params)."""
     raw = apply_overrides(read_yaml(Path(path)), overrides, source=str(path))
     validate(raw, source=str(path))
-    Path(path).write_text(yaml.safe_dump(raw, sort_keys=False))
+    Path(path).write_text(format_params(raw), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the file's form
+
+PARAMS_HEADER = """\
+# Every tunable value of the pipeline, and the only place defaults live; dvc.yaml lists the keys
+# each stage reads. What each key means: `pipeline params` (or README.md, Params and experiments).
+# Override one for an experiment with `dvc exp run -S train.reuters.epochs=20`. This file is kept
+# in the form that command writes, so an override changes one line: an empty value is null, and
+# comments other than this header would be lost. After a hand edit: `pipeline params --rewrite`.
+"""
+
+
+def format_params(raw: dict) -> str:
+    """The text of a params file holding `raw`, in the form `dvc exp run -S` writes it.
+
+    DVC rewrites the whole file on every `-S` (dvc.utils.hydra.apply_overrides: a ruamel.yaml
+    round trip in which every value is assigned anew): flow lists become block lists, null an
+    empty value, "" becomes '', lines over 80 columns are wrapped (a long URL goes on a line of
+    its own after `url: `), and comments inside or after a list are dropped. Written in that
+    form, the file is a fixed point of the rewrite, so an override changes the lines of its
+    own value only. This is DVC's writer (ruamel.yaml's round-trip dumper, block style) plus
+    the header comment and a blank line between stage sections, both of which DVC keeps."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    writer = YAML()
+    writer.default_flow_style = False
+    stream = io.StringIO()
+    writer.dump(raw, stream)
+    lines: list[str] = []
+    for line in stream.getvalue().splitlines():
+        if lines and line[:1] not in ("", " ", "-"):  # a stage section after the first
+            lines.append("")
+        lines.append(line)
+    return PARAMS_HEADER + "\n" + "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- key documentation
+
+DATASET_TITLES = {"reuters": "Reuters", "mnist": "MNIST"}
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """One key of a params file: its dotted path (as `-S` takes it), value and meaning."""
+
+    key: str
+    template: str          # the key with `<ds>` for the dataset and `[]` for list positions
+    value: Any
+    meaning: str           # empty for the second and later items of a list
+    has_value: bool = True  # False for a mapping (its keys follow)
+
+
+def meaning(cls: type, name: str) -> str:
+    """What field `name` of config class `cls` means, with the values it takes."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    expect = f.metadata.get("expect") or _one_of(_unwrap(typing.get_type_hints(cls)[name]))
+    text = f.metadata["help"]
+    return text if expect == "a mapping" else f"{text} Value: {expect}."
+
+
+def _unwrap(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (Union, types.UnionType) and type(None) in args:
+        (tp,) = [a for a in args if a is not type(None)]
+    return tp
+
+
+def describe(raw: dict, datasets: Sequence[str] = DATASETS) -> list[KeyDoc]:
+    """Every key of a validated params file, in the file's order, for the given datasets."""
+    docs: list[KeyDoc] = []
+    for stage, section in raw.items():
+        for ds, values in section.items():
+            if ds in datasets:
+                _describe(SCHEMA[stage][ds], values, f"{stage}.{ds}", f"{stage}.<ds>", docs, True)
+    return docs
+
+
+def _describe(cls: type, values: dict, prefix: str, template: str, docs: list, first: bool) -> None:
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        tp = _unwrap(hints[name])
+        key, tmpl = f"{prefix}.{name}", f"{template}.{name}"
+        text = meaning(cls, name) if first else ""
+        if dataclasses.is_dataclass(tp):
+            docs.append(KeyDoc(key, tmpl, None, text, has_value=False))
+            _describe(tp, value, key, tmpl, docs, first)
+        elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+            docs.append(KeyDoc(key, tmpl, f"{len(value)} file{'s' if len(value) != 1 else ''}", text))
+            for i, item in enumerate(value):
+                _describe(typing.get_args(tp)[0], item, f"{key}.{i}", f"{tmpl}[]", docs, first and i == 0)
+        else:
+            docs.append(KeyDoc(key, tmpl, value, text))
+
+
+def show_value(value: Any) -> str:
+    """A value as `-S` takes it: null, true, [1, 2], "" for the empty string."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value else '""'
+    if isinstance(value, list):
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
+    return str(value)
+
+
+def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
+    """`pipeline params`: each key and its value on a line, its meaning indented below."""
+    import textwrap
+
+    out: list[str] = []
+    section = None
+    for doc in docs:
+        if section is not None and doc.key.split(".")[:2] != section:
+            out.append("")
+        section = doc.key.split(".")[:2]
+        out.append(f"{doc.key}: {show_value(doc.value)}" if doc.has_value else f"{doc.key}:")
+        if doc.meaning:
+            out.extend(textwrap.wrap(doc.meaning, width=max(width, 40), initial_indent="    ",
+                                     subsequent_indent="    ", break_on_hyphens=False))
+    return "\n".join(out) + "\n"
+
+
+def format_markdown(docs: Sequence[KeyDoc]) -> str:
+    """The README's table: a row per key (with `<ds>` for the dataset), a column per dataset."""
+    rows: dict[str, dict] = {}
+    datasets: list[str] = []
+    for doc in docs:
+        ds = doc.key.split(".")[1]
+        if ds not in datasets:
+            datasets.append(ds)
+        row = rows.setdefault(doc.template, {"values": {}, "meanings": {}, "has_value": doc.has_value})
+        if doc.has_value:
+            row["values"].setdefault(ds, []).append(_markdown_value(doc.value))
+        if doc.meaning:
+            row["meanings"][ds] = doc.meaning
+    lines = ["| Key | " + " | ".join(DATASET_TITLES.get(d, d) for d in datasets) + " | Meaning |",
+             "|---|" + "---|" * len(datasets) + "---|"]
+    for template, row in rows.items():
+        cells = []
+        for ds in datasets:
+            values = row["values"].get(ds)
+            cells.append("<br>".join(values) if values else ("" if not row["has_value"] else "—"))
+        texts = list(dict.fromkeys(row["meanings"].values()))
+        text = texts[0] if len(texts) == 1 else " ".join(
+            f"{DATASET_TITLES.get(ds, ds)}: {t}" for ds, t in row["meanings"].items())
+        lines.append(f"| `{template}` | " + " | ".join(cells) + " | " + text.replace("|", "\\|") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_value(value: Any) -> str:
+    if isinstance(value, str) and _is_url(value):
+        return f"[{value.rstrip('/').rsplit('/', 1)[-1]}]({value})"
+    if isinstance(value, str) and _is_sha256(value):
+        return f"`{value[:12]}…`"
+    return f"`{show_value(value)}`"
 
 
 def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]:
@@ -333,6 +563,12 @@ def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]
         built[stage] = {
             ds: _build(cls, section[ds], f"{stage}.{ds}", source) for ds, cls in per_dataset.items()
         }
+    for ds in DATASETS:
+        monitor = built["train"][ds].early_stopping.monitor
+        if monitor.startswith("val_") and built["preprocess"][ds].validation_split == 0:
+            raise ConfigError(f"{source}: train.{ds}.early_stopping.monitor: {monitor} needs a validation "
+                              f"split, and preprocess.{ds}.validation_split is 0: monitor "
+                              f"{monitor[4:]} or set a split")
     return built
 
 

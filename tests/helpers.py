@@ -34,6 +34,8 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
     import yaml
 
+    from pipeline.config import format_params
+
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     for key, value in (overrides or {}).items():
         node = raw
@@ -43,7 +45,7 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
         assert last in node, key
         node[last] = value
     path = Path(folder) / "params.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    path.write_text(format_params(raw))  # the shipped file's form: `dvc exp run -S` changes one line
     return path
 
 

@@ -179,3 +179,11 @@ def test_a_bad_override_names_itself(item, message):
     with pytest.raises(ConfigError) as caught:
         load_params(ROOT / "params.yaml", "reuters", [item])
     assert str(caught.value).replace(f"{ROOT}/", "").startswith(message)
+
+
+def test_monitoring_a_validation_metric_without_a_validation_split_is_a_config_error(raw):
+    raw["preprocess"]["reuters"]["validation_split"] = 0
+    assert error_of(raw) == ("params.yaml: train.reuters.early_stopping.monitor: val_accuracy needs a validation "
+                             "split, and preprocess.reuters.validation_split is 0: monitor accuracy or set a split")
+    raw["train"]["reuters"]["early_stopping"]["monitor"] = "loss"
+    validate(raw)

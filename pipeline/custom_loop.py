@@ -91,7 +91,8 @@ the model's own, built there."""
         lr_for_epoch: Optional[Callable[[int], float]] = None,
         progress: Optional[bool] = None,
     ) -> None:
-        """Train epochs `initial_epoch`..`epochs - 1`, calling the Keras callbacks' epoch hooks."""
+        """Train epochs `initial_epoch`..`epochs - 1` (fewer when a callback sets the model's
+        `stop_training`), calling the Keras callbacks' train and epoch hooks."""
         from tqdm import tqdm
 
         if progress is None:
@@ -99,9 +100,14 @@ the model's own, built there."""
         dist_train = self.strategy.experimental_distribute_dataset(train_ds)
         dist_val = self.strategy.experimental_distribute_dataset(val_ds) if val_ds is not None else None
         steps = int(train_ds.cardinality()) if int(train_ds.cardinality()) > 0 else None
+        self.model.stop_training = False
         for callback in callbacks:
             callback.set_model(self.model)
+        for callback in callbacks:
+            callback.on_train_begin()
         for epoch in range(initial_epoch, epochs):
+            if self.model.stop_training:  # a callback stopped the run (early stopping)
+                break
             if lr_for_epoch is not None:
                 self.optimizer.learning_rate = lr_for_epoch(epoch)
             for callback in callbacks:
@@ -116,3 +122,5 @@ the model's own, built there."""
                 logs["val_loss"], logs["val_accuracy"] = self._run_epoch(dist_val, self.eval_step)
             for callback in callbacks:
                 callback.on_epoch_end(epoch, logs)
+        for callback in callbacks:
+            callback.on_train_end()

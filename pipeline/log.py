@@ -22,7 +22,7 @@ import click
 log = logging.getLogger("pipeline")
 
 # C++ logs (TF_CPP_MIN_LOG_LEVEL): 2 hides TensorFlow's INFO and WARNING lines once its
-# logging has started, such as tf.data's "did not fully read the dataset being cached".
+# logging has started.
 TF_CPP_QUIET, TF_CPP_VERBOSE = "2", "0"
 
 # What TensorFlow's C++ side writes to stderr before its log level applies (tensorflow#100442:
@@ -35,7 +35,6 @@ NATIVE_NOISE = re.compile("|".join((
     r"failed call to cuInit",                                # a host without an NVIDIA driver
     r"Unable to register cu\w+ factory",                     # CUDA plugins registered twice
     r"TF-TRT Warning: Could not find TensorRT",
-    r"did not fully read the dataset being cached",          # the cache of a partly read split
 )))
 _ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
@@ -131,6 +130,11 @@ def fail(message: str, code: int, trace: bool = False) -> int:
         log.debug("%s", traceback.format_exc().rstrip())
     log.error("%s", one_line(message))
     return code
+
+
+def shows_progress() -> bool:
+    """Whether per-epoch progress belongs on the terminal (not under -q)."""
+    return log.isEnabledFor(logging.INFO)
 
 
 def result(line: str) -> None:

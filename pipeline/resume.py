@@ -7,6 +7,7 @@ The train stage's `--backup-dir` holds, for a run that has not finished:
     <backup>/published.json       the last epoch handed to MLflow (EpochPublisher)
     <backup>/fit/                 Keras BackupAndRestore, for `loop: fit`
     <backup>/custom/              checkpoints of model and optimizer, for `loop: custom`
+    <backup>/best/                the best epoch's weights (pipeline.early_stopping)
     <backup>/<task>/...           the same for each other worker (`worker-1`, ...)
 
 A killed run restarts from its last finished epoch, continues the same MLflow run and logs
@@ -80,6 +81,11 @@ class Backup:
         callbacks.append(EpochPublisher(recorder, on_epoch, self.strategy, self._file("published.json")))
         return callbacks, initial_epoch
 
+    @property
+    def best_folder(self) -> Optional[Path]:
+        """Where `pipeline.early_stopping` keeps the best epoch's weights (None: in memory)."""
+        return self._file("best")
+
     def finish(self) -> None:
         """The run finished: nothing is left to resume."""
         if self.folder is not None:
@@ -115,12 +121,15 @@ class EpochRecorder(keras.callbacks.Callback):
         self.rows: list[dict] = json.loads(backup.read_text()) if backup is not None and backup.is_file() else []
         self._resumed = False
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def resume(self, epoch: int) -> None:
+        """Keep only the rows of the `epoch` epochs the restored weights have finished (a kill
+        between two backups repeats no finished epoch); once, in the first epoch of a process."""
         if not self._resumed:
-            # The first epoch of this process: keep only the rows of epochs the restored
-            # weights have finished (a kill between two backups repeats no finished epoch).
             self.rows = [r for r in self.rows if r["epoch"] <= epoch]
             self._resumed = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.resume(epoch)
         self._start = time.perf_counter()
         self._train_end = None
 
@@ -179,6 +188,11 @@ class EpochPublisher(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         backed_up = self.marker is not None
         self._publish(common_epoch(self.strategy, epoch + 1) if backed_up else epoch + 1)
+
+    def on_train_end(self, logs=None):
+        # Every worker has finished the same epochs: publish what is left (a run that resumed
+        # after it had stopped early trains no epoch, and publishes here).
+        self._publish(self.recorder.rows[-1]["epoch"] if self.recorder.rows else 0)
 
 
 class EpochCheckpoint(keras.callbacks.Callback):

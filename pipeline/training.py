@@ -1,6 +1,6 @@
 """Training under a tf.distribute strategy, with Keras `fit` or a custom `strategy.run` loop:
-seeds and precision, batch sizes that suit the replicas, the learning-rate schedule, and the
-figures of the run. What is backed up for a resume is `pipeline.resume`'s."""
+seeds and precision, batch sizes that suit the replicas, the learning-rate schedule, the best
+epoch, and the figures of the run. What is backed up for a resume is `pipeline.resume`'s."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from pipeline.data.inputs import image_size_for, make_dataset
 from pipeline import usage
+from pipeline.early_stopping import BestEpoch
 from pipeline.errors import DataError
 from pipeline.io import atomic_outputs, read_json, write_csv, write_json
 from pipeline.models import build_model, compile_model
@@ -132,12 +133,19 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
 
     `on_epoch(epoch, row)` hears of each finished epoch once. With an enabled `backup`, each
     finished epoch is backed up, and a run that was killed resumes from its last finished
-    epoch; the caller calls `backup.finish()` after a finished run.
+    epoch; the caller calls `backup.finish()` after a finished run. `cfg.early_stopping` may
+    end the run early and put the best epoch's weights back (`pipeline.early_stopping`).
+    `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
     """
     backup = backup or Backup(None, strategy)
     prepared = prepare(cfg, splits=splits, stats=stats, strategy=strategy)
     model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
     callbacks, initial_epoch = backup.callbacks(model, cfg.loop, prepared.train_samples, on_epoch)
+    best = BestEpoch(cfg.early_stopping, callbacks[0], epochs=cfg.epochs, folder=backup.best_folder,
+                     initial_epoch=initial_epoch if cfg.loop == "custom" else None)
+    # the keeper before the epoch's backup, the stopper after it (and before the publisher)
+    callbacks.insert(1, best.keeper)
+    callbacks.insert(len(callbacks) - 1, best.stopper)
 
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
@@ -153,7 +161,8 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
 
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
         loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
-                 lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None)
+                 lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None, progress=None if verbose else False)
+    best_epoch = best.restore(model)
     rows = callbacks[0].rows
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
     return TrainResult(
@@ -168,6 +177,8 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
             "final_accuracy": rows[-1]["accuracy"],
             "final_val_loss": rows[-1]["val_loss"],
             "final_val_accuracy": rows[-1]["val_accuracy"],
+            "best_epoch": best_epoch,
+            "epochs_trained": len(rows),
             "params_count": int(model.count_params()),
         },
     )

@@ -44,7 +44,7 @@ def command(dataset, data, model_dir, history, summary, curves, backup_dir, para
             fingerprint, lambda run_id: tracking.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)) as run:
         run.log_setup(params, setup.figures(), data, splits)
         result = training.train(cfg, splits=splits, stats=stats, strategy=setup.strategy, backup=backup,
-                                on_epoch=run.log_epoch)
+                                on_epoch=run.log_epoch, verbose=2 if log.shows_progress() else 0)
         digest = training.weights_digest(result.model)
         if facts["workers"] > 1:  # the same final weights on every worker
             log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
@@ -55,6 +55,8 @@ def command(dataset, data, model_dir, history, summary, curves, backup_dir, para
             run.log_training(result, weights_sha256=digest, history=history, curves=curves, sample=sample)
     backup.finish()
     if setup.chief:
+        best = result.summary["best_epoch"]
+        val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
         log.result(f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
-                   f"{result.samples_per_second:.0f} samples/s, val accuracy "
-                   f"{result.summary['final_val_accuracy']:.4f}; MLflow run {run.run_id}")
+                   f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {result.summary['epochs_trained']} "
+                   f"(val accuracy {val_accuracy:.4f}); MLflow run {run.run_id}")

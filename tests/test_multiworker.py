@@ -34,6 +34,12 @@ TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", 
 
 
 def test_two_workers_train_one_model_and_log_one_run(prepared):
+    """With early stopping (on the training loss, mode max: the first epoch is the best, so
+    patience 2 stops both workers after 3 of 4 epochs, with the first epoch's weights)."""
+    write_params(prepared, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
+                            "train.reuters.epochs": 4, "train.reuters.batch_size_per_replica": 8,
+                            "train.reuters.early_stopping.monitor": "loss", "train.reuters.early_stopping.mode": "max",
+                            "train.reuters.early_stopping.patience": 2})
     ports = free_ports(2)
     db = prepared / "mlflow.db"
     procs = []
@@ -52,6 +58,8 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     summary = json.loads((prepared / "summary.json").read_text())
     assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
         2, 2, "MultiWorkerMirroredStrategy")
+    assert (summary["best_epoch"], summary["epochs_trained"]) == (1, 3)
+    assert len((prepared / "history.csv").read_text().splitlines()) == 1 + 3
 
     from mlflow import MlflowClient
 
@@ -62,7 +70,8 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     assert (params["distribute.workers"], params["distribute.replicas"]) == ("2", "2")
     assert params["distribute.strategy"] == "MultiWorkerMirroredStrategy"
     assert runs[0].data.tags["weights.sha256"] == digests[0].group(2)
-    assert [m.step for m in client.get_metric_history(runs[0].info.run_id, "loss")] == [1, 2]
+    assert [m.step for m in client.get_metric_history(runs[0].info.run_id, "loss")] == [1, 2, 3]
+    assert runs[0].data.metrics["best_epoch"] == 1
 
 
 def test_fit_under_a_cluster_is_a_config_error(prepared):
@@ -110,6 +119,8 @@ def test_slurm_batch_script_trains_two_workers(prepared, slurm):
     summary = json.loads((prepared / "reports" / "reuters" / "train.json").read_text())
     assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
         2, 2, "MultiWorkerMirroredStrategy")
+    assert (summary["best_epoch"], summary["epochs_trained"]) == (1, 3)
+    assert len((prepared / "history.csv").read_text().splitlines()) == 1 + 3
     assert (prepared / "models" / "reuters" / "model.keras").is_file()
     assert not (prepared / ".backup" / "train-reuters").exists()
 

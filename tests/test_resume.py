@@ -1,5 +1,6 @@
 """A training process killed (SIGKILL) mid-epoch resumes from its last finished epoch."""
 
+import csv
 import json
 import signal
 import subprocess
@@ -15,15 +16,20 @@ pytestmark = [pytest.mark.slow]
 
 TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
               "--summary", "summary.json", "--curves", "curves.png", "--backup-dir", "backup"]
-EPOCHS = 4
+EPOCHS, STOPPED = 4, 3
 
 
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
+    """With early stopping on the training loss the wrong way round (mode max: the first epoch
+    is the best), so that the run stops after 3 of 4 epochs and its model is the first epoch's,
+    whose weights the killed process kept in its backup."""
     (tmp_path / "raw").mkdir()
     make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=3000)
     write_params(tmp_path, {"train.reuters.loop": loop, "train.reuters.epochs": EPOCHS,
-                            "train.reuters.batch_size_per_replica": 8})
+                            "train.reuters.batch_size_per_replica": 8,
+                            "train.reuters.early_stopping.monitor": "loss", "train.reuters.early_stopping.mode": "max",
+                            "train.reuters.early_stopping.patience": 2})
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
     env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
 
@@ -41,7 +47,7 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished_before_kill = len(json.loads(backup.read_text()))
-    assert 1 <= finished_before_kill < EPOCHS
+    assert 1 <= finished_before_kill < STOPPED
     assert not (tmp_path / "model").exists()  # no half-written output
 
     resumed = subprocess.run([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=tmp_path, env=env,
@@ -49,10 +55,22 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     print(f"{loop}: killed {time.time() - started:.1f} s before the resumed run ended; "
           f"{finished_before_kill} epoch(s) kept")
-    rows = (tmp_path / "history.csv").read_text().splitlines()[1:]
-    assert [int(r.split(",")[0]) for r in rows] == list(range(1, EPOCHS + 1))
-    assert (tmp_path / "model" / "model.keras").is_file()
+    history = list(csv.DictReader((tmp_path / "history.csv").open()))
+    assert [int(r["epoch"]) for r in history] == list(range(1, STOPPED + 1))
     assert not (tmp_path / "backup").exists()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["best_epoch"], summary["epochs_trained"]) == (1, STOPPED)
+
+    import keras
+
+    from pipeline.data.arrays import load_prepared
+    from pipeline.models import loss
+
+    model = keras.models.load_model(tmp_path / "model" / "model.keras")
+    (x_val, y_val), = load_prepared(tmp_path / "prepared", ("val",))[0].values()
+    own_val_loss = float(keras.ops.convert_to_numpy(loss()(y_val, model(x_val, training=False))))
+    assert own_val_loss == pytest.approx(float(history[0]["val_loss"]), rel=1e-4)  # the first epoch's
+    assert own_val_loss != pytest.approx(float(history[-1]["val_loss"]), rel=1e-4)
 
     from mlflow import MlflowClient
 
@@ -60,8 +78,8 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
     assert run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
-    assert sorted(steps) == list(range(1, EPOCHS + 1))  # every epoch logged once: none repeated
-    assert "train_seconds" in run.data.metrics
+    assert sorted(steps) == list(range(1, STOPPED + 1))  # every epoch logged once: none repeated
+    assert (run.data.metrics["best_epoch"], run.data.metrics["epochs_trained"]) == (1, STOPPED)
 
 
 def test_custom_loop_draws_a_progress_bar_on_a_terminal(tmp_path):

@@ -4,6 +4,11 @@
         One custom-loop step on a fixed global batch from fixed initial weights; saves weights.
     python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json [JSON_OVERRIDES]
         A few epochs of `training.train` on small data; saves the per-epoch history.
+    python train_case.py early LOOP REPLICAS OUT.json RESTORE [BACKUP_DIR]
+        `training.train` with early stopping on the training loss in the wrong direction
+        (mode max: the first epoch is the best), patience 2; saves the history, the epochs
+        handed to MLflow's hook, and the returned model's own validation loss. With
+        BACKUP_DIR the backup is kept (no `finish`), as a run killed before it ended.
 """
 
 import dataclasses
@@ -89,9 +94,39 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
     }))
 
 
+def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = "") -> None:
+    import keras
+
+    from pipeline import training
+    from pipeline.config import EarlyStoppingConfig
+    from pipeline.models import loss
+    from pipeline.resume import Backup
+
+    strategy = setup(replicas)
+    x, y = small_data(n=96)
+    xv, yv = small_data(n=32, seed=2)
+    stats = {"input": "sequences", "max_len": 40, "vocab_size": 200, "num_classes": 46}
+    stopping = EarlyStoppingConfig(monitor="loss", mode="max", patience=2, min_delta=0.0,
+                                   restore_best_weights=restore == "true")
+    cfg = base_cfg(loop=loop, epochs=6, batch_size_per_replica=16 // replicas, shuffle_buffer=1, learning_rate=0.01,
+                   early_stopping=stopping)
+    published = []
+    result = training.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats, strategy=strategy,
+                            backup=Backup(backup_dir or None, strategy),
+                            on_epoch=lambda epoch, row: published.append(epoch), verbose=0)
+    logits = keras.ops.convert_to_numpy(result.model(xv, training=False))
+    own_val_loss = float(keras.ops.convert_to_numpy(loss()(yv, logits)))
+    Path(out).write_text(json.dumps({
+        "history": result.history, "published": published, "summary": result.summary,
+        "own_val_loss": own_val_loss,
+    }))
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "one_step":
         one_step(int(args[0]), args[1])
+    elif mode == "early":
+        early(args[0], int(args[1]), *args[2:])
     else:
         curve(args[0], int(args[1]), args[2] == "true", *args[3:])

@@ -113,25 +113,82 @@ def _store_lock(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# What the experiments hold, in MLflow's own experiment tag: model training, not a GenAI
+# app's traces. MLflow UIs up to about 3.3 take an experiment's kind from it (and open a
+# model-training experiment on its runs); 3.17's ignores it and goes by the browser's
+# "GenAI | Model training" switch (see RUNS_PAGE).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+# An experiment's runs table with the UI in its model-training mode, whatever the browser's
+# switch says: MLflow 3.17's UI reads the mode from the page's `workflowType` query first,
+# then from the browser's saved choice (GenAI until the user clicks "Model training").
+RUNS_PAGE = "{base}/#/experiments/{id}/runs?workflowType=machine_learning"
+
+
 def use_experiment(name: str) -> str:
     """`use_store()`, then make the experiment `name` the active one, creating it if needed;
     returns its id. In a sqlite store its artifacts go to `mlruns/` beside the database file,
     set when the experiment is created: MLflow's own default is relative to the working
-    directory, which under `dvc exp run --queue` or `--temp` is a copy DVC deletes."""
+    directory, which under `dvc exp run --queue` or `--temp` is a copy DVC deletes.
+
+    The experiment is tagged as model training (EXPERIMENT_KIND_TAG), when it is created or,
+    made by an earlier version of the pipeline, the first time it is used without the tag; a
+    value someone set on purpose (the UI lets users change it) is left as it is."""
     import mlflow
 
     uri = use_store()
     path = sqlite_path(uri)
     if path is None:
-        return mlflow.set_experiment(name).experiment_id
+        experiment = mlflow.set_experiment(name)
+        _tag_kind(experiment)
+        return experiment.experiment_id
     with _store_lock(path):  # two processes must not both create it
         found = mlflow.get_experiment_by_name(name)
         if found is None:
             location = f"{artifact_root(path)}/{name}"
-            experiment_id = mlflow.create_experiment(name, artifact_location=location)
+            experiment_id = mlflow.create_experiment(name, artifact_location=location,
+                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
         else:
+            _tag_kind(found)
             experiment_id = found.experiment_id
     return mlflow.set_experiment(experiment_id=experiment_id).experiment_id
+
+
+def _tag_kind(experiment) -> None:
+    """Tag `experiment` as model training unless it already has a kind."""
+    if EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
+        from mlflow import MlflowClient
+
+        MlflowClient(tracking_uri()).set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG,
+                                                         EXPERIMENT_KIND)
+
+
+def runs_pages(base: str, names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str]]:
+    """(name, URL of its runs table in the UI at `base`) of each of the experiments `names`
+    that the sqlite store holds; none when the store is not a sqlite file that exists and
+    opens (a tracking server is not asked: MLflow retries one that does not answer for
+    minutes)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    uri = uri or tracking_uri()
+    path = sqlite_path(uri)
+    if path is None or not path.is_file():
+        return []
+    try:
+        found = {e.name: e.experiment_id for e in MlflowClient(uri).search_experiments()}
+    except (MlflowException, OSError):  # an older schema, say: the server migrates it
+        return []
+    return [(name, RUNS_PAGE.format(base=base.rstrip("/"), id=found[name])) for name in names if name in found]
+
+
+def source_tags(stage: str, dataset: str) -> dict[str, str]:
+    """Where a run came from, as the runs table's Source column shows it: the DVC stage that
+    ran (`train@reuters`), or outside DVC the command (`pipeline train reuters`). MLflow's own
+    default is the script's file name, `__main__.py` for `python -m pipeline`."""
+    return {"mlflow.source.name": os.environ.get("DVC_STAGE") or f"pipeline {stage} {dataset}",
+            "mlflow.source.type": "LOCAL"}
 
 
 # Where `dvc exp run --queue` and `--temp` run a copy of the repository, deleted afterwards.
@@ -227,14 +284,15 @@ def _git(args: list[str], cwd: Path) -> Optional[str]:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-# What DVC and the stages write during a repro, and params.yaml (whose values are the run's
-# params): none of it makes a run's code differ from its commit.
-NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore", ":(exclude)reports", ":(exclude)params.yaml")
+# What a repro writes, params.yaml (the run's params show it) and the documentation: a change
+# to these does not make a run's code differ from its commit.
+NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore", ":(exclude)reports", ":(exclude)params.yaml",
+            ":(exclude,glob)**/*.md", ":(exclude)docs")
 
 
 def git_state(root: Optional[Path] = None) -> tuple[Optional[str], list[str]]:
     """HEAD's commit (None outside git) and the tracked files whose content differs from it,
-    params.yaml and what a repro writes apart."""
+    apart from NOT_CODE."""
     root = Path(root or Path.cwd())
     commit = _git(["rev-parse", "HEAD"], root)
     if not commit:
@@ -390,7 +448,7 @@ class TrainingRun:
         # answering it warns on every sample: the training's own logging says it once
         logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
         active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or f"{name}{_commit_suffix()}",
-                                  log_system_metrics=True)
+                                  log_system_metrics=True, tags=source_tags("train", dataset))
         mlflow.set_tag("pipeline.run_name", name)
         return cls(active)
 
@@ -428,7 +486,7 @@ class TrainingRun:
             return cls.reopen(run_id)
         use_experiment(params.dataset)
         name = os.environ.get("DVC_EXP_NAME") or f"{params.dataset}-evaluation{_commit_suffix()}"
-        active = mlflow.start_run(run_name=name)
+        active = mlflow.start_run(run_name=name, tags=source_tags("evaluate", params.dataset))
         tags = {**lineage_tags([model_dir]), **framework_tags(), "pipeline.stage": "evaluate",
                 "pipeline.dataset": params.dataset, "pipeline.model_run_id": run_id}
         if training is None:
@@ -508,7 +566,9 @@ class TrainingRun:
         mlflow.log_param("train.global_batch_size", result.global_batch_size)
         mlflow.log_metrics({"train_seconds": result.train_seconds,
                             "samples_per_second": result.samples_per_second,
-                            "peak_rss_mb": round(result.peak_rss_mb)})
+                            "peak_rss_mb": round(result.peak_rss_mb),
+                            "best_epoch": result.summary["best_epoch"],
+                            "epochs_trained": result.summary["epochs_trained"]})
         mlflow.set_tag("weights.sha256", weights_sha256)
         mlflow.log_artifact(str(history))
         mlflow.log_artifact(str(curves), artifact_path="plots")
@@ -548,7 +608,7 @@ def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
     import mlflow
 
     use_experiment(params.dataset)
-    with mlflow.start_run(run_name=name) as run:
+    with mlflow.start_run(run_name=name, tags=source_tags("bench", params.dataset)) as run:
         settings = {k: v for k, v in figures.items() if k not in BENCHMARK_METRICS and k != "devices"}
         mlflow.log_params({**params.flat(), **{f"bench.{k}": v for k, v in settings.items()}})
         mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if k in figures})

@@ -15,7 +15,8 @@ def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
         "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
     )
     assert "EXIT 0 False False" in result.stdout
-    for name in ("download", "preprocess", "train", "evaluate", "bench", "compare", "devices", "doctor", "ui"):
+    for name in ("download", "preprocess", "train", "evaluate", "bench", "compare", "devices", "doctor", "params",
+                 "ui"):
         assert f"  {name} " in result.stdout
 
 
@@ -170,3 +171,29 @@ def test_ui_with_a_tracking_server_prints_its_url(tmp_path):
     result = run_pipeline("ui", cwd=tmp_path, env=subprocess_env(MLFLOW_TRACKING_URI="http://127.0.0.1:5999"))
     assert result.returncode == 0
     assert result.stdout.strip() == "MLflow UI: http://127.0.0.1:5999 (the tracking server's own)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_quiet_training_prints_nothing(tmp_path, loop):
+    from fixtures import make_reuters_npz
+    from helpers import subprocess_env, write_params
+
+    (tmp_path / "raw").mkdir()
+    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=200)
+    write_params(tmp_path, {"train.reuters.loop": loop, "train.reuters.epochs": 2, "preprocess.reuters.max_len": 40})
+    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
+    env = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    result = run_pipeline("-q", "train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
+                          "--summary", "s.json", "--curves", "c.png", cwd=tmp_path, env=subprocess_env(**env))
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == ("", "")
+    # with -v TensorFlow's own warnings show: none about how the pipeline calls Keras or tf.data
+    for args in (["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
+                  "--summary", "s.json", "--curves", "c.png"],
+                 ["evaluate", "reuters", "--data", "prepared", "--model-dir", "model", "--metrics", "m.json",
+                  "--per-class", "p.csv", "--confusion", "c.csv", "--confusion-png", "c.png"]):
+        loud = run_pipeline("-v", *args, cwd=tmp_path, env=subprocess_env(**env))
+        assert loud.returncode == 0, loud.stderr
+        for noise in ("did not fully read the dataset being cached", "`shuffle=True` was passed"):
+            assert noise not in loud.stderr

@@ -42,6 +42,10 @@ def test_lineage_tags(tmp_path, monkeypatch):
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"stages": {
         "preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}))
     (tmp_path / "params.yaml").write_text("a: 2\n")  # as `dvc exp run -S` does: params, not code
+    (tmp_path / "docs").mkdir()
+    for doc in ("README.md", "docs/notes.md", "docs/figure.png"):  # documentation, not code
+        (tmp_path / doc).write_text("words\n")
+        git("add", doc, cwd=tmp_path)
     tags = tracking.lineage_tags(["data/prepared/x"], root=tmp_path)
     assert tags["git.dirty"] == "false" and "git.changed_files" not in tags
     assert tags["dvc.data.data/prepared/x"] == "abc.dir"
@@ -51,3 +55,55 @@ def test_lineage_tags(tmp_path, monkeypatch):
     tags = tracking.lineage_tags([], root=tmp_path)
     assert tags["git.dirty"] == "true" and tags["git.changed_files"] == "code.py"
     assert tracking._commit_suffix(tmp_path).endswith("-dirty")
+
+
+def use_sqlite(tmp_path, monkeypatch) -> str:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    return uri
+
+
+def test_experiments_are_tagged_as_model_training_and_a_users_kind_is_kept(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    client = MlflowClient(uri)
+    kind = tracking.EXPERIMENT_KIND_TAG
+    new = tracking.use_experiment("reuters")
+    assert client.get_experiment(new).tags[kind] == "custom_model_development"
+    # made before the tag (by an earlier pipeline): tagged when next used, and once
+    old = client.create_experiment("mnist")
+    assert kind not in client.get_experiment(old).tags
+    assert tracking.use_experiment("mnist") == old
+    assert client.get_experiment(old).tags[kind] == "custom_model_development"
+    client.set_experiment_tag(old, kind, "genai_development")  # a user's choice, in the UI
+    tracking.use_experiment("mnist")
+    assert client.get_experiment(old).tags[kind] == "genai_development"
+
+
+def test_a_runs_source_is_its_dvc_stage_or_the_command(tmp_path, monkeypatch):
+    import mlflow
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    assert tracking.source_tags("train", "reuters") == {"mlflow.source.name": "pipeline train reuters",
+                                                        "mlflow.source.type": "LOCAL"}
+    monkeypatch.setenv("DVC_STAGE", "train@reuters")
+    with tracking.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
+        pass
+    tags = MlflowClient(uri).get_run(run.run_id).data.tags
+    assert tags["mlflow.source.name"] == "train@reuters"  # not MLflow's `__main__.py`
+    assert tags["mlflow.source.type"] == "LOCAL"
+    assert mlflow.active_run() is None
+
+
+def test_runs_pages_link_each_experiment_to_its_runs_table(tmp_path, monkeypatch):
+    uri = use_sqlite(tmp_path, monkeypatch)
+    assert tracking.runs_pages("http://127.0.0.1:5000", ["reuters"], uri) == []  # no store yet
+    assert not (tmp_path / "mlflow.db").exists()
+    experiment = tracking.use_experiment("reuters")
+    assert tracking.runs_pages("http://127.0.0.1:5000/", ["reuters", "mnist"], uri) == [
+        ("reuters", f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?workflowType=machine_learning")]
+    assert tracking.runs_pages("http://127.0.0.1:5000", ["reuters"], "http://127.0.0.1:5999") == []

@@ -1,4 +1,4 @@
-"""tf.data input pipelines: cache, then shuffle (a new order every epoch), batch, prefetch.
+"""tf.data input pipelines: shuffle (a new order every epoch), batch, prefetch.
 
 Images stay uint8 at native size until here: scaling, resizing and the grey-to-RGB expansion
 run per batch inside the pipeline, on the accelerator's side of the prefetch.
@@ -24,10 +24,11 @@ def make_dataset(
     drop_remainder: bool = False,
 ) -> tf.data.Dataset:
     """A batched dataset of (features, labels); `batch_size` is the global batch."""
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).cache()
+    # No cache(): the arrays are in memory already, and a cached dataset that Keras reads only
+    # in part (fit takes one batch to build the model) makes tf.data warn on every run.
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
     if shuffle:
         buffer = shuffle_buffer or len(y)
-        # Shuffle after cache, so each epoch sees a new order (the other way round freezes it).
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if image_size is not None:

@@ -1,0 +1,131 @@
+"""A sweep as a user runs one on a fresh clone: `dvc exp run --queue` with DVC's grid syntax,
+then `--run-all -j 2`, as the repository's first trainings, into MLflow's default store."""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import reuters_files_of, subprocess_env, write_params
+from test_e2e import copy_project, dvc, sh
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, dataset_files):
+    from fixtures import FileServer
+
+    repo = tmp_path_factory.mktemp("sweep") / "project"
+    copy_project(repo)
+    write_params(repo, {
+        "download.reuters.files": reuters_files_of(dataset_files),
+        "train.reuters.epochs": 2,
+        "train.reuters.batch_size_per_replica": 16,
+    })
+    env = subprocess_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                         GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.org",
+                         GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.org")
+    env.pop("PYTHONPATH")  # the stages run from the copied project, as a user's would
+    env.pop("MLFLOW_TRACKING_URI", None)  # MLflow's default store: mlflow.db in the repository
+    sh("git", "init", "-q", "-b", "main", cwd=repo, env=env)
+    sh("git", "add", "-A", cwd=repo, env=env)
+    sh("git", "commit", "-qm", "project", cwd=repo, env=env)
+    with FileServer(dataset_files) as server:
+        env["PIPELINE_DATA_MIRROR"] = server.url
+        dvc("repro", "preprocess@reuters", cwd=repo, env=env)  # data only: no training yet
+    sh("git", "add", "-A", cwd=repo, env=env)
+    sh("git", "commit", "-qm", "prepared data", cwd=repo, env=env)
+    assert not (repo / "mlflow.db").exists()
+    dvc("exp", "run", "--queue", "evaluate@reuters", "-S", "train.reuters.learning_rate=0.001,0.002",
+        "-S", "train.reuters.embedding_dim=7,16", cwd=repo, env=env)
+    started = time.time()
+    result = dvc("exp", "run", "--run-all", "-j", "2", cwd=repo, env=env)
+    print(f"4 experiments, -j 2: {time.time() - started:.1f} s")
+    return {"path": repo, "env": env, "result": result}
+
+
+def test_every_experiment_of_the_queue_is_a_complete_run(swept):
+    from mlflow import MlflowClient
+
+    path = swept["path"]
+    shown = json.loads(dvc("exp", "show", "--json", cwd=path, env=swept["env"]).stdout)
+    experiments = {exp["name"]: exp for baseline in shown for exp in (baseline.get("experiments") or [])}
+    assert len(experiments) == 4, swept["result"].stdout[-3000:]
+    c = MlflowClient(f"sqlite:///{path / 'mlflow.db'}")
+    experiment = c.get_experiment_by_name("reuters")
+    assert Path(experiment.artifact_location.removeprefix("file://")).parent == path / "mlruns"
+    runs = c.search_runs([experiment.experiment_id])
+    assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == sorted(experiments)
+    grid = sorted((r.data.params["train.reuters.learning_rate"], r.data.params["train.reuters.embedding_dim"])
+                  for r in runs)
+    assert grid == [("0.001", "16"), ("0.001", "7"), ("0.002", "16"), ("0.002", "7")]
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        assert run.info.run_name == run.data.tags["dvc.exp_name"]
+        assert run.data.tags["mlflow.source.name"] == "train@reuters"  # the runs table's Source
+        assert {"test_accuracy", "best_epoch", "train_seconds"} <= set(run.data.metrics)
+        assert run.data.params["distribute.replicas"] == "1"
+
+
+def test_artifacts_open_after_dvc_removed_its_copies(swept):
+    import csv
+
+    import keras
+    from mlflow import MlflowClient
+    from mlflow.artifacts import download_artifacts
+
+    import mlflow
+
+    path = swept["path"]
+    assert not [p for p in (path / ".dvc" / "tmp" / "exps").glob("tmp*") if p.is_dir()]  # the copies are gone
+    # (the model's lookup by run goes through the current tracking URI, not the argument)
+    mlflow.set_tracking_uri(f"sqlite:///{path / 'mlflow.db'}")
+    c = MlflowClient(f"sqlite:///{path / 'mlflow.db'}")
+    runs = c.search_runs([c.get_experiment_by_name("reuters").experiment_id])
+    for run in runs:
+        out = path.parent / run.info.run_id
+        out.mkdir()
+        history = download_artifacts(run_id=run.info.run_id, artifact_path="history.csv", dst_path=str(out),
+                                     tracking_uri=f"sqlite:///{path / 'mlflow.db'}")
+        assert [row["epoch"] for row in csv.DictReader(open(history))] == ["1", "2"]
+        confusion = download_artifacts(run_id=run.info.run_id, artifact_path="evaluation", dst_path=str(out),
+                                       tracking_uri=f"sqlite:///{path / 'mlflow.db'}")
+        assert (Path(confusion) / "confusion.png").stat().st_size > 0
+    (path.parent / "m").mkdir()
+    model = download_artifacts(artifact_uri=f"runs:/{runs[0].info.run_id}/model", dst_path=str(path.parent / "m"))
+    assert (Path(model) / "MLmodel").is_file()
+    loaded = keras.models.load_model(next(Path(model).rglob("*.keras")))
+    assert loaded.output.shape[-1] == 46
+
+
+def test_the_readmes_comparisons_of_a_sweep(swept):
+    """README, Experiments: dvc exp show with only what changed, best first; pipeline compare of
+    the best and the worst by DVC experiment name; dvc exp branch of the best."""
+    import csv
+    import io
+
+    path, env = swept["path"], swept["env"]
+    shown = dvc("exp", "show", "--only-changed", "--sort-by", "reports/reuters/metrics.json:test_accuracy",
+                "--sort-order", "desc", "--csv", cwd=path, env=env).stdout
+    rows = [r for r in csv.DictReader(io.StringIO(shown)) if r["typ"] != "baseline"]
+    assert len(rows) == 4
+    accuracies = [float(r["test_accuracy"]) for r in rows]
+    assert accuracies == sorted(accuracies, reverse=True)
+    assert {"train.reuters.learning_rate", "train.reuters.embedding_dim"} <= set(rows[0])
+    assert "train.reuters.batch_size_per_replica" not in rows[0]  # equal in every experiment
+    best, worst = rows[0]["Experiment"], rows[-1]["Experiment"]
+
+    compared = sh(sys.executable, "-m", "pipeline", "compare", best, worst, cwd=path, env=env).stdout
+    assert "test_accuracy" in compared and best in compared and worst in compared
+    r = rows[0]
+    for key in ("train.reuters.learning_rate", "train.reuters.embedding_dim"):
+        assert (key in compared) == (r[key] != rows[-1][key]), key
+    assert "train.reuters.batch_size_per_replica" not in compared
+
+    dvc("exp", "branch", best, "best-sweep", cwd=path, env=env)
+    diff = sh("git", "diff", "main", "best-sweep", "--", "params.yaml", cwd=path, env=env).stdout
+    assert sum(1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")) <= 2

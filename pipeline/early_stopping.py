@@ -109,7 +109,9 @@ class BestEpoch:
             model.set_weights(weights)
         if stopped or best != last:
             value = next(r[self.cfg.monitor] for r in rows if r["epoch"] == best) if best else math.nan
-            log.info("%s after epoch %d of %d; best %s %.4f at epoch %d%s",
+            # -v only: the stage's result line gives the best epoch and the epochs trained, and a
+            # failing stage's stderr is its one error line
+            log.debug("%s after epoch %d of %d; best %s %.4f at epoch %d%s",
                      "stopped early" if stopped else "trained", last, self.epochs, self.cfg.monitor, value, best,
                      ", whose weights the model now has" if self.cfg.restore_best_weights and 0 < best < last
                      else "")

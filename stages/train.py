@@ -55,8 +55,9 @@ def command(dataset, data, model_dir, history, summary, curves, backup_dir, para
             run.log_training(result, weights_sha256=digest, history=history, curves=curves, sample=sample)
     backup.finish()
     if setup.chief:
-        best = result.summary["best_epoch"]
+        best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
+        stopped = f"; stopped early, {cfg.epochs} at most" if trained < cfg.epochs else ""
         val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
         log.result(f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
-                   f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {result.summary['epochs_trained']} "
-                   f"(val accuracy {val_accuracy:.4f}); MLflow run {run.run_id}")
+                   f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
+                   f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run.run_id}")

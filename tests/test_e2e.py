@@ -248,6 +248,13 @@ METRIC_ROW_JS = """name => {
     .sort((a, b) => parseFloat(a.style.left) - parseFloat(b.style.left))
     .map(d => d.innerText.trim());
 }"""
+# how far the values grid must scroll to put a metric's row at its top
+VALUES_SCROLL_JS = """name => {
+  const cell = name.parentElement;
+  const grids = [...document.querySelectorAll('[role=grid]')];
+  const values = grids[grids.indexOf(cell.closest('[role=grid]')) + 1];
+  return parseFloat(cell.style.top) - values.scrollTop;
+}"""
 # where a metric's name and its values are drawn (px from the top), and the values grid's top
 ROW_ON_SCREEN_JS = """name => {
   const cell = name.parentElement;
@@ -283,7 +290,8 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         page.goto(f"{url}/#/compare-runs?runs={urllib.parse.quote(runs)}"
                   f"&experiments={urllib.parse.quote(experiments)}", wait_until="load")
         page.get_by_text("Run details").first.wait_for(timeout=60_000)
-        page.get_by_text("test_accuracy").first.wait_for(timeout=60_000)
+        first = page.get_by_text("accuracy", exact=True).first  # the metrics grid's first row
+        first.wait_for(timeout=60_000)
         # what a user does: close the assistant panel and the charts, show the params that differ
         page.get_by_role("button", name="Close").click()
         page.get_by_text("Visualizations").first.click()
@@ -291,16 +299,22 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         names = [r for r in page.locator("tr").all_inner_texts() if r.startswith("Run Name")][0].split()[2:]
         replicas = [r for r in page.locator("tr").all_inner_texts() if r.startswith("distribute.replicas")]
         differing = [r.split()[0] for r in page.locator("tr").all_inner_texts() if "." in (r.split() or [""])[0]]
-        # the metrics are two virtualized grids, names and values, whose cells line up by
-        # their `top`: read test_accuracy's row from the values grid
-        metric = page.get_by_text("test_accuracy", exact=True).last
-        accuracy = metric.evaluate(METRIC_ROW_JS)
-        # the picture shows it too: scroll the values grid to it with the wheel, as a user
-        # would. MLflow 3.17's names column follows the values one wheel event late, so
-        # overshoot by a pixel and come back.
-        grid = page.locator("[role=grid]").filter(has=metric).last.bounding_box()
+        # the metrics are two virtualized grids, names and values, whose cells line up by their
+        # `top`, and only the rows near the view are drawn: scroll down with the wheel, as a user
+        # would, until test_accuracy is drawn, then read its row from the values grid
+        grid = page.locator("[role=grid]").filter(has=first).last.bounding_box()
         page.mouse.move(grid["x"] + grid["width"] + 100, grid["y"] + grid["height"] / 2)
-        page.mouse.wheel(0, metric.evaluate("n => parseFloat(n.parentElement.style.top)") + 1)
+        metric = page.get_by_text("test_accuracy", exact=True)
+        for _ in range(20):
+            if metric.count():
+                break
+            page.mouse.wheel(0, grid["height"] / 2)
+            page.wait_for_timeout(300)
+        metric = metric.last
+        accuracy = metric.evaluate(METRIC_ROW_JS)
+        # the picture shows it too: scroll it to the top of the view. MLflow 3.17's names column
+        # follows the values one wheel event late, so overshoot by a pixel and come back.
+        page.mouse.wheel(0, metric.evaluate(VALUES_SCROLL_JS) + 1)
         page.wait_for_timeout(300)
         page.mouse.wheel(0, -1)
         page.wait_for_timeout(300)

@@ -177,7 +177,7 @@ def test_the_tracking_server_stopped_mid_training_and_started_again(project, tmp
     (port,) = free_ports(1)
     server, url = start_mlflow_server(tmp_path, port)
     env = {**base_env, "MLFLOW_TRACKING_URI": url}
-    write_params(tmp_path, {"train.reuters.epochs": 8})
+    write_params(tmp_path, {"train.reuters.epochs": 8, "train.reuters.early_stopping.patience": None})  # every epoch
     out = tmp_path / "out"
     train, _ = train_until_two_epochs_logged(root, tmp_path, out, env)
     client = MlflowClient(url)
@@ -210,7 +210,7 @@ def test_a_tracking_server_gone_for_longer_than_mlflow_retries(project, tmp_path
     server, url = start_mlflow_server(tmp_path, port)
     env = {**base_env, "MLFLOW_TRACKING_URI": url, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
            "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
-    write_params(tmp_path, {"train.reuters.epochs": 6})
+    write_params(tmp_path, {"train.reuters.epochs": 6, "train.reuters.early_stopping.patience": None})
     out = tmp_path / "out"
     train, args = train_until_two_epochs_logged(root, tmp_path, out, env)
     client = MlflowClient(url)

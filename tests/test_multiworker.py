@@ -119,8 +119,8 @@ def test_slurm_batch_script_trains_two_workers(prepared, slurm):
     summary = json.loads((prepared / "reports" / "reuters" / "train.json").read_text())
     assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
         2, 2, "MultiWorkerMirroredStrategy")
-    assert (summary["best_epoch"], summary["epochs_trained"]) == (1, 3)
-    assert len((prepared / "history.csv").read_text().splitlines()) == 1 + 3
+    assert summary["epochs_trained"] == 2 and summary["best_epoch"] in (1, 2)
+    assert len((prepared / "reports" / "reuters" / "history.csv").read_text().splitlines()) == 1 + 2
     assert (prepared / "models" / "reuters" / "model.keras").is_file()
     assert not (prepared / ".backup" / "train-reuters").exists()
 

@@ -351,9 +351,12 @@ def _dvc_hashes(inputs: Iterable[Path | str], root: Path) -> dict[str, str]:
 
 
 def framework_tags() -> dict[str, str]:
-    """TensorFlow, Keras, CUDA and cuDNN versions (CUDA/cuDNN 'none' on a CPU build)."""
+    """TensorFlow, Keras, CUDA and cuDNN versions (CUDA/cuDNN 'none' on a CPU build), and the
+    Python environment's (`pipeline.environment.describe`: the lock's or the container's)."""
     import keras
     import tensorflow as tf
+
+    from pipeline import environment
 
     build = tf.sysconfig.get_build_info()
     return {
@@ -361,6 +364,7 @@ def framework_tags() -> dict[str, str]:
         "keras.version": keras.__version__,
         "cuda.version": str(build.get("cuda_version") or "none"),
         "cudnn.version": str(build.get("cudnn_version") or "none"),
+        **environment.describe(),
     }
 
 
@@ -375,12 +379,12 @@ def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: st
 
 
 def model_requirements() -> list[str]:
-    """The logged model's pip requirements, stated rather than inferred (inference reloads
-    the model in a subprocess, which costs more than the rest of the logging)."""
-    import keras
-    import tensorflow as tf
+    """The logged model's pip requirements: the exact installed version of every package the
+    pipeline needs (after `make setup`, requirements.lock's pins), stated rather than inferred
+    (inference reloads the model in a subprocess, which costs more than the rest of the logging)."""
+    from pipeline import environment
 
-    return [f"tensorflow=={tf.__version__}", f"keras=={keras.__version__}"]
+    return environment.installed_requirements()
 
 
 def device_params(figures: dict) -> dict:

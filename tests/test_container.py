@@ -339,6 +339,7 @@ def test_compose_runs_reach_the_server_with_the_image_tag(stack, repro):
         assert run_.data.tags["container.image"] == "pipeline:ctest"
         assert run_.data.tags["container.nvidia_tensorflow"] == "25.02-tf2-py3"
         assert run_.data.tags["tensorflow.version"] == "2.17.0"
+        assert run_.data.tags["python.environment"] == "container"  # not requirements.lock's
         assert "test_accuracy" in run_.data.metrics
         assert run_.data.params["distribute.replicas"] == ("2" if dataset == "reuters" else "1")
         assert run_.info.artifact_uri.startswith("mlflow-artifacts:")

@@ -27,7 +27,7 @@ CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore",
-                 ".dvcignore", ".gitignore", "pyproject.toml"]
+                 ".dvcignore", ".gitignore", "pyproject.toml", "requirements.lock"]
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +184,16 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     assert run_json["run_id"] == run.info.run_id
     models = client(repo["server"]).search_logged_models(experiment_ids=[run.info.experiment_id])
     assert [m.source_run_id for m in models] == [run.info.run_id]
+    # the environment: the lock's, which the model states package by package
+    import mlflow
+
+    from pipeline import environment
+
+    assert tags["python.environment"] == "requirements.lock"
+    mlflow.set_tracking_uri(repo["server"])
+    stated = Path(mlflow.pyfunc.get_model_dependencies(f"models:/{models[0].model_id}")).read_text().split()
+    assert set(environment.installed_requirements()) <= set(stated)
+    assert any(line.startswith("tensorflow==") for line in stated)
     (mnist_run,) = runs_of(repo["server"], "mnist")
     assert mnist_run.data.params["distribute.replicas"] == "1"
     assert "test_top5_accuracy" not in mnist_run.data.metrics

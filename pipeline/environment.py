@@ -1,0 +1,108 @@
+"""The Python environment a run ran in: the exact version of every package the pipeline needs,
+as installed, and how that compares with requirements.lock.
+
+`make setup` installs requirements.lock (exact versions, sha256 hashes); the container keeps
+NVIDIA's TensorFlow and installs the rest against it. A run records which of the two it ran
+in, and its logged model states the versions it was trained with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+from importlib import metadata
+from pathlib import Path
+from typing import Optional
+
+LOCK_FILE = "requirements.lock"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
+
+
+def installed_requirements(root: str = "pipeline") -> list[str]:
+    """`name==version` of every installed package that `root` needs, directly or through
+    another (extras followed, markers evaluated here), sorted by name; `root` itself left out."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found: dict[str, str] = {}
+    todo: list[tuple[str, tuple[str, ...]]] = [(root, ())]
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if name != root:
+            found[canonicalize_name(dist.metadata["Name"])] = dist.version
+        for text in dist.requires or []:
+            requirement = Requirement(text)
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({"extra": extra}) for extra in ("", *extras)):
+                todo.append((canonicalize_name(requirement.name), tuple(sorted(requirement.extras))))
+    return [f"{name}=={version}" for name, version in sorted(found.items())]
+
+
+def read_lock(path: Path) -> list[tuple[str, str, Optional[str], list[str]]]:
+    """requirements.lock's pins: (name, version, marker or None, sha256 hashes). A line that
+    is neither a pin, a hash nor a comment raises ValueError naming it."""
+    from packaging.utils import canonicalize_name
+
+    pins: list[tuple[str, str, Optional[str], list[str]]] = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("--hash=") and pins:
+            pins[-1][3].append(stripped.removeprefix("--hash=").rstrip(" \\"))
+            continue
+        match = _PIN.match(stripped)
+        if match is None:
+            raise ValueError(f"{path}:{number}: not a pin: {stripped}")
+        name, version, marker = match.groups()
+        pins.append((canonicalize_name(name), version, marker, []))
+    return pins
+
+
+def lock_pins(pins, env: Optional[dict] = None) -> dict[str, str]:
+    """The pins that install in `env` (a marker environment; default: this interpreter's),
+    name -> version; ValueError when two pins of one name apply."""
+    from packaging.markers import Marker
+
+    chosen: dict[str, str] = {}
+    for name, version, marker, _ in pins:
+        if marker is None or Marker(marker).evaluate(env):
+            if name in chosen:
+                raise ValueError(f"two pins of {name} apply")
+            chosen[name] = version
+    return chosen
+
+
+def describe(lock: Path = Path(LOCK_FILE)) -> dict[str, str]:
+    """Tags of the environment: `python.environment` (`container` when run in the project's
+    image, `requirements.lock` when every package installed is at the lock's version,
+    `requirements.lock, except ...` listing the others, `unlocked` without a lock file) and
+    `python.requirements_sha256` (equal for two runs in the same environment)."""
+    from packaging.utils import canonicalize_name
+
+    installed = installed_requirements()
+    tags = {"python.version": platform.python_version(),
+            "python.requirements_sha256": hashlib.sha256("\n".join(installed).encode()).hexdigest()}
+    if os.environ.get("PIPELINE_IMAGE"):
+        tags["python.environment"] = "container"
+        return tags
+    if not lock.is_file():
+        tags["python.environment"] = "unlocked"
+        return tags
+    wanted = lock_pins(read_lock(lock))
+    have = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    differ = sorted(f"{name}=={have.get(name, 'missing')} (lock {version})"
+                    for name, version in wanted.items() if have.get(name) != version)
+    tags["python.environment"] = LOCK_FILE if not differ else f"{LOCK_FILE}, except " + ", ".join(differ)[:400]
+    return tags
+

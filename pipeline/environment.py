@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import re
 from importlib import metadata
 from pathlib import Path
@@ -91,8 +90,7 @@ def describe(lock: Path = Path(LOCK_FILE)) -> dict[str, str]:
     from packaging.utils import canonicalize_name
 
     installed = installed_requirements()
-    tags = {"python.version": platform.python_version(),
-            "python.requirements_sha256": hashlib.sha256("\n".join(installed).encode()).hexdigest()}
+    tags = {"python.requirements_sha256": hashlib.sha256("\n".join(installed).encode()).hexdigest()}
     if os.environ.get("PIPELINE_IMAGE"):
         tags["python.environment"] = "container"
         return tags

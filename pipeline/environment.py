@@ -1,15 +1,18 @@
-"""The Python environment a run ran in: the exact version of every package the pipeline needs,
-as installed, and how that compares with requirements.lock.
+"""The environment a run ran in: the exact version of every package the pipeline needs, as
+installed, and how that compares with requirements.lock; and the machine (CPU, its vector
+instruction sets, GPUs), which decides the last digits of a result.
 
 `make setup` installs requirements.lock (exact versions, sha256 hashes); the container keeps
 NVIDIA's TensorFlow and installs the rest against it. A run records which of the two it ran
-in, and its logged model states the versions it was trained with.
+in, and its logged model states the versions it was trained with. The train stage writes the
+machine to reports/<dataset>/machine.json beside its figures.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 from importlib import metadata
 from pathlib import Path
@@ -104,3 +107,45 @@ def describe(lock: Path = Path(LOCK_FILE)) -> dict[str, str]:
     tags["python.environment"] = LOCK_FILE if not differ else f"{LOCK_FILE}, except " + ", ".join(differ)[:400]
     return tags
 
+
+# The vector instruction sets that change which kernels oneDNN (TensorFlow's CPU backend) runs,
+# and so the order in which sums are added: /proc/cpuinfo's flag (x86 "flags", Arm "Features")
+# -> the name a reader knows. Two hosts that differ here may differ in a result's last digits.
+INSTRUCTION_SETS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"),
+                    ("amx_bf16", "AMX-BF16"), ("asimd", "NEON"), ("sve", "SVE"))
+
+
+def cpu(cpuinfo: Path | str = "/proc/cpuinfo") -> tuple[str, list[str]]:
+    """(the CPU's model name, its INSTRUCTION_SETS present) from `cpuinfo` (Linux); where that
+    has no model name, platform.processor() (or the architecture), and no instruction sets
+    where it has no flags."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())  # the first processor's
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    model = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
+    return model, [name for flag, name in INSTRUCTION_SETS if flag in flags]
+
+
+def machine() -> dict:
+    """The machine a training ran on, for reports/<dataset>/machine.json: CPU model, logical
+    cores, vector instruction sets, GPU names (TensorFlow's physical devices), TensorFlow,
+    Keras and Python versions, and the date (UTC)."""
+    import datetime
+
+    import keras
+    import tensorflow as tf
+
+    model, instruction_sets = cpu()
+    gpus = [tf.config.experimental.get_device_details(gpu).get("device_name") or gpu.name
+            for gpu in tf.config.list_physical_devices("GPU")]
+    return {"cpu": model, "cpu_cores": os.cpu_count(), "instruction_sets": instruction_sets, "gpus": gpus,
+            "tensorflow_version": tf.__version__, "keras_version": keras.__version__,
+            "python_version": platform.python_version(),
+            "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat()}

@@ -195,13 +195,17 @@ def weights_digest(model: keras.Model) -> str:
 
 
 def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_dir: Path, history: Path,
-                  summary: Path, curves: Path, title: str) -> None:
+                  summary: Path, curves: Path, title: str, machine: Optional[Path] = None,
+                  machine_facts: Optional[dict] = None) -> None:
     """The train stage's files: the model with its MLflow run ids, the per-epoch history (for
-    dvc plots), the summary of figures (for dvc metrics) and the learning curves."""
+    dvc plots), the summary of figures (for dvc metrics) and the learning curves; and, with
+    `machine`, `machine_facts` (`pipeline.environment.machine()`: what the figures were
+    measured on). All of them or none."""
     from pipeline import plots
 
-    with atomic_outputs(model_dir, history, summary, curves, folders=[model_dir]) as (
-            model_tmp, history_tmp, summary_tmp, curves_tmp):
+    extra = (machine,) if machine is not None else ()
+    with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
+            model_tmp, history_tmp, summary_tmp, curves_tmp, *machine_tmp):
         result.model.save(model_tmp / MODEL_FILE)
         write_json(model_tmp / RUN_FILE, run_ids)
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
@@ -210,6 +214,8 @@ def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_di
                                  "peak_rss_mb": round(result.peak_rss_mb),
                                  "global_batch_size": result.global_batch_size, **result.summary, **figures})
         plots.learning_curves(result.history, curves_tmp, title)
+        if machine_tmp:
+            write_json(machine_tmp[0], machine_facts)
 
 
 def read_model_run(model_dir: Path) -> dict:

@@ -23,14 +23,16 @@ from stages._common import dataset_argument, params_option, path_option
 @path_option("--history", "CSV of per-epoch metrics, for dvc plots.")
 @path_option("--summary", "JSON of training figures (time, throughput, devices), for dvc metrics.")
 @path_option("--curves", "PNG of the learning curves (loss and accuracy per epoch), for dvc plots.")
+@click.option("--machine", type=click.Path(path_type=Path), default=None,
+              help="JSON of the machine the figures were measured on (CPU, instruction sets, GPUs, versions, date).")
 @click.option("--backup-dir", type=click.Path(path_type=Path), default=None,
               help="Folder for per-epoch backups, to resume a killed run (removed when training ends).")
 @params_option
-def command(dataset, data, model_dir, history, summary, curves, backup_dir, params_path):
+def command(dataset, data, model_dir, history, summary, curves, machine, backup_dir, params_path):
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
-    from pipeline import distribute, log, resume, tracking, training
+    from pipeline import distribute, environment, log, resume, tracking, training
     from pipeline.data import arrays
     from pipeline.data.inputs import image_size_for, model_inputs
 
@@ -50,7 +52,8 @@ def command(dataset, data, model_dir, history, summary, curves, backup_dir, para
             log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
         if setup.chief:
             training.write_outputs(result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir,
-                                   history=history, summary=summary, curves=curves, title=f"{dataset}: {name}")
+                                   history=history, summary=summary, curves=curves, title=f"{dataset}: {name}",
+                                   machine=machine, machine_facts=environment.machine() if machine else None)
             sample = model_inputs(splits["val"][0][:4], image_size_for(stats, result.model))
             run.log_training(result, weights_sha256=digest, history=history, curves=curves, sample=sample)
     backup.finish()

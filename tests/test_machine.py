@@ -1,0 +1,77 @@
+"""The machine a training ran on: /proc/cpuinfo read into a CPU model and its vector
+instruction sets, and reports/<dataset>/machine.json written by the train stage beside its
+figures (an uncached DVC out, not a metric)."""
+
+import datetime
+import json
+import os
+import platform
+
+import pytest
+import yaml
+
+from helpers import ROOT, run_pipeline, subprocess_env, write_params
+from pipeline import environment
+
+XEON = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile
+"""
+EPYC_ZEN3 = "model name\t: AMD EPYC 7R13 Processor\nflags\t\t: fpu sse2 avx avx2 fma\n"
+GRAVITON = "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd evtstrm aes sve\nCPU implementer\t: 0x41\n"
+
+
+@pytest.mark.parametrize("cpuinfo,model,sets", [
+    (XEON, "Intel(R) Xeon(R) Platinum 8480+", ["AVX2", "AVX-512", "AVX512-BF16", "AMX-BF16"]),
+    (EPYC_ZEN3, "AMD EPYC 7R13 Processor", ["AVX2"]),
+    (GRAVITON, platform.processor() or platform.machine(), ["NEON", "SVE"]),  # Arm: no model name
+])
+def test_cpu_reads_the_model_name_and_the_instruction_sets(tmp_path, cpuinfo, model, sets):
+    (tmp_path / "cpuinfo").write_text(cpuinfo)
+    assert environment.cpu(tmp_path / "cpuinfo") == (model, sets)
+
+
+def test_without_cpuinfo_the_cpu_is_platforms():
+    assert environment.cpu("/nonexistent/cpuinfo") == (platform.processor() or platform.machine(), [])
+
+
+def test_the_train_stage_writes_machine_json_as_an_uncached_out_not_a_metric():
+    train = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]["do"]
+    assert "--machine reports/${item}/machine.json" in " ".join(train["cmd"].split())
+    assert {"reports/${item}/machine.json": {"cache": False}} in train["outs"]
+    assert all("machine.json" not in json.dumps(entry) for entry in train.get("metrics", []))
+
+
+@pytest.mark.slow
+def test_the_train_stage_names_the_machine(tmp_path):
+    from fixtures import make_reuters_npz
+
+    (tmp_path / "raw").mkdir()
+    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=120)
+    write_params(tmp_path, {"train.reuters.epochs": 1, "preprocess.reuters.max_len": 30})
+    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
+    env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = run_pipeline("train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
+                          "--summary", "s.json", "--curves", "c.png", "--machine", "reports/machine.json",
+                          cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "reports" / "machine.json").read_text()
+    machine = json.loads(text)
+    assert text == json.dumps(machine, indent=2, sort_keys=True) + "\n"  # as every JSON output
+    import keras
+    import tensorflow as tf
+
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    assert machine == {
+        "cpu": environment.cpu()[0], "cpu_cores": os.cpu_count(), "instruction_sets": environment.cpu()[1],
+        "gpus": [],  # CUDA_VISIBLE_DEVICES=-1 in the tests
+        "tensorflow_version": tf.__version__, "keras_version": keras.__version__,
+        "python_version": platform.python_version(),
+        "date": machine["date"]}
+    assert machine["date"] in (today.isoformat(), (today - datetime.timedelta(days=1)).isoformat())
+    assert not list((tmp_path / "reports").glob(".*.tmp"))

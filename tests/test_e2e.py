@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore",
+PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore", ".dvc/plots",
                  ".dvcignore", ".gitignore", "pyproject.toml", "requirements.lock"]
 
 

@@ -1,0 +1,143 @@
+"""README.md, run as a new user would: every ```bash and ```console block, in document order,
+in one shell session in a fresh copy of the project (its own `make repro` and .venv, the
+datasets served from 127.0.0.1, no tracking server), checking exit codes and the lines the
+README says a command prints. A block the session cannot run says why in the README (tests/readme.py
+has the conventions)."""
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, reuters_files_of, subprocess_env, write_params
+from readme import README, Session, console_steps, output_matches, shell_blocks, strip_path, untagged_prompts
+
+BLOCKS = shell_blocks()
+RUN = [b for b in BLOCKS if b.skip_reason is None]
+
+
+def test_every_shell_block_is_run_or_says_why_not():
+    assert BLOCKS, "README.md has no shell blocks: did pytest-codeblocks stop reading it?"
+    assert untagged_prompts() == [], "a block of `$ ` commands without ```console escapes the tests"
+    for block in BLOCKS:
+        reason = block.skip_reason
+        if reason is None:
+            continue
+        assert len(reason) > 15, f"README.md:{block.lineno}: a block not run needs its reason"
+        # a block run by another test names it, and that test exists
+        for path, name in re.findall(r"(tests/test_\w+\.py)::(\w+)", reason):
+            assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), \
+                f"README.md:{block.lineno}: {path}::{name} does not exist"
+
+
+def test_console_output_matching():
+    """The matcher the session uses: wildcards, and numbers that may vary."""
+    assert output_matches(["error: a: ...", "..."], "error: a: b c\nmore\nlines\n")
+    assert not output_matches(["error: a"], "error: a\nextra\n")
+    assert output_matches(["x  1,107  0.22"], "x 985 0.31\n", numbers_vary=True)
+    assert not output_matches(["x  1,107  0.22"], "y 985 0.31\n", numbers_vary=True)
+
+
+def copy_project(dest: Path) -> None:
+    """What a clone of this checkout holds (tracked files, and new ones not ignored)."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory, dataset_files):
+    from fixtures import FileServer
+
+    home = tmp_path_factory.mktemp("readme")
+    project = home / "pipeline"
+    project.mkdir()
+    copy_project(project)
+    # the one difference from a real clone: the small datasets' checksums (and a shorter MNIST run)
+    write_params(project, {"download.reuters.files": reuters_files_of(dataset_files),
+                           "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16})
+    env = subprocess_env(GIT_AUTHOR_NAME="readme", GIT_AUTHOR_EMAIL="readme@localhost",
+                         GIT_COMMITTER_NAME="readme", GIT_COMMITTER_EMAIL="readme@localhost")
+    for name in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    env["PATH"] = strip_path(env, ROOT / ".venv")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "clone"]):
+        subprocess.run(["git", *args], cwd=project, env=env, check=True, capture_output=True)
+    with FileServer(dataset_files) as server:
+        env["PIPELINE_DATA_MIRROR"] = server.url
+        yield Session(project, env, home)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("block", RUN, ids=[f"line{b.lineno}" for b in RUN])
+def test_readme_block(session, block):
+    started = time.time()
+    if block.syntax == "console":
+        steps = console_steps(block.code)
+        results = session.run_console(steps)
+        assert len(results) == len(steps), f"README.md:{block.lineno}: the session stopped early"
+        for k, ((command, expected), (code, output)) in enumerate(zip(steps, results)):
+            shows_code = k + 1 < len(steps) and steps[k + 1][0].strip() == "echo $?"
+            assert code == 0 or shows_code, (
+                f"README.md:{block.lineno}: `{command}` exited {code}:\n{output[-3000:]}")
+            assert "Traceback" not in output, f"README.md:{block.lineno}: `{command}`:\n{output[-3000:]}"
+            assert output_matches(expected, output, block.numbers_vary), (
+                f"README.md:{block.lineno}: `{command}` printed\n{output}\nwhere the README shows\n"
+                + "\n".join(expected))
+    else:
+        code, output = session.run(block.code)
+        assert code == 0, f"README.md:{block.lineno}: the block exited {code}:\n{output[-5000:]}"
+        assert "Traceback" not in output, f"README.md:{block.lineno}:\n{output[-5000:]}"
+    print(f"README.md:{block.lineno}: {time.time() - started:.1f} s")
+
+
+def layout_entries() -> set[str]:
+    """The paths README.md's Layout names (folders end with /)."""
+    text = README.read_text()
+    block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    looks_like_path = re.compile(r"^[\w.-]+(/[\w.-]*)*$")
+    parents: list[tuple[int, str]] = []
+    paths = set()
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or indent > 6:  # a description's second line
+            continue
+        names = []
+        for token in line.split():
+            name = token.rstrip(",")
+            if not (looks_like_path.match(name) and ("." in name or name.endswith("/") or name == "Makefile")):
+                break
+            names.append(name)
+            if not token.endswith(","):  # "a.py, b.py" names two; "a.py b.py ..." one and a description
+                break
+        assert names, f"Layout line names no path: {line!r}"
+        parents = [(i, p) for i, p in parents if i < indent]
+        prefix = parents[-1][1] if parents else ""
+        for name in names:
+            paths.add(prefix + name)
+            if name.endswith("/") and len(names) == 1:
+                parents.append((indent, prefix + name))
+    return paths
+
+
+def test_layout_names_every_part_of_the_tree_and_nothing_else():
+    listed = layout_entries()
+    missing = sorted(p for p in listed if not (ROOT / p).exists())
+    assert missing == [], f"README's Layout names what does not exist: {missing}"
+    tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    tracked = [t for t in tracked if (ROOT / t).exists()]
+    top = {t.split("/")[0] + ("/" if "/" in t else "") for t in tracked}
+    top -= {"README.md", ".dockerignore", ".dvcignore", ".gitattributes", ".gitignore"}
+    assert sorted(top - {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}) == [], \
+        "a top-level part of the repository is missing from README's Layout"
+    modules = {t for t in tracked if t.split("/")[0] in ("pipeline", "stages", "scripts") and not t.endswith(".md")}
+    assert sorted(modules - listed) == [], "README's Layout leaves these files out"

@@ -1,4 +1,4 @@
-"""The baseline: Reuters trained the way the reference tutorials' script does, as one plain file.
+"""The baseline: Reuters trained with the reference settings, as one plain script.
 
 Their model and hyperparameters (Embedding of 7, Conv1D 64x5, MaxPool, Conv1D 32x3, MaxPool,
 Dense softmax; Nadam at Keras' default rate; batch 32 per replica; sequences padded and

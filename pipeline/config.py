@@ -78,8 +78,9 @@ class RemoteFile:
 class DownloadConfig:
     files: tuple[RemoteFile, ...] = _spec(
         "a non-empty list of files", lambda v: len(v) > 0,
-        help="The files to fetch, each a url and a sha256. Reuters: Keras' published files (the sha256 "
-             "values Keras checks). MNIST: an archive (zip or tar.gz) with train|training and test|testing "
+        help="The files to fetch, each a url and a sha256. Reuters: Keras' published files (reuters.npz: "
+             "the sha256 Keras checks; reuters_word_index.json, for which Keras publishes an md5: the "
+             "sha256 of the file that matches it). MNIST: an archive (zip or tar.gz) with train|training and test|testing "
              "folders of digit subfolders of PNG or JPEG images, by default mnist_png.tar.gz.")
     mirror: str = _spec(
         "a URL or an empty string", lambda v: v == "" or _is_url(v),
@@ -148,7 +149,7 @@ class DeviceConfig:
     device_list: Optional[tuple[str, ...]] = _spec(
         "null or a list of device names such as /gpu:0", lambda v: len(v) > 0 and len(set(v)) == len(v),
         help="Replicas on exactly these logical devices, e.g. [\"/gpu:0\", \"/gpu:1\"] (the reference "
-             "tutorials' MirroredStrategy(devices=[...])); null: all of them.")
+             "settings' MirroredStrategy(devices=[...])); null: all of them.")
     intra_op_threads: int = _spec(
         "a non-negative integer (0: TensorFlow's choice)", lambda v: v >= 0,
         help="TensorFlow's threads within one op; 0: TensorFlow's choice (the number of cores). "
@@ -234,7 +235,7 @@ class MnistTrainConfig(TrainConfig):
              "Dense dense_units and a Dense of 10 classes.")
     img_size: int = _spec("an integer >= 32", lambda v: v >= 32,
                           help="Side the images are resized to in the input pipeline (MobileNetV2 needs "
-                               "at least 32); the reference tutorials train at 112.")
+                               "at least 32); the reference settings train at 112.")
     dense_units: int = _positive_int(help="Units of the Dense layer on the pooled features.")
     batchnorm_momentum: float = _fraction(
         help="Moving-average momentum of the backbone's BatchNormalization layers (Keras' 0.999 "

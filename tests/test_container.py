@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, free_ports, write_params
+from readme import shell_blocks
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
@@ -442,9 +443,7 @@ def test_compose_up_runs_the_pipeline_once_the_server_is_healthy(stack, repro):
 
 def readme_block(containing: str) -> str:
     """The README's bash block holding `containing`, as a user would paste it."""
-    text = (ROOT / "README.md").read_text()
-    blocks = [b.split("```", 1)[0] for b in text.split("```bash\n")[1:]]
-    (block,) = [b for b in blocks if containing in b]
+    (block,) = [b.code for b in shell_blocks() if b.syntax == "bash" and containing in b.code]
     return block
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from pipeline import environment  # noqa: E402
 from pipeline.config import load_params, set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
 
@@ -70,16 +70,6 @@ def pipeline(work: Path, prepared: Path, env: dict) -> dict:
     return {**run, "samples_per_second": summary["samples_per_second"], "test_accuracy": metrics["test_accuracy"]}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def spread(values: list[float], digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
@@ -108,7 +98,7 @@ def main() -> None:
             sys.exit(exc.exit_code)
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "MLFLOW_TRACKING_URI": f"sqlite:///{work}/mlflow.db",
                "PYTHONPATH": str(ROOT)}
-        print(f"Reuters, {epochs} epochs, {opts.pairs} pairs alternating; {cpu_model()}, {os.cpu_count()} cores"
+        print(f"Reuters, {epochs} epochs, {opts.pairs} pairs alternating; {environment.cpu()[0]}, {os.cpu_count()} cores"
               + (f"; pipeline with {' '.join('-S ' + a for a in opts.assignments)}" if opts.assignments else ""))
         print(f"{'run':<10}{'pair':>5}{'wall s':>9}{'CPU s':>8}{'train samples/s':>17}{'test acc':>10}{'peak RSS MB':>13}")
         rows = []

@@ -38,10 +38,14 @@ repro: setup
 system-deps:
 	bash scripts/system-deps.sh
 
-# The whole test suite: unit, multi-replica, end-to-end (dvc repro + mlflow server) and
-# the MLflow UI in headless Chromium (installed from Debian's packages when missing).
+# The whole test suite: unit, multi-replica, multi-worker, faults, end-to-end (dvc repro +
+# mlflow server), the README's blocks, the containers and the MLflow UI in headless Chromium
+# (Debian's packages installed when missing); then the line coverage of pipeline/ and stages/,
+# measured in every process the tests started (pyproject.toml, [tool.coverage]).
 test: setup system-deps
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+	rm -f .coverage .coverage.*
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/coverage run -m pytest; status=$$?; \
+	$(BIN)/coverage combine --quiet && $(BIN)/coverage report; exit $$status
 
 clean-venv:
 	rm -rf $(VENV)

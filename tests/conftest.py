@@ -1,13 +1,92 @@
-"""Fixtures: small dataset files served from 127.0.0.1, a one-node Slurm cluster."""
+"""Fixtures: small dataset files served from 127.0.0.1, a one-node Slurm cluster, a real MLflow
+server and the project trained once per session; the container images made in the background;
+how the tests share out between xdist's workers."""
 
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
 import subprocess
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import images
 from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import ROOT
+from helpers import (ROOT, copy_project, dvc, free_ports, git_repo, project_env, reuters_files_of, sh,
+                     start_mlflow_server, write_params)
 
+# --- sharing out between workers (pytest -n 2 --dist loadscope --no-loadscope-reorder) -----
+# A module runs on one worker, so that its module fixtures are made once. Two trainings at once
+# on 2 cores each run at about half speed: what the second worker gains is the time the first
+# waits (process start-ups, TensorFlow's import, servers, Docker builds). Modules are handed out
+# in this order: the long ones first, the README's session (which needs the trained project,
+# made by then) and the container tests (which need the images the session builds in the
+# background) last.
+FIRST = ("test_e2e", "test_sweep", "test_faults")
+LAST = ("test_readme", "test_container")
+
+
+def group_of(nodeid: str) -> str:
+    return nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def order_of(nodeid: str) -> int:
+    group = group_of(nodeid)
+    return FIRST.index(group) if group in FIRST else len(FIRST) + (1 + LAST.index(group) if group in LAST else 0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: order_of(item.nodeid))
+
+
+# --- the container images, made in the background (tests/images.py) -------------------------
+
+def pytest_sessionstart(session):
+    # before xdist starts its workers, which inherit the variable: where the outcome will be
+    if not hasattr(session.config, "workerinput"):
+        os.environ[images.OUTCOME_VARIABLE] = str(Path(tempfile.mkdtemp(prefix="pipeline-images-")) / "made.json")
+
+
+def _start_images(config, node_ids) -> None:
+    if getattr(config, "_pipeline_images", None) is not None:
+        return
+    if not any(nodeid.split("::")[0].endswith("test_container.py") for nodeid in node_ids):
+        return
+    config._pipeline_images = images.Builder(Path(os.environ[images.OUTCOME_VARIABLE]))
+    config._pipeline_images.start()
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):  # not an xdist worker: this process runs the tests
+        _start_images(session.config, [item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    _start_images(node.config, ids)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    builder = getattr(config, "_pipeline_images", None)
+    if builder is not None and builder.outcome.exists():
+        terminalreporter.write_line(images.summary(json.loads(builder.outcome.read_text())))
+
+
+def pytest_sessionfinish(session):
+    builder = getattr(session.config, "_pipeline_images", None)
+    if builder is not None:
+        builder.finish()
+    if not hasattr(session.config, "workerinput"):
+        shutil.rmtree(Path(os.environ.pop(images.OUTCOME_VARIABLE)).parent, ignore_errors=True)
+
+
+# --- datasets and services -------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def dataset_files(tmp_path_factory) -> Path:
@@ -34,3 +113,87 @@ def slurm(tmp_path_factory):
     assert started.returncode == 0, started.stderr + started.stdout
     yield {"SLURM_CONF": str(folder / "slurm.conf")}
     subprocess.run(["bash", str(script), "stop", str(folder)], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real MLflow tracking server on 127.0.0.1 (one worker, artifacts proxied): the trained
+    project's runs are there."""
+    proc, url = start_mlflow_server(tmp_path_factory.mktemp("mlflow"), free_ports(1)[0])
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+# --- the project, trained once per session ---------------------------------------------------
+
+# A clone's params.yaml but for the fixture data's checksums (so that the real check runs on
+# them) and a shorter MNIST run: what README.md's session starts from.
+def trained_overrides(served: Path) -> dict:
+    return {"download.reuters.files": reuters_files_of(served),
+            "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16}
+
+
+@dataclass(frozen=True)
+class TrainedProject:
+    """A git repository of the project after `dvc repro` of both datasets (runs logged to the
+    MLflow server at `server`), its results committed; `first` and `second` are the two `dvc
+    repro`s' output, `requested` what the file server was asked for. Read-only: `copy()` it
+    to change it."""
+
+    path: Path
+    env: dict
+    server: str
+    first: subprocess.CompletedProcess
+    second: subprocess.CompletedProcess
+    requested: list
+
+    def copy(self, dest: Path) -> Path:
+        shutil.copytree(self.path, dest, symlinks=True)
+        return dest
+
+    def save(self, record: Path) -> None:
+        done = {name: {"args": p.args, "returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+                for name, p in (("first", self.first), ("second", self.second))}
+        record.write_text(json.dumps({"path": str(self.path), "env": self.env, "server": self.server,
+                                      "requested": self.requested, **done}))
+
+    @classmethod
+    def load(cls, record: Path) -> "TrainedProject":
+        raw = json.loads(record.read_text())
+        done = {name: subprocess.CompletedProcess(**raw[name]) for name in ("first", "second")}
+        return cls(Path(raw["path"]), raw["env"], raw["server"], requested=raw["requested"], **done)
+
+
+def train_project(repo: Path, served: Path, server: str) -> TrainedProject:
+    copy_project(repo)
+    write_params(repo, trained_overrides(served))
+    env = project_env(MLFLOW_TRACKING_URI=server)
+    git_repo(repo, env, "clone")
+    with FileServer(served) as files:
+        env["PIPELINE_DATA_MIRROR"] = files.url
+        first = dvc("repro", cwd=repo, env=env)
+        sh("git", "add", "-A", cwd=repo, env=env)  # dvc.lock and the small results, as a user would
+        sh("git", "commit", "-qm", "results", cwd=repo, env=env)
+        second = dvc("repro", cwd=repo, env=env)
+        requested = sorted({path for path, _ in files.requests})
+    env.pop("PIPELINE_DATA_MIRROR")
+    return TrainedProject(repo, env, server, first, second, requested)
+
+
+@pytest.fixture(scope="session")
+def trained_project(tmp_path_factory, request) -> TrainedProject:
+    """The project trained once for the whole session: the first worker that needs it trains
+    it (under a lock, in the folder all workers share), the others read its record. Its
+    MLflow server lives as long as that worker, which is to the end of the session."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    record = shared / "trained-project.json"
+    with open(shared / "trained-project.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            served = request.getfixturevalue("dataset_files")
+            server = request.getfixturevalue("mlflow_server")
+            train_project(shared / "trained-project", served, server).save(record)
+    return TrainedProject.load(record)

@@ -11,6 +11,7 @@ import io
 import json
 import tarfile
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -108,11 +109,13 @@ class FileServer:
     """Serve a folder over HTTP on 127.0.0.1 with Range support and injectable faults.
 
     `faults[name]` is a list consumed one per request: ("drop", n) sends the headers of the
-    full file and then only n bytes; ("status", code) answers with that status.
+    full file and then only n bytes; ("status", code) answers with that status. `chunk_delay`
+    seconds between 8 KiB chunks make a slow link (a transfer that can be caught midway).
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, chunk_delay: float = 0.0):
         self.root = Path(root)
+        self.chunk_delay = chunk_delay
         self.faults: dict[str, list] = {}
         self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
         server = self
@@ -152,7 +155,13 @@ class FileServer:
                     self.wfile.flush()
                     self.close_connection = True
                     return
-                self.wfile.write(body)
+                if not server.chunk_delay:
+                    self.wfile.write(body)
+                    return
+                for at in range(0, len(body), 8192):
+                    self.wfile.write(body[at: at + 8192])
+                    self.wfile.flush()
+                    time.sleep(server.chunk_delay)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -1,12 +1,21 @@
 """Helpers the tests share: fresh processes with a clean environment, a params file with
-overrides, a pseudo-terminal, free ports. Fixtures live in conftest.py."""
+overrides, copies of the project, git and dvc commands, a pseudo-terminal, free ports, the
+browser's flags. Fixtures live in conftest.py."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Debian's Chromium, as root and offline: without the background-networking flags it keeps
+# trying to reach Google's hosts, which this network refuses.
+CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "tests", "GIT_AUTHOR_EMAIL": "tests@localhost",
+                "GIT_COMMITTER_NAME": "tests", "GIT_COMMITTER_EMAIL": "tests@localhost"}
 
 
 def subprocess_env(**extra) -> dict:
@@ -16,6 +25,15 @@ def subprocess_env(**extra) -> dict:
     env.pop("PIPELINE_DATA_MIRROR", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     env.update(extra)
+    return env
+
+
+def project_env(**extra) -> dict:
+    """The environment of a user's shell in a clone: the suite's environment on PATH, a git
+    identity, no PYTHONPATH (the stages run from the clone's code, as a user's would)."""
+    env = subprocess_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                         **GIT_IDENTITY, **extra)
+    env.pop("PYTHONPATH")
     return env
 
 
@@ -47,6 +65,45 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     path = Path(folder) / "params.yaml"
     path.write_text(format_params(raw))  # the shipped file's form: `dvc exp run -S` changes one line
     return path
+
+
+def project_files() -> list[str]:
+    """What a clone of this checkout holds: tracked files and new ones not ignored."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    return [name for name in listed if name and (ROOT / name).is_file()]
+
+
+def copy_project(dest: Path, exclude: tuple[str, ...] = ()) -> Path:
+    """A copy of what a clone of this checkout holds, in `dest`, without the paths that start
+    with one of `exclude` (a folder ends with /)."""
+    for name in project_files():
+        if name.startswith(exclude):
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def sh(*args, cwd, env, check=True, timeout=1200):
+    """Run a command; with `check`, a failure shows its command, exit code and output's end."""
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
+                             f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def dvc(*args, cwd, env, check=True, timeout=1200):
+    """`dvc ARGS` from the tests' environment (`sh` with its checks)."""
+    return sh(sys.executable, "-m", "dvc", *args, cwd=cwd, env=env, check=check, timeout=timeout)
+
+
+def git_repo(folder: Path, env: dict, message: str = "project") -> None:
+    """`git init` in `folder` and commit everything in it."""
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", message]):
+        sh("git", *args, cwd=folder, env=env)
 
 
 def run_on_terminal(args, cwd, env, columns=100, timeout=600) -> tuple[int, str]:
@@ -112,7 +169,10 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{Path(root) / 'mlflow.db'}",
          "--artifacts-destination", str(Path(root) / "artifacts")],
-        stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), start_new_session=True,
+        # without MLflow's GenAI job runners (huey consumers: about 1 GB and a share of a core
+        # while idle), which nothing here uses
+        stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"),
+        start_new_session=True,
     )
     log.close()
     url = f"http://127.0.0.1:{port}"

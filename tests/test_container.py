@@ -20,18 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, free_ports, write_params
+from helpers import copy_project, free_ports, write_params
+from images import HERE, IMAGE, STANDIN_TF, run, wait_for_images
 from readme import shell_blocks
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
-HERE = ROOT / "tests" / "container"
-STANDIN_DEBIAN = "pipeline-standin/debian:bookworm"
-STANDIN_TF = "pipeline-standin/tensorflow:25.02-tf2-py3"
-IMAGE = "pipeline:ctest"
-MLFLOW_IMAGE = "pipeline-mlflow:3.17.2"  # the name docker/compose.yaml gives it
 UID, GID = 1234, 1234  # the clone's owner: not root, not a user the image knows
-STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline-standins"))
 
 
 def memlock_limit() -> str:
@@ -45,57 +40,31 @@ def memlock_limit() -> str:
     return str(resource.getrlimit(resource.RLIMIT_MEMLOCK)[1])
 
 
-def run(args, env, check=True, timeout=1800, **kw):
-    result = subprocess.run([str(a) for a in args], env=env, capture_output=True, text=True,
-                            timeout=timeout, **kw)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
-                             f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-    return result
-
-
-def project_files() -> list[str]:
-    """What a clone holds: tracked and new files, not ignored ones."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.split("\n")
-    return [f for f in out if f and (ROOT / f).is_file()]
-
-
-def copy_project(dest: Path, exclude=("reports/", "models/", "tests/")) -> Path:
-    for name in project_files():
-        if name.startswith(exclude):
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, dest / name)
-    return dest
+def user_copy(dest: Path) -> Path:
+    """What a user's clone holds, without the results and tests (the image builds none)."""
+    return copy_project(dest, exclude=("reports/", "models/", "tests/"))
 
 
 @pytest.fixture(scope="module")
-def docker(tmp_path_factory):
-    """A Docker engine of the test's own and the stand-in base images; all removed at the end."""
-    state = Path(tempfile.mkdtemp(prefix="pipeline-docker-", dir="/var/tmp"))
-    started = subprocess.run(["bash", HERE / "engine.sh", "start", state], capture_output=True, text=True)
-    assert started.returncode == 0, started.stderr + started.stdout
-    env = {**os.environ, "DOCKER_HOST": started.stdout.strip(), "DOCKER_BUILDKIT": "0"}
-    t0 = time.time()
-    run(["bash", HERE / "standins.sh", STANDIN_CACHE], env)
-    print(f"\nstand-in bases: {time.time() - t0:.0f} s")
+def made():
+    """The engine and images the session made in the background (tests/images.py)."""
+    return wait_for_images()
+
+
+@pytest.fixture(scope="module")
+def docker(made):
+    """The session's Docker engine, with the stand-in bases and both images; what the tests
+    start in it is removed at the end (the session stops the engine)."""
+    env = {**os.environ, "DOCKER_HOST": made["DOCKER_HOST"], "DOCKER_BUILDKIT": "0"}
     yield env
     for what in (["container", "prune", "-f"], ["volume", "prune", "-f"], ["network", "prune", "-f"]):
         run(["docker", *what], env, check=False)
-    images = run(["docker", "images", "-q"], env, check=False).stdout.split()
-    if images:
-        run(["docker", "rmi", "-f", *set(images)], env, check=False)
-    subprocess.run(["bash", HERE / "engine.sh", "stop", state], capture_output=True)
-    shutil.rmtree(state, ignore_errors=True)
 
 
-def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest"):
-    t0 = time.time()
-    out = run(["docker", "build", "--network", "host", "-f", context / dockerfile,
-               "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}",
-               "-t", tag, context], env)
-    return out.stdout, time.time() - t0
+@pytest.fixture(scope="module")
+def image(made):
+    """The project's image on the TF 2.17 stand-in: a cold build, then a source-only rebuild."""
+    return {"cold": made["cold"], "warm": made["warm"]}
 
 
 def cached_steps(build_output: str) -> dict[str, bool]:
@@ -109,20 +78,6 @@ def cached_steps(build_output: str) -> dict[str, bool]:
         elif current and "Using cache" in line:
             steps[current] = True
     return steps
-
-
-@pytest.fixture(scope="module")
-def image(docker, tmp_path_factory):
-    """The project's image on the TF 2.17 stand-in: a cold build, then a source-only rebuild."""
-    context = copy_project(tmp_path_factory.mktemp("context"), exclude=("reports/", "models/"))
-    cold, cold_s = build(docker, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
-    with open(context / "pipeline" / "__init__.py", "a") as fh:
-        fh.write("# a source-only change\n")
-    warm, warm_s = build(docker, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
-    size = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], docker).stdout)
-    print(f"\nimage build: cold {cold_s:.0f} s, after a source-only change {warm_s:.0f} s; "
-          f"{size / 1e9:.2f} GB (stand-in base included)")
-    return {"cold": cold, "warm": warm}
 
 
 def in_image(docker, *args, user=None, volumes=(), check=True, workdir=None):
@@ -170,7 +125,7 @@ def test_image_labels_and_lineage_environment(docker, image):
 
 
 def test_read_only_clone_and_missing_clone_get_one_line(docker, image, tmp_path):
-    clone = copy_project(tmp_path / "clone")
+    clone = user_copy(tmp_path / "clone")
     os.chown(clone, UID, GID)
     before = sorted(p.name for p in clone.iterdir())
     ro = in_image(docker, "dvc", "repro", user=f"{UID}:{GID}", volumes=[f"{clone}:/workspace/project:ro"],
@@ -186,7 +141,7 @@ def test_read_only_clone_and_missing_clone_get_one_line(docker, image, tmp_path)
 
 
 def test_gpus_asked_for_on_a_host_without_any_is_one_config_line(docker, image, tmp_path):
-    clone = copy_project(tmp_path / "clone")
+    clone = user_copy(tmp_path / "clone")
     write_params(clone, {"train.reuters.devices.visible_gpus": [0]})
     out = in_image(docker, "pipeline", "devices", "--dataset", "reuters",
                    volumes=[f"{clone}:/workspace/project"], check=False)
@@ -202,7 +157,7 @@ def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_
     """keras-team/keras#21069: Embedding + fit on two devices failed on TF 2.17/2.18."""
     from fixtures import make_reuters_npz, make_word_index
 
-    clone = copy_project(tmp_path / "clone")
+    clone = user_copy(tmp_path / "clone")
     make_reuters_npz(tmp_path / "reuters.npz")
     make_word_index(tmp_path / "reuters_word_index.json")
     script = (
@@ -240,7 +195,7 @@ def user_clone(dest: Path, dataset_files: Path, overrides: dict) -> Path:
     check runs), owned by the non-root user UID."""
     import hashlib
 
-    clone = copy_project(dest)
+    clone = user_copy(dest)
     write_params(clone, overrides)
     raw = yaml.safe_load((clone / "params.yaml").read_text())
     for entry in raw["download"]["reuters"]["files"]:
@@ -272,8 +227,6 @@ def stack(docker, image, tmp_path_factory, dataset_files):
     shutil.copytree(dataset_files, fixtures)
     fixtures.chmod(0o755)  # read by the container's non-root user
 
-    _, mlflow_s = build(docker, clone, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
-    print(f"\nmlflow image build: {mlflow_s:.0f} s")
     project = f"ctest{os.getpid()}"
     compose = ["docker-compose", "-p", project, "-f", clone / "docker" / "compose.yaml",
                "-f", HERE / "compose.standin.yaml"]
@@ -456,35 +409,44 @@ def shared_tmp():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, image, shared_tmp, dataset_files):
+def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, repro, shared_tmp):
     """The README's `docker run` lines, pasted by a non-root user in a clone (the stand-in
-    hook accepts `--gpus all`); only the image tag and a file mirror of the data are added."""
+    hook accepts `--gpus all`); only the image tag and a file mirror of the data are added.
+    The clone is the compose stack's after its `dvc repro`, with one param changed, so that the
+    image trains (Reuters) and skips what is up to date."""
     block = readme_block("docker run --rm --gpus all")
     assert block.rstrip().endswith(" pipeline")
     script = block.rstrip()[: -len(" pipeline")].replace("--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + (
         " -e PIPELINE_DATA_MIRROR=file:///fixtures -v \"$FIXTURES\":/fixtures:ro " + IMAGE + "\n")
-    clone = user_clone(shared_tmp / "clone", dataset_files, {
-        "train.reuters.epochs": 1, "train.mnist.epochs": 1,
-        "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32})
+    clone = shutil.copytree(stack["clone"], shared_tmp / "clone", symlinks=True)
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["train"]["reuters"]["epochs"] = 1
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     home = shared_tmp / "home"
-    home.mkdir()
-    subprocess.run(["chown", f"{UID}:{GID}", home], check=True)
+    cache = home / ".cache" / "pipeline-dvc"  # what the README mounts as the DVC cache: the clone's, so far
+    cache.parent.mkdir(parents=True)
+    shutil.move(clone / ".dvc" / "cache", cache)
+    (clone / ".dvc" / "cache").mkdir()  # where it is mounted
+    subprocess.run(["chown", "-R", f"{UID}:{GID}", clone, home], check=True)
     # the user reaches the test's engine: its socket, and the folder holding it
     sock = Path(docker["DOCKER_HOST"].removeprefix("unix://"))
     sock.parent.chmod(0o711)
     sock.chmod(0o666)
-    fixtures = shutil.copytree(dataset_files, shared_tmp / "fixtures")
-    fixtures.chmod(0o755)  # read by the container's non-root user
-    env = {**docker, "HOME": str(home), "FIXTURES": str(fixtures)}
+    env = {**docker, "HOME": str(home), "FIXTURES": str(stack["fixtures"])}
     env.pop("MLFLOW_TRACKING_URI", None)
     t0 = time.time()
     out = run(["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", "bash", "-euc", script],
               env, check=False, cwd=clone)
     print(f"\nREADME docker run line (dvc repro): {time.time() - t0:.0f} s")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    ran = re.findall(r"Running stage '([^']+)'", out.stdout)
+    assert ran == ["train@reuters", "evaluate@reuters"], out.stdout[-3000:]
     assert (clone / "reports" / "reuters" / "metrics.json").stat().st_uid == UID
     assert [p for p in clone.rglob("*") if p.stat().st_uid != UID] == []
-    assert any((home / ".cache" / "pipeline-dvc").rglob("*")), "the DVC cache went to the host folder"
+    lock = yaml.safe_load((clone / "dvc.lock").read_text())
+    model = next(o["md5"] for o in lock["stages"]["train@reuters"]["outs"] if o["path"] == "models/reuters")
+    assert (cache / "files" / "md5" / model[:2] / model[2:]).is_file(), "the new model is in the host's DVC cache"
+    assert not any((clone / ".dvc" / "cache").iterdir())
     # no tracking URI: runs went to mlflow.db in the clone, tagged with the image
     from mlflow import MlflowClient
 

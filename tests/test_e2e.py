@@ -1,5 +1,6 @@
-"""The whole pipeline for real: dvc repro in a temporary git repo, data served over HTTP from
-127.0.0.1, runs logged to a real `mlflow server`, then a no-op repro and a `dvc exp run`."""
+"""The whole pipeline for real: the session's trained project (tests/conftest.py: dvc repro in
+a temporary git repo, data served over HTTP from 127.0.0.1, runs logged to a real `mlflow
+server`), then a no-op repro, `dvc exp run`s, a clone and two repros at once, on a copy."""
 
 import csv
 import hashlib
@@ -13,89 +14,23 @@ import subprocess
 import sys
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import ROOT, free_ports, reuters_files_of, start_mlflow_server, subprocess_env, write_params
+from helpers import CHROMIUM, CHROMIUM_ARGS, dvc, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
-CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PROJECT_FILES = ["pipeline", "stages", "params.yaml", "dvc.yaml", ".dvc/config", ".dvc/.gitignore", ".dvc/plots",
-                 ".dvcignore", ".gitignore", "pyproject.toml", "requirements.lock"]
-
 
 @pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """A real MLflow tracking server on 127.0.0.1 (one worker), proxying artifacts."""
-    proc, url = start_mlflow_server(tmp_path_factory.mktemp("mlflow"), free_ports(1)[0])
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
-def copy_project(dest: Path) -> None:
-    dest.mkdir()
-    for name in PROJECT_FILES:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-
-
-def sh(*args, cwd, env, check=True):
-    result = subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-    return result
-
-
-def dvc(*args, cwd, env, check=True):
-    return sh(sys.executable, "-m", "dvc", *args, cwd=cwd, env=env, check=check)
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory, dataset_files, mlflow_server):
-    """The project in a fresh git repo, after one `dvc repro` against the served fixtures."""
-    from fixtures import FileServer
-
-    repo = tmp_path_factory.mktemp("e2e") / "project"
-    copy_project(repo)
-    write_params(repo, {
-        "download.reuters.files": reuters_files_of(dataset_files),
-        "train.reuters.epochs": 2,
-        "train.reuters.batch_size_per_replica": 16,
-        "train.reuters.devices.logical_devices": 2,
-        "train.mnist.epochs": 1,
-        "train.mnist.batch_size_per_replica": 16,
-        "evaluate.mnist.batch_size": 32,
-    })
-    env = subprocess_env(MLFLOW_TRACKING_URI=mlflow_server,
-                         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                         GIT_AUTHOR_NAME="e2e", GIT_AUTHOR_EMAIL="e2e@example.org",
-                         GIT_COMMITTER_NAME="e2e", GIT_COMMITTER_EMAIL="e2e@example.org")
-    env.pop("PYTHONPATH")  # the stages must run from the copied project, as a user's would
-    sh("git", "init", "-q", "-b", "main", cwd=repo, env=env)
-    sh("git", "add", "-A", cwd=repo, env=env)
-    sh("git", "commit", "-qm", "project", cwd=repo, env=env)
-    with FileServer(dataset_files) as server:
-        env["PIPELINE_DATA_MIRROR"] = server.url
-        started = time.time()
-        first = dvc("repro", cwd=repo, env=env)
-        print(f"dvc repro (fixtures): {time.time() - started:.1f} s")
-        sh("git", "add", "-A", cwd=repo, env=env)  # dvc.lock and the small results, as a user would
-        sh("git", "commit", "-qm", "results", cwd=repo, env=env)
-        second = dvc("repro", cwd=repo, env=env)
-        requested = sorted({path for path, _ in server.requests})
-    return {"path": repo, "env": env, "first": first, "second": second, "server": mlflow_server,
-            "requested": requested}
+def repo(tmp_path_factory, trained_project):
+    """A copy of the session's trained project, for this module's experiments."""
+    path = trained_project.copy(tmp_path_factory.mktemp("e2e") / "project")
+    return {"path": path, "env": dict(trained_project.env), "first": trained_project.first,
+            "second": trained_project.second, "server": trained_project.server,
+            "requested": trained_project.requested}
 
 
 def client(url):
@@ -136,7 +71,7 @@ def test_dvc_metrics_and_plots(repo):
     shown = json.loads(dvc("metrics", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout)
     data = next(iter(shown.values()))["data"]
     assert "test_accuracy" in data["reports/reuters/metrics.json"]["data"]
-    assert data["reports/reuters/train.json"]["data"]["replicas"] == 2
+    assert data["reports/reuters/train.json"]["data"]["replicas"] == 1
     plots = dvc("plots", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout
     for name in ("Reuters accuracy", "MNIST loss", "reports/mnist/confusion.csv", "reports/reuters/confusion.png",
                  "reports/reuters/learning_curves.png", "reports/mnist/learning_curves.png"):
@@ -146,19 +81,19 @@ def test_dvc_metrics_and_plots(repo):
 def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     (run,) = runs_of(repo["server"], "reuters")
     params, tags = run.data.params, run.data.tags
-    assert params["train.reuters.devices.logical_devices"] == "2"
-    assert params["devices.logical_devices"] == "2"
-    assert params["distribute.replicas"] == "2"
+    assert params["devices.logical_devices"] == "1"
+    assert params["distribute.replicas"] == "1"
     assert params["distribute.workers"] == "1"
     assert params["devices.physical_gpus"] == "0"
-    assert params["distribute.strategy"] == "MirroredStrategy"
-    assert params["train.reuters.batch_size_per_replica"] == "16"
+    assert params["distribute.strategy"] == "DefaultStrategy"
+    assert params["train.reuters.batch_size_per_replica"] == "32"
     assert params["train.global_batch_size"] == "32"
     assert params["preprocess.reuters.max_len"] == "300"
     assert params["download.reuters.files.0.sha256"] == hashlib.sha256(
         (repo["path"] / "data/raw/reuters/reuters.npz").read_bytes()).hexdigest()
     history = client(repo["server"]).get_metric_history(run.info.run_id, "val_accuracy")
-    assert [m.step for m in history] == [1, 2]
+    trained = json.loads((repo["path"] / "reports/reuters/train.json").read_text())["epochs_trained"]
+    assert [m.step for m in history] == list(range(1, trained + 1))
     for metric in ("loss", "accuracy", "val_loss", "epoch_samples_per_second", "epoch_seconds",
                    "test_accuracy", "test_loss", "test_top5_accuracy", "test_macro_recall"):
         assert metric in run.data.metrics, metric
@@ -202,8 +137,8 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
 def test_mlflow_run_is_named_and_has_curves_system_metrics_and_inputs(repo):
     (run,) = runs_of(repo["server"], "reuters")
     trained_at = sh("git", "rev-parse", "--short=7", "HEAD~1", cwd=repo["path"], env=repo["env"]).stdout.strip()
-    assert run.info.run_name == f"reuters-fit-2rep-float32-{trained_at}"  # no experiment: name and commit
-    assert run.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
+    assert run.info.run_name == f"reuters-fit-1rep-float32-{trained_at}"  # no experiment: name and commit
+    assert run.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
     c = client(repo["server"])
     assert [a.path for a in c.list_artifacts(run.info.run_id, "plots")] == ["plots/learning_curves.png"]
     png = Path(c.download_artifacts(run.info.run_id, "plots/learning_curves.png", str(repo["path"].parent)))
@@ -244,7 +179,7 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
     baseline = next(r for r in rows if r["rev"] == "main")
     variant = next(r for r in rows if r["Experiment"] == "short")
     assert float(baseline[column]) >= 0 and float(variant[column]) >= 0
-    assert variant["train.reuters.epochs"] == "1" and baseline["train.reuters.epochs"] == "2"
+    assert variant["train.reuters.epochs"] == "1" and baseline["train.reuters.epochs"] == "10"
     status = sh("git", "status", "--porcelain", cwd=path, env=env).stdout
     assert "mlflow.db" not in status and "mlruns" not in status
 
@@ -279,21 +214,25 @@ ROW_ON_SCREEN_JS = """name => {
 @pytest.mark.browser
 def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     """What users compare, in MLflow's compare view in a real headless Chromium: the Reuters
-    run on two logical devices beside one trained on a single device."""
+    run on one device beside an experiment on two logical devices (MirroredStrategy through
+    `dvc exp run`, logged to the server)."""
     from playwright.sync_api import sync_playwright
 
     url = repo["server"]
     # from the baseline's params: an earlier test's experiment left its own in the workspace
     sh("git", "checkout", "HEAD", "--", "params.yaml", cwd=repo["path"], env=repo["env"])
-    dvc("exp", "run", "-n", "one-device", "-S", "train.reuters.devices.logical_devices=1",
+    dvc("exp", "run", "-n", "two-devices", "-S", "train.reuters.devices.logical_devices=2",
         cwd=repo["path"], env=repo["env"])
     runs = runs_of(url, "reuters")
-    (two,) = [r for r in runs if r.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
+    (one,) = [r for r in runs if r.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
               and r.data.tags["pipeline.stage"] == "train" and "dvc.exp_name" not in r.data.tags]
-    (one,) = [r for r in runs if r.info.run_name == "one-device"]
-    assert one.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
-    runs = json.dumps([two.info.run_id, one.info.run_id]).replace(" ", "")
-    experiments = json.dumps([two.info.experiment_id]).replace(" ", "")
+    (two,) = [r for r in runs if r.info.run_name == "two-devices"]
+    assert two.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
+    params = two.data.params  # two replicas under MirroredStrategy, as the params asked
+    assert (params["devices.logical_devices"], params["distribute.replicas"], params["distribute.workers"],
+            params["distribute.strategy"], params["train.global_batch_size"]) == ("2", "2", "1", "MirroredStrategy", "64")
+    runs = json.dumps([one.info.run_id, two.info.run_id]).replace(" ", "")
+    experiments = json.dumps([one.info.experiment_id]).replace(" ", "")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 1200})
@@ -331,14 +270,14 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         on_screen = metric.evaluate(ROW_ON_SCREEN_JS)
         page.screenshot(path=str(tmp_path / "compare.png"))
         browser.close()
-    assert names == [two.info.run_name, "one-device"]
-    assert [r.split() for r in replicas] == [["distribute.replicas", "2", "1"]]
+    assert names == [one.info.run_name, "two-devices"]
+    assert [r.split() for r in replicas] == [["distribute.replicas", "1", "2"]]
     # the params table (the tags table below it differs too): the replicas, and with them the
     # strategy (one device trains without distribution) and its all-reduce
-    assert sorted(k for k in differing if k in two.data.params) == [
+    assert sorted(k for k in differing if k in one.data.params) == [
         "devices.logical_devices", "distribute.cross_device_ops", "distribute.replicas", "distribute.strategy",
         "train.global_batch_size", "train.reuters.devices.logical_devices"]
-    expected = (two.data.metrics["test_accuracy"], one.data.metrics["test_accuracy"])
+    expected = (one.data.metrics["test_accuracy"], two.data.metrics["test_accuracy"])
     assert [float(v) for v in accuracy] == pytest.approx(expected, abs=6e-4), accuracy
     name_y, grid_y, values_y = on_screen  # test_accuracy the first row shown, level with its values
     assert abs(name_y - grid_y) <= 2 and len(values_y) == 2, on_screen
@@ -399,18 +338,13 @@ def test_an_evaluate_only_experiment_is_a_run_of_its_own_and_leaves_the_earlier_
         [(m.step, m.value) for m in c.get_metric_history(first.info.run_id, "val_accuracy")]
 
 
-def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, tmp_path):
+def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, trained_project, tmp_path):
     """A new machine: git clone, `dvc pull` from a real local remote, no MLflow store. `dvc repro`
     has nothing to do; an evaluate-only `dvc exp run` logs to a new run that says where the
     model came from (its training run is in another store)."""
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")  # the clone's own, empty sqlite:///mlflow.db
-    origin = repo["path"]
-    # earlier tests ran experiments here: first make HEAD's dvc.lock the workspace's, as a user
-    # commits results before pushing them
-    dvc("repro", cwd=origin, env=env)
-    sh("git", "add", "-A", cwd=origin, env=env)
-    sh("git", "commit", "-q", "--allow-empty", "-m", "results to share", cwd=origin, env=env)
+    origin = trained_project.copy(tmp_path / "origin")  # results committed, as a user shares them
     remote = tmp_path / "dvc-remote"
     dvc("remote", "add", "--local", "-f", "-d", "store", str(remote), cwd=origin, env=env)
     dvc("push", cwd=origin, env=env)

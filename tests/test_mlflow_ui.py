@@ -4,18 +4,14 @@ serves. Faster than test_e2e.py's (no training): the runs hold what the stages l
 their source, data and results."""
 
 import json
-import os
 import urllib.parse
 
 import pytest
 
-from helpers import free_ports, run_python, start_mlflow_server, subprocess_env
+from helpers import CHROMIUM, CHROMIUM_ARGS, free_ports, run_python, start_mlflow_server, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RATES = (0.001, 0.002, 0.005)
 
 # Three trainings of a `dvc exp run` sweep, logged as the train and evaluate stages do (the

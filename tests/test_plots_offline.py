@@ -9,17 +9,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import ROOT, subprocess_env
+from helpers import CHROMIUM, CHROMIUM_ARGS, GIT_IDENTITY, ROOT, dvc, subprocess_env
 
-CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TEMPLATE = ROOT / ".dvc" / "plots" / "offline.html"
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
@@ -82,13 +78,6 @@ def test_committed_template_holds_the_pinned_libraries_and_their_licences_and_is
     assert subprocess.run(["git", "check-ignore", "-q", "dvc_plots/index.html"], cwd=ROOT).returncode == 0
 
 
-def dvc(*args, cwd, env):
-    done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, f"dvc {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def shown(tmp_path_factory):
     """A fresh git + DVC repository holding this project's dvc.yaml, params, DVC config, the
@@ -98,8 +87,7 @@ def shown(tmp_path_factory):
 
     repo = tmp_path_factory.mktemp("plots") / "project"
     repo.mkdir()
-    env = subprocess_env(GIT_AUTHOR_NAME="ci", GIT_AUTHOR_EMAIL="ci@localhost",
-                         GIT_COMMITTER_NAME="ci", GIT_COMMITTER_EMAIL="ci@localhost")
+    env = subprocess_env(**GIT_IDENTITY)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, env=env, check=True)
     dvc("init", "-q", cwd=repo, env=env)
     plots = plots_in_dvc_yaml(ROOT / "dvc.yaml")
@@ -107,7 +95,7 @@ def shown(tmp_path_factory):
     for name in files + sorted({f for read in plots.values() for f in read}):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)
-    listed = json.loads(dvc("plots", "show", "--json", cwd=repo, env=env))
+    listed = json.loads(dvc("plots", "show", "--json", cwd=repo, env=env).stdout)
     assert not listed.get("errors"), listed["errors"]
     dvc("plots", "show", cwd=repo, env=env)
     (repo / "default.html").write_text(PAGE_HTML, encoding="utf-8")

@@ -1,18 +1,20 @@
 """README.md, run as a new user would: every ```bash and ```console block, in document order,
-in one shell session in a fresh copy of the project (its own `make repro` and .venv, the
-datasets served from 127.0.0.1, no tracking server), checking exit codes and the lines the
+in one shell session in a fresh copy of the project, checking exit codes and the lines the
 README says a command prints. A block the session cannot run says why in the README (tests/readme.py
-has the conventions)."""
+has the conventions).
+
+The copy is of the session's trained project (tests/conftest.py: a clone whose `dvc repro` ran
+on the fixture data, results committed), and its `.venv` is the suite's own, which `make setup`
+made from the same lock: so the README's `make repro` finds both up to date instead of making
+them a second time. The datasets are served from 127.0.0.1; no tracking server."""
 
 import re
-import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, reuters_files_of, subprocess_env, write_params
+from helpers import GIT_IDENTITY, ROOT, subprocess_env
 from readme import README, Session, console_steps, output_matches, shell_blocks, strip_path, untagged_prompts
 
 BLOCKS = shell_blocks()
@@ -41,35 +43,17 @@ def test_console_output_matching():
     assert not output_matches(["x  1,107  0.22"], "y 985 0.31\n", numbers_vary=True)
 
 
-def copy_project(dest: Path) -> None:
-    """What a clone of this checkout holds (tracked files, and new ones not ignored)."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
-    for name in filter(None, listed):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-
-
 @pytest.fixture(scope="module")
-def session(tmp_path_factory, dataset_files):
+def session(tmp_path_factory, dataset_files, trained_project):
     from fixtures import FileServer
 
     home = tmp_path_factory.mktemp("readme")
-    project = home / "pipeline"
-    project.mkdir()
-    copy_project(project)
-    # the one difference from a real clone: the small datasets' checksums (and a shorter MNIST run)
-    write_params(project, {"download.reuters.files": reuters_files_of(dataset_files),
-                           "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16})
-    env = subprocess_env(GIT_AUTHOR_NAME="readme", GIT_AUTHOR_EMAIL="readme@localhost",
-                         GIT_COMMITTER_NAME="readme", GIT_COMMITTER_EMAIL="readme@localhost")
+    project = trained_project.copy(home / "pipeline")
+    (project / ".venv").symlink_to(ROOT / ".venv")
+    env = subprocess_env(**GIT_IDENTITY)
     for name in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "VIRTUAL_ENV"):
         env.pop(name, None)
-    env["PATH"] = strip_path(env, ROOT / ".venv")
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "clone"]):
-        subprocess.run(["git", *args], cwd=project, env=env, check=True, capture_output=True)
+    env["PATH"] = strip_path(env, ROOT / ".venv")  # on PATH once the README activates it
     with FileServer(dataset_files) as server:
         env["PIPELINE_DATA_MIRROR"] = server.url
         yield Session(project, env, home)

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # Stand-in base images, made from Debian's packages (NVIDIA's and Docker Hub's images cannot
 # be pulled here): pipeline-standin/debian, pipeline-standin/tensorflow:25.02-tf2-py3 and
-# pipeline-standin/postgres:15. The debootstrap tree is kept as a tarball in CACHE_DIR, so a
-# second run only imports it. Builds use the host network (the engine has no NAT), and the
-# host's CA bundle goes into the base, so that pip in the builds trusts what the host trusts
-# (a TLS-inspecting proxy's CA, for one).
+# pipeline-standin/postgres:15. Made once per machine: the three images are saved in CACHE_DIR
+# under the hash of their recipe (this script, the stand-ins' Dockerfiles and entrypoints, the
+# Debian packages and the host's CA bundle), and a later run with the same recipe only loads
+# them; a change to any part of it makes them again (and drops the old save). Builds use the
+# host network (the engine has no NAT), and the host's CA bundle goes into the base, so that
+# pip in the builds trusts what the host trusts (a TLS-inspecting proxy's CA, for one).
 set -euo pipefail
 cache="${1:?usage: standins.sh CACHE_DIR}"
 here="$(cd "$(dirname "$0")" && pwd)"
 packages=python3,python3-venv,python3-pip,ca-certificates,git,postgresql
 ca=/etc/ssl/certs/ca-certificates.crt
-tarball="$cache/debian-bookworm-$(cat <(echo "$packages") "$ca" | md5sum | cut -c1-8).tar"
+images=(pipeline-standin/debian:bookworm pipeline-standin/tensorflow:25.02-tf2-py3 pipeline-standin/postgres:15)
+recipe="$(cat <(echo "$packages") "$ca" "$here/standins.sh" "$here"/standin-* | sha256sum | cut -c1-16)"
+saved="$cache/standins-$recipe.tar"
 mkdir -p "$cache"
+if [ -s "$saved" ]; then
+    docker load -q -i "$saved" >/dev/null
+    exit 0
+fi
+tarball="$cache/debian-bookworm-$(cat <(echo "$packages") "$ca" | md5sum | cut -c1-8).tar"
 if [ ! -s "$tarball" ]; then
     rootfs="$cache/rootfs.$$"
     debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" >/dev/null
@@ -21,8 +30,10 @@ if [ ! -s "$tarball" ]; then
     tar -C "$rootfs" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
     rm -rf "$rootfs"
 fi
-docker import -c 'CMD ["/bin/bash"]' -c "ENV PIP_CERT=$ca" "$tarball" pipeline-standin/debian:bookworm >/dev/null
-docker build -q --network host -t pipeline-standin/tensorflow:25.02-tf2-py3 \
-    -f "$here/standin-tensorflow.Dockerfile" "$here" >/dev/null
-docker build -q --network host -t pipeline-standin/postgres:15 \
-    -f "$here/standin-postgres.Dockerfile" "$here" >/dev/null
+docker import -c 'CMD ["/bin/bash"]' -c "ENV PIP_CERT=$ca" "$tarball" "${images[0]}" >/dev/null
+docker build -q --network host -t "${images[1]}" -f "$here/standin-tensorflow.Dockerfile" "$here" >/dev/null
+docker build -q --network host -t "${images[2]}" -f "$here/standin-postgres.Dockerfile" "$here" >/dev/null
+docker save -o "$saved.part" "${images[@]}"
+mv "$saved.part" "$saved"
+# an older recipe's save is of no more use (the debootstrap tree stays: it has its own key)
+find "$cache" -maxdepth 1 -name 'standins-*.tar' ! -name "standins-$recipe.tar" -delete

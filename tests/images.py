@@ -1,0 +1,121 @@
+"""The container tests' Docker engine and images, made in the background from the start of
+the session, while the tests that need the CPU run.
+
+Starting an engine, making the stand-in bases and building the two images wait on the disk
+and the network for minutes; training waits on the CPU. So the session (the pytest process,
+or xdist's controller when the tests run in workers) starts them in a thread of their own as
+soon as it knows that container tests were collected, and the container tests' fixture waits
+for what they made. The outcome (the engine's DOCKER_HOST and each build's log and time, or
+the error) is a JSON file named by PIPELINE_TEST_IMAGES, which xdist's workers inherit.
+
+The stand-in bases are kept per machine (tests/container/standins.sh) and reused while their
+recipe is unchanged; the project's images are built cold on every run, since how they build
+is what the tests check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from helpers import ROOT, copy_project
+
+HERE = ROOT / "tests" / "container"
+STANDIN_DEBIAN = "pipeline-standin/debian:bookworm"
+STANDIN_TF = "pipeline-standin/tensorflow:25.02-tf2-py3"
+IMAGE = "pipeline:ctest"
+MLFLOW_IMAGE = "pipeline-mlflow:3.17.2"  # the name docker/compose.yaml gives it
+STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline-standins"))
+OUTCOME_VARIABLE = "PIPELINE_TEST_IMAGES"
+
+
+def run(args, env, check=True, timeout=1800, **kw) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(a) for a in args], env=env, capture_output=True, text=True,
+                            timeout=timeout, **kw)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
+                             f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest") -> tuple[str, float]:
+    """`docker build` of `dockerfile` in `context` on `base`: (its log, seconds)."""
+    t0 = time.time()
+    out = run(["docker", "build", "--network", "host", "-f", context / dockerfile,
+               "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}",
+               "-t", tag, context], env)
+    return out.stdout, time.time() - t0
+
+
+class Builder:
+    """The engine and the images, made by a background thread; `finish()` stops the engine."""
+
+    def __init__(self, outcome: Path):
+        self.outcome = outcome
+        self.state = Path(tempfile.mkdtemp(prefix="pipeline-docker-", dir="/var/tmp"))
+        self.thread = threading.Thread(target=self._make, name="container images", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _make(self) -> None:
+        made: dict = {}
+        try:
+            if os.geteuid() != 0:
+                raise PermissionError("the container tests start a Docker engine of their own: run them as root")
+            t0 = time.time()
+            started = run(["bash", HERE / "engine.sh", "start", self.state], dict(os.environ))
+            env = {**os.environ, "DOCKER_HOST": started.stdout.strip(), "DOCKER_BUILDKIT": "0"}
+            made["DOCKER_HOST"] = env["DOCKER_HOST"]
+            run(["bash", HERE / "standins.sh", STANDIN_CACHE], env)
+            made["standins_s"] = time.time() - t0
+            context = copy_project(self.state / "context", exclude=("reports/", "models/"))
+            made["cold"], made["cold_s"] = build(env, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
+            with open(context / "pipeline" / "__init__.py", "a") as fh:
+                fh.write("# a source-only change\n")
+            made["warm"], made["warm_s"] = build(env, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
+            made["size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], env).stdout)
+            _, made["mlflow_s"] = build(env, context, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
+            made["seconds"] = time.time() - t0
+        except Exception as exc:  # the container tests report it; the others go on
+            made["error"] = f"{type(exc).__name__}: {exc}"
+        part = self.outcome.with_suffix(".part")
+        part.write_text(json.dumps(made))
+        part.rename(self.outcome)
+
+    def finish(self) -> None:
+        """Stop the engine and remove its state (containers, the project's images, volumes)."""
+        self.thread.join(timeout=1800)
+        subprocess.run(["bash", HERE / "engine.sh", "stop", self.state], capture_output=True)
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def summary(made: dict) -> str:
+    """One line on what the builder made, and how long each part took."""
+    if "error" in made:
+        return f"container images: {made['error']}"
+    return (f"container images, made in the background in {made['seconds']:.0f} s: engine and stand-in bases "
+            f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
+            f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
+            f"{made['mlflow_s']:.0f} s")
+
+
+def wait_for_images(poll: float = 2.0) -> dict:
+    """What the session's builder made (DOCKER_HOST, build logs and times); raises with its
+    error when it failed. Waits while it is still at work."""
+    name = os.environ.get(OUTCOME_VARIABLE)
+    if not name:
+        raise RuntimeError("the session started no container builds: are the container tests selected, as root?")
+    outcome = Path(name)
+    while not outcome.exists():
+        time.sleep(poll)
+    made = json.loads(outcome.read_text())
+    if "error" in made:
+        raise AssertionError(f"the container images could not be made: {made['error']}")
+    return made

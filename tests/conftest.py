@@ -74,8 +74,8 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 def pytest_terminal_summary(terminalreporter, config):
     builder = getattr(config, "_pipeline_images", None)
-    if builder is not None and builder.outcome.exists():
-        terminalreporter.write_line(images.summary(json.loads(builder.outcome.read_text())))
+    if builder is not None and builder.made is not None:
+        terminalreporter.write_line(images.summary(builder.made))
 
 
 def pytest_sessionfinish(session):

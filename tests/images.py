@@ -60,6 +60,7 @@ class Builder:
         self.outcome = outcome
         self.state = Path(tempfile.mkdtemp(prefix="pipeline-docker-", dir="/var/tmp"))
         self.thread = threading.Thread(target=self._make, name="container images", daemon=True)
+        self.made: dict | None = None  # what _make made, once it is done
 
     def start(self) -> None:
         self.thread.start()
@@ -85,6 +86,7 @@ class Builder:
             made["seconds"] = time.time() - t0
         except Exception as exc:  # the container tests report it; the others go on
             made["error"] = f"{type(exc).__name__}: {exc}"
+        self.made = made
         part = self.outcome.with_suffix(".part")
         part.write_text(json.dumps(made))
         part.rename(self.outcome)

@@ -36,10 +36,13 @@ def clone(tmp_path):
 
 def doctor(folder, *args, env=None, user=None):
     cmd = [sys.executable, "-m", "pipeline", "doctor", "--json", *args]
+    env = dict(env or subprocess_env())
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    out = subprocess.run(cmd, cwd=folder, env=env or subprocess_env(), capture_output=True, text=True,
-                         timeout=300)
+        # `make test` measures coverage in every process it starts, and writes each one's data
+        # beside the project, where another user cannot: not in this one
+        env.pop("COVERAGE_PROCESS_CONFIG", None)
+    out = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     assert "Traceback" not in out.stderr, out.stderr
     return out.returncode, {c["name"]: c for c in json.loads(out.stdout)}, out
 

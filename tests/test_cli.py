@@ -142,9 +142,11 @@ def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
     from helpers import free_ports, subprocess_env
 
     (port,) = free_ports(1)
+    # Ctrl+C as a terminal sends it: a suite started in the background (`make test &`, a CI
+    # runner) ignores SIGINT, and a child inherits that, so the UI would never see it
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ui", "--port", str(port)], cwd=tmp_path,
                             env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = proc.stdout.readline().strip()
         assert first == (f"MLflow UI: http://127.0.0.1:{port} (runs in sqlite:///{tmp_path / 'mlflow.db'}); "

@@ -54,7 +54,7 @@ def pytest_sessionstart(session):
 
 
 def _start_images(config, node_ids) -> None:
-    if getattr(config, "_pipeline_images", None) is not None:
+    if getattr(config, "_pipeline_images", None) is not None or config.option.collectonly:
         return
     if not any(nodeid.split("::")[0].endswith("test_container.py") for nodeid in node_ids):
         return

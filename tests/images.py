@@ -108,14 +108,18 @@ def summary(made: dict) -> str:
             f"{made['mlflow_s']:.0f} s")
 
 
-def wait_for_images(poll: float = 2.0) -> dict:
+def wait_for_images(poll: float = 2.0, hang: float = 3600) -> dict:
     """What the session's builder made (DOCKER_HOST, build logs and times); raises with its
-    error when it failed. Waits while it is still at work."""
+    error when it failed. Waits while it is still at work (`hang`: a guard against a builder
+    that died without a word, not a time limit)."""
     name = os.environ.get(OUTCOME_VARIABLE)
     if not name:
         raise RuntimeError("the session started no container builds: are the container tests selected, as root?")
     outcome = Path(name)
+    deadline = time.time() + hang
     while not outcome.exists():
+        if time.time() > deadline:
+            raise RuntimeError(f"no word from the session's container builds in {hang:.0f} s ({outcome})")
         time.sleep(poll)
     made = json.loads(outcome.read_text())
     if "error" in made:

@@ -56,7 +56,7 @@ def pytest_sessionstart(session):
 def _start_images(config, node_ids) -> None:
     if getattr(config, "_pipeline_images", None) is not None or config.option.collectonly:
         return
-    if not any(nodeid.split("::")[0].endswith("test_container.py") for nodeid in node_ids):
+    if not any(group_of(nodeid) == "test_container" for nodeid in node_ids):
         return
     config._pipeline_images = images.Builder(Path(os.environ[images.OUTCOME_VARIABLE]))
     config._pipeline_images.start()

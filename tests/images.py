@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import ROOT, copy_project
+from helpers import ROOT, copy_project, sh
 
 HERE = ROOT / "tests" / "container"
 STANDIN_DEBIAN = "pipeline-standin/debian:bookworm"
@@ -35,13 +35,9 @@ STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline
 OUTCOME_VARIABLE = "PIPELINE_TEST_IMAGES"
 
 
-def run(args, env, check=True, timeout=1800, **kw) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], env=env, capture_output=True, text=True,
-                            timeout=timeout, **kw)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
-                             f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-    return result
+def run(args, env, check=True, timeout=1800, cwd=None) -> subprocess.CompletedProcess:
+    """`helpers.sh` with the argument list and environment first, as the container tests call it."""
+    return sh(*args, cwd=cwd, env=env, check=check, timeout=timeout)
 
 
 def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest") -> tuple[str, float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from pipeline import log, usage
+from pipeline import imports, log, usage
 from pipeline.config import DATASETS, STAGES
 from pipeline.errors import PipelineError
 
@@ -65,6 +65,7 @@ def cli(verbose, quiet):
     (`mlflow ui`). Defaults live in params.yaml."""
     log.configure(1 if verbose else -1 if quiet else 0)
     usage.limit_malloc_arenas()
+    imports.skip_keras_sklearn()
     click.get_current_context().meta["pipeline.started"] = time.perf_counter()
 
 

@@ -19,6 +19,10 @@ import images
 from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import (ROOT, copy_project, dvc, free_ports, git_repo, project_env, reuters_files_of, sh,
                      start_mlflow_server, write_params)
+from pipeline import imports
+
+# the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
+imports.skip_keras_sklearn()
 
 # --- sharing out between workers (pytest -n 2 --dist loadscope --no-loadscope-reorder) -----
 # A module runs on one worker, so that its module fixtures are made once. Two trainings at once

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -94,28 +93,6 @@ def test_gpus_the_host_lacks_are_a_failed_strategy_check(clone):
     assert checks["strategy"]["status"] == "fail"
     assert checks["strategy"]["detail"].startswith("train.mnist.devices.visible_gpus: asked for GPU 0")
     assert "change train.mnist in params.yaml" in checks["strategy"]["fix"]
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlflow")
-    (port,) = free_ports(1)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "a")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=subprocess_env(), start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
-            time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def test_tracking_server_that_answers_and_one_that_does_not(clone, mlflow_server):

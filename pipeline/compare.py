@@ -122,12 +122,12 @@ def as_csv(result: dict) -> str:
 
 def compare(names: Sequence[str], *, show_all: bool = False) -> dict:
     """The comparison of the runs `names`, in the tracking store in force."""
+    if len(names) < 2:  # a usage error: before MLflow's import, as the CLI's own are
+        raise ConfigError("compare needs two runs or more")
     from mlflow import MlflowClient
 
     from pipeline import tracking
 
-    if len(names) < 2:
-        raise ConfigError("compare needs two runs or more")
     uri = tracking.tracking_uri()
     tracking.check_tracking(uri)
     path = tracking.sqlite_path(uri)

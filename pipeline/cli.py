@@ -65,7 +65,7 @@ def cli(verbose, quiet):
     (`mlflow ui`). Defaults live in params.yaml."""
     log.configure(1 if verbose else -1 if quiet else 0)
     usage.limit_malloc_arenas()
-    imports.skip_keras_sklearn()
+    imports.skip_keras_extras()
     click.get_current_context().meta["pipeline.started"] = time.perf_counter()
 
 

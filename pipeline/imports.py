@@ -1,11 +1,13 @@
 """What a `pipeline` process leaves out when it imports TensorFlow.
 
-`import tensorflow` imports Keras, and Keras imports scikit-learn (and through it SciPy's
-statistics) whenever it is installed, for its scikit-learn wrappers (`keras.wrappers`), which
-no stage uses. MLflow installs scikit-learn, so every `pipeline train` and `pipeline evaluate`
-paid about 1.7 s of its start for it (README, Measured figures). `skip_keras_sklearn()` makes
-that one import fail as it does where scikit-learn is missing: Keras then defines its wrappers
-without it, as it is written to. Anything else that imports scikit-learn still gets it.
+`import tensorflow` imports Keras, and Keras imports two optional packages whenever they are
+installed, for parts that no stage uses: scikit-learn (and through it SciPy's statistics) for
+its scikit-learn wrappers (`keras.wrappers`), and matplotlib's pyplot for its image-gallery
+plots (`keras.visualization`). MLflow installs scikit-learn and the project installs matplotlib,
+so every `pipeline` command that imports TensorFlow paid about 3 s of its start for them
+(README, Measured figures). `skip_keras_extras()` makes those imports fail as they do where the
+package is missing: Keras then defines those parts without it, as it is written to. Anything
+else that imports them (the stages' own plots: `pipeline/plots.py`) still gets them.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import importlib.abc
 import sys
 
-# the modules of Keras that import scikit-learn at import time, for its wrappers only
-KERAS_SKLEARN_IMPORTERS = ("keras.src.wrappers.",)
+# package -> the modules of Keras that import it at import time, for a part no stage uses
+KERAS_EXTRAS = {"sklearn": ("keras.src.wrappers.",), "matplotlib": ("keras.src.visualization.",)}
 
 
 def _importer() -> str:
@@ -25,15 +27,16 @@ def _importer() -> str:
     return frame.f_globals.get("__name__", "") if frame is not None else ""
 
 
-class _KerasWithoutSklearn(importlib.abc.MetaPathFinder):
+class _KerasWithoutExtras(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if (name == "sklearn" or name.startswith("sklearn.")) and _importer().startswith(KERAS_SKLEARN_IMPORTERS):
-            raise ModuleNotFoundError(f"No module named {name!r} (not imported for Keras' wrappers)", name=name)
+        importers = KERAS_EXTRAS.get(name.partition(".")[0])
+        if importers and _importer().startswith(importers):
+            raise ModuleNotFoundError(f"No module named {name!r} (not imported for Keras)", name=name)
         return None
 
 
-def skip_keras_sklearn() -> None:
-    """From now on, Keras' wrappers import as if scikit-learn were not installed. Call before
-    TensorFlow is imported."""
-    if not any(isinstance(finder, _KerasWithoutSklearn) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _KerasWithoutSklearn())
+def skip_keras_extras() -> None:
+    """From now on, Keras imports as if scikit-learn and matplotlib were not installed. Call
+    before TensorFlow is imported."""
+    if not any(isinstance(finder, _KerasWithoutExtras) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _KerasWithoutExtras())

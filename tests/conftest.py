@@ -22,7 +22,7 @@ from helpers import (ROOT, copy_project, dvc, free_ports, git_repo, project_env,
 from pipeline import imports
 
 # the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
-imports.skip_keras_sklearn()
+imports.skip_keras_extras()
 
 # --- sharing out between workers (pytest -n 2 --dist loadscope --no-loadscope-reorder) -----
 # A module runs on one worker, so that its module fixtures are made once. Two trainings at once

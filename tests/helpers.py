@@ -43,8 +43,8 @@ def run_pipeline(*args, cwd=None, env=None, timeout=600):
                           env=env or subprocess_env(), capture_output=True, text=True, timeout=timeout)
 
 
-def run_python(code: str, cwd=None, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd or ROOT, env=env or subprocess_env(),
+def run_python(code: str, cwd=None, env=None, timeout=600, args=()):
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd or ROOT, env=env or subprocess_env(),
                           capture_output=True, text=True, timeout=timeout)
 
 

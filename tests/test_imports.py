@@ -1,5 +1,6 @@
-"""pipeline.imports: a `pipeline` process imports TensorFlow without Keras' scikit-learn
-wrappers' import of scikit-learn, and scikit-learn stays importable for anything else."""
+"""pipeline.imports: a `pipeline` process imports TensorFlow without Keras' imports of
+scikit-learn (for its wrappers) and matplotlib (for its image galleries), and both stay
+importable for anything else."""
 
 import json
 
@@ -12,23 +13,31 @@ import json, sys
 from pipeline.cli import cli
 cli.main(["-q", "devices", "--json"], standalone_mode=False)
 import keras
-held = sorted(m for m in ("sklearn", "scipy.stats") if m in sys.modules)
+held = sorted(m for m in ("sklearn", "scipy.stats", "matplotlib") if m in sys.modules)
 wrapper = [c.__module__ for c in keras.wrappers.SKLearnClassifier.__mro__]
+gallery = keras.src.visualization.plot_image_gallery.plt
 import sklearn.base
-print(json.dumps({"held": held, "wrapper": wrapper, "sklearn": sklearn.base.__name__}))
+from pipeline import plots
+import numpy as np
+plots.confusion(np.eye(2, dtype=int), sys.argv[1], "probe")
+print(json.dumps({"held": held, "wrapper": wrapper, "gallery": gallery, "sklearn": sklearn.base.__name__,
+                  "pyplot": sys.modules["matplotlib.pyplot"].__name__}))
 """
 
 
-def test_a_pipeline_command_imports_tensorflow_without_sklearn_and_sklearn_still_imports():
-    done = run_python(DEVICES_THEN_PROBE)
+def test_a_pipeline_command_imports_tensorflow_without_keras_extras_and_they_still_import(tmp_path):
+    done = run_python(DEVICES_THEN_PROBE, args=[tmp_path / "c.png"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["held"] == []  # TensorFlow and Keras imported, scikit-learn (and SciPy's stats) not
+    assert report["held"] == []  # TensorFlow and Keras imported; scikit-learn, SciPy's stats, matplotlib not
     assert "sklearn.base" not in report["wrapper"]  # Keras' wrappers as where scikit-learn is missing
-    assert report["sklearn"] == "sklearn.base"  # imported afterwards by anyone else, it is there
+    assert report["gallery"] is None  # Keras' galleries as where matplotlib is missing
+    # imported afterwards by anyone else, they are there: the stages' own plots draw
+    assert (report["sklearn"], report["pyplot"]) == ("sklearn.base", "matplotlib.pyplot")
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_installing_the_finder_twice_adds_it_once():
-    probe = ("import sys; from pipeline import imports; imports.skip_keras_sklearn(); imports.skip_keras_sklearn(); "
-             "print(sum(isinstance(f, imports._KerasWithoutSklearn) for f in sys.meta_path))")
+    probe = ("import sys; from pipeline import imports; imports.skip_keras_extras(); imports.skip_keras_extras(); "
+             "print(sum(isinstance(f, imports._KerasWithoutExtras) for f in sys.meta_path))")
     assert run_python(probe).stdout.strip() == "1"

@@ -85,3 +85,16 @@ def test_a_package_at_another_version_than_the_locks_is_named(tmp_path, monkeypa
     described = environment.describe(lock)["python.environment"]
     assert described.startswith("requirements.lock, except click==") and described.endswith("(lock 0.1)")
     assert environment.describe(tmp_path / "none.lock")["python.environment"] == "unlocked"
+
+
+def test_the_installed_distributions_read_from_metadata_headers_are_importlibs():
+    """What a run states of its environment is read from each METADATA file's header, not
+    through importlib.metadata's full parse: both give the same name, version and requirements
+    for every distribution installed here (the first of a name on sys.path)."""
+    from importlib import metadata
+
+    expected = {}
+    for dist in metadata.distributions():
+        expected.setdefault(canonicalize_name(dist.metadata["Name"]), (dist.version, tuple(dist.requires or ())))
+    assert environment._distributions() == expected
+    assert len(expected) > 100

@@ -125,7 +125,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
 if __name__ == "__main__":
     from pipeline import imports
 
-    imports.skip_keras_sklearn()  # TensorFlow imported as a `pipeline` command imports it
+    imports.skip_keras_extras()  # TensorFlow imported as a `pipeline` command imports it
     mode, *args = sys.argv[1:]
     if mode == "one_step":
         one_step(int(args[0]), args[1])

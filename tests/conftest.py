@@ -28,11 +28,15 @@ imports.skip_keras_extras()
 # A module runs on one worker, so that its module fixtures are made once. Two trainings at once
 # on 2 cores each run at about half speed: what the second worker gains is the time the first
 # waits (process start-ups, TensorFlow's import, servers, Docker builds). Modules are handed out
-# in this order: the long ones first, the README's session (which needs the trained project,
-# made by then) and the container tests (which need the images the session builds in the
-# background) last.
-FIRST = ("test_e2e", "test_sweep", "test_faults")
-LAST = ("test_readme", "test_container")
+# longest first (their minutes in a full run, docs/testing.md), so that the last ones handed
+# out are short and both workers finish together: the end-to-end module first (it makes the
+# trained project that the README's session and others read); the container tests once the
+# images the session builds in the background are likely made, beside trainings; every module
+# not named here (seconds each) after these, in name order.
+LONGEST_FIRST = ("test_e2e", "test_sweep", "test_faults", "test_readme", "test_distribute", "test_container",
+                 "test_equivalence", "test_doctor", "test_multiworker", "test_reproducible", "test_resume",
+                 "test_cli", "test_early_stopping", "test_store", "test_compare", "test_bench_loops", "test_bench",
+                 "test_log", "test_mlflow_ui", "test_params_doc")
 
 
 def group_of(nodeid: str) -> str:
@@ -41,7 +45,7 @@ def group_of(nodeid: str) -> str:
 
 def order_of(nodeid: str) -> int:
     group = group_of(nodeid)
-    return FIRST.index(group) if group in FIRST else len(FIRST) + (1 + LAST.index(group) if group in LAST else 0)
+    return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -164,15 +164,17 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
     import time
     import urllib.request
 
+    # without MLflow's GenAI job runners (huey consumers: about 1 GB and a share of a core
+    # while idle), which nothing here uses; and without coverage (make test): a server runs no
+    # code of the project, and coverage's tracer costs a process about a fifth of its CPU
+    env = subprocess_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    env.pop("COVERAGE_PROCESS_CONFIG", None)
     log = open(Path(root) / "server.log", "a")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{Path(root) / 'mlflow.db'}",
          "--artifacts-destination", str(Path(root) / "artifacts")],
-        # without MLflow's GenAI job runners (huey consumers: about 1 GB and a share of a core
-        # while idle), which nothing here uses
-        stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"),
-        start_new_session=True,
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     log.close()
     url = f"http://127.0.0.1:{port}"

@@ -89,11 +89,11 @@ def devices(dataset, params_path, as_json):
     from pipeline.config import load_params
 
     cfg = load_params(params_path, dataset).train
-    import tensorflow as tf
-
     from pipeline import distribute
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")
+    import tensorflow as tf
+
     report = {
         "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
         "logical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_logical_devices()],

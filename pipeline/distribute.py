@@ -138,6 +138,47 @@ def check_tf_config(raw: str) -> dict:
     return cluster
 
 
+def check_cluster(name: str, loop: str, where: str) -> Optional[str]:
+    """The cluster this process is a worker of (detect_cluster), checked against the strategy
+    `name` and the loop: what of the strategy needs no TensorFlow, so that a stage can check it
+    before TensorFlow's import (a moment, against about ten seconds)."""
+    cluster = detect_cluster()
+    if name == "multi_worker" or (name == "auto" and cluster):
+        if name == "multi_worker" and cluster is None:
+            raise ConfigError(f"{where}.strategy: multi_worker needs a cluster: set TF_CONFIG with "
+                              f"two or more workers, or run under Slurm with two or more tasks")
+        if loop == "fit":
+            raise ConfigError(f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
+                              f"(keras-team/keras#20585); set {where}.loop to custom")
+    return cluster
+
+
+# Device nodes through which TensorFlow reaches a GPU: NVIDIA's (Linux), WSL's, Jetson's, AMD's.
+GPU_DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/dxg", "/dev/nvhost-*", "/dev/kfd")
+
+
+def no_gpu_without_tensorflow(env=None) -> bool:
+    """True when this process cannot see a GPU, whatever TensorFlow would find: CUDA_VISIBLE_DEVICES
+    hides them all (empty, or a first entry such as -1), or the host has no GPU device node."""
+    import glob
+
+    env = os.environ if env is None else env
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and (not visible.strip() or visible.split(",")[0].strip().startswith("-")):
+        return True
+    return not any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES)
+
+
+def check_before_tensorflow(cfg, where: str) -> None:
+    """What of a TrainConfig's strategy and devices can be checked before TensorFlow's import (a
+    moment, against about ten seconds): the cluster against the strategy and the loop, and, in
+    a process that can see no GPU, what the device settings ask of GPUs. The same checks run
+    again with what TensorFlow finds (configure_devices, make_strategy)."""
+    check_cluster(cfg.strategy, cfg.loop, where)
+    if no_gpu_without_tensorflow():
+        check_devices(cfg.devices, 0, where=f"{where}.devices")
+
+
 def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: str, num_packs: int,
                   device_list, port_base: int, where: str):
     """The tf.distribute strategy `name` over the devices configure_devices left visible.
@@ -148,14 +189,8 @@ def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: s
     """
     import tensorflow as tf
 
-    cluster = detect_cluster()
+    cluster = check_cluster(name, loop, where)
     if name == "multi_worker" or (name == "auto" and cluster):
-        if name == "multi_worker" and cluster is None:
-            raise ConfigError(f"{where}.strategy: multi_worker needs a cluster: set TF_CONFIG with "
-                              f"two or more workers, or run under Slurm with two or more tasks")
-        if loop == "fit":
-            raise ConfigError(f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
-                              f"(keras-team/keras#20585); set {where}.loop to custom")
         resolver = slurm_resolver(info, where, port_base) if cluster == "slurm" else None
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.AUTO)
@@ -355,6 +390,7 @@ class Setup:
 def setup(cfg, where: str) -> Setup:
     """Apply a TrainConfig's device settings and make its strategy: first thing in a process,
     before any tensor. `where` is the config's params key, for error messages."""
+    check_before_tensorflow(cfg, where)
     info = configure_devices(cfg.devices, where=f"{where}.devices")
     strategy = strategy_for(cfg, info, where=where)
     return Setup(strategy, describe(strategy, info))

@@ -32,13 +32,17 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
-    from pipeline import distribute, environment, log, resume, tracking, training
+    from pipeline import distribute
     from pipeline.data import arrays
+
+    # what needs no TensorFlow first: a wrong cluster, devices or data stops the stage at once
+    distribute.check_before_tensorflow(cfg, where=f"train.{dataset}")
+    splits, stats = arrays.load_prepared(data, ("train", "val"))
+    from pipeline import environment, log, resume, tracking, training
     from pipeline.data.inputs import image_size_for, model_inputs
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
-    splits, stats = arrays.load_prepared(data, ("train", "val"))
     name = tracking.run_name(dataset, cfg.loop, facts["replicas"], facts["workers"], cfg.precision)
     backup = resume.Backup(backup_dir, setup.strategy)
     fingerprint = json.dumps(params.flat(), sort_keys=True, default=str)

@@ -52,18 +52,58 @@ def test_auto_on_one_device_distributes_nothing_and_on_two_mirrors(tmp_path):
     assert (two["strategy"], two["replicas"]) == ("MirroredStrategy", 2)
 
 
-def test_gpus_the_host_does_not_have(tmp_path):
-    result = devices_json(tmp_path, **{"devices.visible_gpus": [0, 2]})
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: train.reuters.devices.visible_gpus: asked for GPU 0, 2, but this host has 0 GPUs")
+# A command started as a user starts it; what it printed and whether it had imported TensorFlow.
+COMMAND_THEN_PROBE = """
+import sys
+from pipeline.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    print("EXIT", exc.code, "tensorflow" in sys.modules)
+"""
+TWO_WORKERS = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}'
+TRAIN = ["train", "reuters", "--data", "prepared", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json",
+         "--curves", "c.png"]
 
 
-def test_memory_limit_without_a_gpu(tmp_path):
-    result = devices_json(tmp_path, **{"devices.memory_limit_mb": 1024})
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: train.reuters.devices.memory_limit_mb: set to 1024, but there is no visible GPU to limit")
+@pytest.mark.parametrize("args,overrides,env,code,message", [
+    (["devices", "--dataset", "reuters"], {"devices.visible_gpus": [0, 2]}, {}, 2,
+     "train.reuters.devices.visible_gpus: asked for GPU 0, 2, but this host has 0 GPUs"),
+    (["devices", "--dataset", "reuters"], {"devices.memory_limit_mb": 1024}, {}, 2,
+     "train.reuters.devices.memory_limit_mb: set to 1024, but there is no visible GPU to limit"),
+    (["bench", "reuters", "-S", "train.reuters.devices.visible_gpus=[1]"], {}, {}, 2,
+     "train.reuters.devices.visible_gpus: asked for GPU 1, but this host has 0 GPUs"),
+    (TRAIN, {}, {"TF_CONFIG": TWO_WORKERS}, 2,
+     "train.reuters.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
+     "set train.reuters.loop to custom"),
+    (TRAIN, {"strategy": "multi_worker", "loop": "custom"}, {}, 2,
+     "train.reuters.strategy: multi_worker needs a cluster: set TF_CONFIG with two or more workers, or run under "
+     "Slurm with two or more tasks"),
+    (TRAIN, {}, {}, 1, "prepared/train.npz: missing; run the preprocess stage first"),
+], ids=["gpus-the-host-lacks", "memory-limit-without-a-gpu", "bench", "fit-on-a-cluster", "multi-worker-alone",
+        "no-data"])
+def test_what_needs_no_tensorflow_stops_a_command_before_its_import(tmp_path, args, overrides, env, code, message):
+    """Config and data errors that need no device list are found in a moment: before TensorFlow's
+    import (about ten seconds), in a process that can see no GPU (CUDA_VISIBLE_DEVICES=-1). The
+    multi-worker cases were tests/test_multiworker.py's, which started TensorFlow for them."""
+    write_params(tmp_path, {f"train.reuters.{k}": v for k, v in overrides.items()})
+    result = run_python(COMMAND_THEN_PROBE, cwd=tmp_path, env=subprocess_env(**env), args=args)
+    assert result.stdout.splitlines()[-1] == f"EXIT {code} False", result.stdout + result.stderr
+    assert result.stderr == f"error: {message}\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["params.yaml"]  # nothing written
+
+
+def test_a_process_sees_no_gpu_when_cuda_hides_them_or_the_host_has_no_gpu_node(tmp_path, monkeypatch):
+    from pipeline import distribute
+
+    node = tmp_path / "nvidia0"
+    monkeypatch.setattr(distribute, "GPU_DEVICE_NODES", (str(tmp_path / "nvidia[0-9]*"),))
+    assert distribute.no_gpu_without_tensorflow({}) is True  # no node
+    node.touch()
+    assert distribute.no_gpu_without_tensorflow({}) is False  # only TensorFlow can tell
+    assert distribute.no_gpu_without_tensorflow({"CUDA_VISIBLE_DEVICES": "0"}) is False
+    for hidden in ("-1", "", " ", "-1,0"):
+        assert distribute.no_gpu_without_tensorflow({"CUDA_VISIBLE_DEVICES": hidden}) is True
 
 
 def test_logical_devices_out_of_range_is_a_config_error(tmp_path):

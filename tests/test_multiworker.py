@@ -74,25 +74,6 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     assert runs[0].data.metrics["best_epoch"] == 1
 
 
-def test_fit_under_a_cluster_is_a_config_error(prepared):
-    write_params(prepared, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "fit"})
-    env = subprocess_env(TF_CONFIG=tf_config(free_ports(2), 0))
-    result = run_pipeline(*TRAIN_ARGS, cwd=prepared, env=env)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: train.reuters.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
-        "(keras-team/keras#20585); set train.reuters.loop to custom")
-    assert not (prepared / "model").exists()
-
-
-def test_multi_worker_without_a_cluster_is_a_config_error(prepared):
-    write_params(prepared, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
-                            "train.reuters.strategy": "multi_worker"})
-    result = run_pipeline(*TRAIN_ARGS, cwd=prepared)
-    assert result.returncode == 2
-    assert "train.reuters.strategy: multi_worker needs a cluster" in result.stderr
-
-
 @pytest.mark.slurm
 def test_slurm_batch_script_trains_two_workers(prepared, slurm):
     """deploy/slurm/train.sbatch itself, submitted to a real Slurm with sbatch (one node here,

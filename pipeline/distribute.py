@@ -173,48 +173,81 @@ def check_before_tensorflow(cfg, where: str) -> None:
     """What of a TrainConfig's strategy and devices can be checked before TensorFlow's import (a
     moment, against about ten seconds): the cluster against the strategy and the loop, and, in
     a process that can see no GPU, what the device settings ask of GPUs. The same checks run
-    again with what TensorFlow finds (configure_devices, make_strategy)."""
-    check_cluster(cfg.strategy, cfg.loop, where)
-    if no_gpu_without_tensorflow():
-        check_devices(cfg.devices, 0, where=f"{where}.devices")
+    again with what TensorFlow finds (configure_devices, strategy_for)."""
+    cluster = check_cluster(cfg.strategy, cfg.loop, where)
+    if not no_gpu_without_tensorflow():
+        return
+    check_devices(cfg.devices, 0, where=f"{where}.devices")
+    if cluster is None and cfg.strategy != "multi_worker" and not cfg.devices.device_list:
+        # no GPU and no device list: the logical devices are the CPU's split, as TensorFlow names them
+        cpus = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(cfg.devices.logical_devices or 1)]
+        check_replicas(cfg, *plan_replicas(cfg.strategy, [], cpus, None), where=where)
 
 
-def make_strategy(name: str, info: DeviceInfo, *, loop: str, cross_device_ops: str, num_packs: int,
-                  device_list, port_base: int, where: str):
-    """The tf.distribute strategy `name` over the devices configure_devices left visible.
+def plan_replicas(name: str, gpus: list[str], cpus: list[str], picked: Optional[list[str]]) -> tuple[str, list[str]]:
+    """(kind, devices) of the single-host strategy `name` over these logical devices (`picked`:
+    those of the params' device list, if any): kind `mirrored`, `one_device` or `default`
+    (TensorFlow's default strategy), and the devices its replicas run on.
 
-    `auto` is MultiWorkerMirroredStrategy when a cluster is configured (TF_CONFIG, Slurm),
-    else MirroredStrategy over the GPUs, or over the CPU's logical devices when there is none,
-    and no distribution at all (TensorFlow's default strategy) when there is one device.
+    `auto` is MirroredStrategy over the GPUs, or over the CPU's logical devices when there is
+    none, and no distribution at all when there is one device: a one-replica MirroredStrategy
+    (or OneDeviceStrategy) wraps every step in a distributed call, and Reuters trains about
+    2.5x and MNIST about 1.9x slower under it on a 2-core CPU (docs/benchmarks.md).
     """
+    first = (gpus or cpus)[0]
+    devices = picked or gpus or cpus
+    if name == "auto" and len(devices) == 1:
+        return ("default" if devices[0] == first else "one_device"), devices
+    if name in ("auto", "mirrored"):
+        return "mirrored", devices
+    if name == "one_device":
+        return "one_device", devices[:1]
+    return "default", [first]
+
+
+def check_replicas(cfg, kind: str, devices: list[str], where: str) -> None:
+    """What a TrainConfig asks of the replicas that plan_replicas puts on `devices`."""
+    if kind == "mirrored" and cfg.cross_device_ops == "nccl" and not all("GPU" in d.upper() for d in devices):
+        raise ConfigError(f"{where}.cross_device_ops: nccl needs GPUs, but the replicas are on CPUs")
+    if cfg.jit_compile and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
+        # XLA compiles a replica's step for one device, and the mirrored variables on the other
+        # logical CPU devices are out of its reach ("Trying to access resource ... located in
+        # device CPU:1 from device CPU:0").
+        raise ConfigError(f"{where}.jit_compile: XLA cannot compile a step across {len(devices)} "
+                          f"logical CPU devices; use one replica, or GPUs")
+    if cfg.loop == "fit" and cfg.steps_per_execution > 1 and len(devices) > 1:
+        raise ConfigError(f"{where}.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 "
+                          f"on more than one replica (keras-team/keras#19246); use 1, or loop: custom")
+
+
+def strategy_for(cfg, info: DeviceInfo, where: str):
+    """The tf.distribute strategy of a TrainConfig over the devices configure_devices left
+    visible: MultiWorkerMirroredStrategy when the process is a worker of a cluster (TF_CONFIG,
+    Slurm) or the params ask for it, else plan_replicas' pick, checked by check_replicas."""
     import tensorflow as tf
 
-    cluster = check_cluster(name, loop, where)
-    if name == "multi_worker" or (name == "auto" and cluster):
-        resolver = slurm_resolver(info, where, port_base) if cluster == "slurm" else None
+    cluster = check_cluster(cfg.strategy, cfg.loop, where)
+    if cfg.strategy == "multi_worker" or (cfg.strategy == "auto" and cluster):
+        resolver = slurm_resolver(info, where, cfg.slurm_port_base) if cluster == "slurm" else None
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.AUTO)
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
                                                          communication_options=options)
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
-    devices = gpus or cpus
-    if device_list:
-        devices = _pick_devices(device_list, gpus + cpus, f"{where}.devices.device_list")
-    on_gpus = all("GPU" in d.upper() for d in devices)
-    if name == "auto" and len(devices) == 1:
-        # One device: no distribution. A one-replica MirroredStrategy (or OneDeviceStrategy)
-        # wraps every step in a distributed call: Reuters trains about 2.5x and MNIST about
-        # 1.9x slower under it on a 2-core CPU (docs/benchmarks.md).
-        first = (gpus or cpus)[0]
-        return tf.distribute.get_strategy() if devices[0] == first else tf.distribute.OneDeviceStrategy(devices[0])
-    if name in ("auto", "mirrored"):
-        ops = _cross_device_ops(cross_device_ops, num_packs, on_gpus, len(devices),
+    picked = None
+    if cfg.devices.device_list:
+        picked = _pick_devices(cfg.devices.device_list, gpus + cpus, f"{where}.devices.device_list")
+    kind, devices = plan_replicas(cfg.strategy, gpus, cpus, picked)
+    check_replicas(cfg, kind, devices, where)
+    if kind == "mirrored":
+        on_gpus = all("GPU" in d.upper() for d in devices)
+        ops = _cross_device_ops(cfg.cross_device_ops, cfg.num_packs, on_gpus, len(devices),
                                 virtual=info.logical_gpus > info.visible_gpus, where=where)
         return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops)
-    if name == "one_device":
+    if kind == "one_device":
         return tf.distribute.OneDeviceStrategy(devices[0])
-    return tf.distribute.get_strategy()  # "default"
+    return tf.distribute.get_strategy()
 
 
 def _tasks_per_node(env) -> int:
@@ -276,9 +309,7 @@ def _cross_device_ops(choice: str, num_packs: int, on_gpus: bool, count: int, *,
         if on_gpus and count > 1 and not virtual:
             return tf.distribute.NcclAllReduce(num_packs=num_packs)
         return None
-    if choice == "nccl":
-        if not on_gpus:
-            raise ConfigError(f"{where}.cross_device_ops: nccl needs GPUs, but the replicas are on CPUs")
+    if choice == "nccl":  # on GPUs: check_replicas refused it on CPUs
         if virtual:
             raise ConfigError(f"{where}.cross_device_ops: nccl does not work on virtual (split) GPUs")
         return tf.distribute.NcclAllReduce(num_packs=num_packs)
@@ -344,24 +375,6 @@ def describe(strategy, info: DeviceInfo) -> dict:
         "cross_device_ops": ops_name,
         "devices": replica_devices(strategy),
     }
-
-
-def strategy_for(cfg, info: DeviceInfo, where: str):
-    """make_strategy with a TrainConfig's strategy, loop, all-reduce and device list."""
-    strategy = make_strategy(cfg.strategy, info, loop=cfg.loop, cross_device_ops=cfg.cross_device_ops,
-                             num_packs=cfg.num_packs, device_list=cfg.devices.device_list,
-                             port_base=cfg.slurm_port_base, where=where)
-    devices = replica_devices(strategy)
-    if cfg.jit_compile and len(devices) > 1 and all("CPU" in d.upper() for d in devices):
-        # XLA compiles a replica's step for one device, and the mirrored variables on the other
-        # logical CPU devices are out of its reach ("Trying to access resource ... located in
-        # device CPU:1 from device CPU:0").
-        raise ConfigError(f"{where}.jit_compile: XLA cannot compile a step across {len(devices)} "
-                          f"logical CPU devices; use one replica, or GPUs")
-    if cfg.loop == "fit" and cfg.steps_per_execution > 1 and strategy.num_replicas_in_sync > 1:
-        raise ConfigError(f"{where}.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 "
-                          f"on more than one replica (keras-team/keras#19246); use 1, or loop: custom")
-    return strategy
 
 
 # What a run records of where it ran: in MLflow's params and the train stage's summary.

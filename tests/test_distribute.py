@@ -80,8 +80,15 @@ TRAIN = ["train", "reuters", "--data", "prepared", "--model-dir", "m", "--histor
      "train.reuters.strategy: multi_worker needs a cluster: set TF_CONFIG with two or more workers, or run under "
      "Slurm with two or more tasks"),
     (TRAIN, {}, {}, 1, "prepared/train.npz: missing; run the preprocess stage first"),
+    (["devices", "--dataset", "reuters"], {"cross_device_ops": "nccl", "devices.logical_devices": 2}, {}, 2,
+     "train.reuters.cross_device_ops: nccl needs GPUs, but the replicas are on CPUs"),
+    (["devices", "--dataset", "reuters"], {"jit_compile": True, "devices.logical_devices": 2}, {}, 2,
+     "train.reuters.jit_compile: XLA cannot compile a step across 2 logical CPU devices; use one replica, or GPUs"),
+    (TRAIN, {"steps_per_execution": 4, "devices.logical_devices": 2}, {}, 2,
+     "train.reuters.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 on more than one replica "
+     "(keras-team/keras#19246); use 1, or loop: custom"),
 ], ids=["gpus-the-host-lacks", "memory-limit-without-a-gpu", "bench", "fit-on-a-cluster", "multi-worker-alone",
-        "no-data"])
+        "no-data", "nccl-on-cpus", "xla-across-cpus", "steps-per-execution-on-replicas"])
 def test_what_needs_no_tensorflow_stops_a_command_before_its_import(tmp_path, args, overrides, env, code, message):
     """Config and data errors that need no device list are found in a moment: before TensorFlow's
     import (about ten seconds), in a process that can see no GPU (CUDA_VISIBLE_DEVICES=-1). The
@@ -120,13 +127,6 @@ def test_all_reduce_choice_is_reported(tmp_path):
     assert report["cross_device_ops"].startswith("CollectiveAllReduce")  # TensorFlow's pick on CPUs
 
 
-def test_nccl_needs_gpus(tmp_path):
-    result = devices_json(tmp_path, cross_device_ops="nccl", **{"devices.logical_devices": 2})
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: train.reuters.cross_device_ops: nccl needs GPUs, but the replicas are on CPUs")
-
-
 def test_explicit_device_list(tmp_path):
     report = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 3,
                                                   "devices.device_list": ["/cpu:0", "/cpu:2"]}).stdout)
@@ -158,18 +158,8 @@ def test_cluster_detection():
         detect_cluster({"TF_CONFIG": "{worker"})
 
 
-def test_xla_across_logical_cpu_devices_is_a_config_error(tmp_path):
-    result = devices_json(tmp_path, jit_compile=True, **{"devices.logical_devices": 2})
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: train.reuters.jit_compile: XLA cannot compile a step across 2 logical CPU devices; "
-        "use one replica, or GPUs")
-
-
-def test_steps_per_execution_on_replicas_is_a_config_error(tmp_path):
-    result = devices_json(tmp_path, steps_per_execution=4, **{"devices.logical_devices": 2})
-    assert result.returncode == 2
-    assert "train.reuters.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1" in result.stderr
+def test_steps_per_execution_on_replicas_is_for_the_custom_loop(tmp_path):
+    # with fit, a config error: test_what_needs_no_tensorflow_stops_a_command_before_its_import
     report = json.loads(devices_json(tmp_path, steps_per_execution=4, loop="custom",
                                      **{"devices.logical_devices": 2}).stdout)
     assert report["replicas"] == 2
@@ -328,3 +318,17 @@ def test_a_task_outside_the_cluster_stops_the_stage_in_one_line(tmp_path):
     result = run_pipeline("devices", cwd=tmp_path, env=subprocess_env(TF_CONFIG=config))
     assert result.returncode == 2
     assert result.stderr == "error: TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got 5\n"
+
+
+def test_the_replicas_each_strategy_name_plans():
+    from pipeline.distribute import plan_replicas
+
+    cpus = ["/device:CPU:0", "/device:CPU:1"]
+    gpus = ["/device:GPU:0", "/device:GPU:1"]
+    assert plan_replicas("auto", [], cpus[:1], None) == ("default", cpus[:1])
+    assert plan_replicas("auto", [], cpus, ["/device:CPU:1"]) == ("one_device", ["/device:CPU:1"])
+    assert plan_replicas("auto", [], cpus, None) == ("mirrored", cpus)
+    assert plan_replicas("auto", gpus, cpus, None) == ("mirrored", gpus)  # GPUs first, the CPU left out
+    assert plan_replicas("mirrored", [], cpus[:1], None) == ("mirrored", cpus[:1])
+    assert plan_replicas("one_device", gpus, cpus, None) == ("one_device", gpus[:1])
+    assert plan_replicas("default", [], cpus, None) == ("default", cpus[:1])

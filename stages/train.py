@@ -35,10 +35,15 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
     from pipeline import distribute
     from pipeline.data import arrays
 
-    # what needs no TensorFlow first: a wrong cluster, devices or data stops the stage at once
+    # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
+    # cannot take the run (a single process logs: it is the chief), stops the stage at once
     distribute.check_before_tensorflow(cfg, where=f"train.{dataset}")
     splits, stats = arrays.load_prepared(data, ("train", "val"))
-    from pipeline import environment, log, resume, tracking, training
+    from pipeline import tracking
+
+    if distribute.detect_cluster() is None:
+        tracking.check_tracking()
+    from pipeline import environment, log, resume, training
     from pipeline.data.inputs import image_size_for, model_inputs
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor

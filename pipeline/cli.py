@@ -10,7 +10,6 @@ config error) never imports TensorFlow.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from importlib.metadata import entry_points
@@ -272,43 +271,9 @@ def ui(host, port):
     experiment's runs table (MLflow 3.17 opens an experiment on its GenAI overview until the
     browser's "Model training" switch is on). One worker, no job runners, no access log;
     Ctrl+C stops it."""
-    import signal
-    import subprocess
+    from pipeline import ui as serving
 
-    from pipeline import tracking
-
-    uri = tracking.tracking_uri()
-    if uri.startswith(("http://", "https://")):
-        click.echo(f"MLflow UI: {uri} (the tracking server's own)")
-        return
-    click.echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it")
-    # The experiments open on MLflow's GenAI overview unless the browser's "Model training"
-    # switch is on: these links open their runs table either way.
-    for name, url in tracking.runs_pages(f"http://{host}:{port}", DATASETS, uri):
-        click.echo(f"  {name} runs: {url}")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
-           "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore"}
-    args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-            "--registry-store-uri", uri, "--host", host,
-            "--port", str(port), "--workers", "1", "--uvicorn-opts", "--no-access-log --log-level warning"]
-    sys.stdout.flush()  # the URL before the server's own output
-    # Its own session: Ctrl+C reaches this process only, which stops the server cleanly
-    # (uvicorn interrupted mid-request prints a traceback).
-    server = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-    def stop(*_):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)  # `kill`, or a supervisor, stops the server too
-    try:
-        for line in server.stderr:
-            if not line.startswith("[MLflow] Security middleware enabled"):  # a notice on every start
-                sys.stderr.write(line)
-        sys.exit(server.wait())
-    except KeyboardInterrupt:
-        server.terminate()
-        server.wait(timeout=30)
-        sys.exit(0)
+    sys.exit(serving.serve(host, port, DATASETS, click.echo))
 
 
 def main(args=None) -> None:

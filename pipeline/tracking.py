@@ -217,6 +217,39 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
             if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
 
 
+def _check_sqlite_file(uri: str, path: Path) -> None:
+    """TrackingError when the existing file `path` is not a SQLite database (read, not written)."""
+    import sqlite3
+
+    from pipeline.errors import TrackingError
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)) as db:
+            db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError:
+        return  # busy with another process's migration, or unreadable: opening it says more
+    except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
+        raise TrackingError(f"{uri}: {path} is not an MLflow store ({exc}); set MLFLOW_TRACKING_URI to the "
+                            "store that holds the runs, or move the file away") from None
+
+
+def _open_store(uri: str) -> str:
+    """A store that is neither a sqlite file nor a server (a database server's URI, a folder,
+    or a scheme MLflow does not know), opened as MLflow opens it: what MLflow raises on the
+    way becomes one TrackingError naming the store, not an unexpected failure later."""
+    from mlflow.tracking._tracking_service.utils import _get_store
+
+    from pipeline.errors import TrackingError
+
+    try:
+        _get_store(uri)
+    except Exception as exc:  # MLflow's, SQLAlchemy's or a driver's: the store cannot be opened
+        reason = " ".join(str(exc).split()).split(". ")[0].rstrip(".")
+        raise TrackingError(f"{uri}: cannot be opened as an MLflow tracking store ({reason}); set "
+                            "MLFLOW_TRACKING_URI to a sqlite:/// file or a tracking server's URL") from None
+    return f"{uri} (opened)"
+
+
 def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     """Whether the tracking store can take a run: a one-line description, or TrackingError.
 
@@ -238,9 +271,11 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
         if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
             raise TrackingError(f"{uri}: {folder} is not writable; run where you can write, or set "
                                 "MLFLOW_TRACKING_URI to a tracking server")
+        if path.exists():
+            _check_sqlite_file(uri, path)
         return f"{uri} ({'exists' if path.exists() else 'made by the first run'})"
     if scheme not in ("http", "https"):
-        return f"{uri} (a {scheme or 'file'} store: not checked)"
+        return _open_store(uri)
     base = uri.rstrip("/")
     try:
         urllib.request.urlopen(f"{base}/health", timeout=timeout).close()

@@ -1,5 +1,3 @@
-import os
-
 import pytest
 
 from helpers import run_pipeline, run_python
@@ -132,49 +130,6 @@ def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
 
 
 @pytest.mark.slow
-def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
-    import signal
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    from helpers import free_ports, subprocess_env
-
-    (port,) = free_ports(1)
-    # Ctrl+C as a terminal sends it: a suite started in the background (`make test &`, a CI
-    # runner) ignores SIGINT, and a child inherits that, so the UI would never see it
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ui", "--port", str(port)], cwd=tmp_path,
-                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        first = proc.stdout.readline().strip()
-        assert first == (f"MLflow UI: http://127.0.0.1:{port} (runs in sqlite:///{tmp_path / 'mlflow.db'}); "
-                         "Ctrl+C stops it")
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
-                time.sleep(0.5)
-        assert (tmp_path / "mlflow.db").is_file()
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=300)  # a hang guard, not a time limit: a loaded host stops the server slowly
-    assert proc.stderr.read().strip() == ""  # quiet: no access log, no notices
-
-
-def test_ui_with_a_tracking_server_prints_its_url(tmp_path):
-    from helpers import subprocess_env
-
-    result = run_pipeline("ui", cwd=tmp_path, env=subprocess_env(MLFLOW_TRACKING_URI="http://127.0.0.1:5999"))
-    assert result.returncode == 0
-    assert result.stdout.strip() == "MLflow UI: http://127.0.0.1:5999 (the tracking server's own)"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_quiet_training_prints_nothing(tmp_path, loop):

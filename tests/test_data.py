@@ -28,3 +28,11 @@ def test_every_dataset_prepares_the_same_shape_of_result(tmp_path, dataset):
     assert stats["input"] == {"reuters": "sequences", "mnist": "images"}[dataset]
     labels = np.concatenate([y for _, y in splits.values()])
     assert labels.min() >= 0 and labels.max() < stats["num_classes"]
+
+
+def test_every_dataset_of_the_config_has_its_module():
+    from pipeline import data
+    from pipeline.config import DATASETS
+
+    assert list(data.MODULES) == list(DATASETS)
+    assert all(callable(module.prepare) for module in data.MODULES.values())

@@ -4,10 +4,14 @@ are (`"input"`: "sequences" or "images") for the stages after it."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
+
+from pipeline.data import mnist, reuters
+
+# the module of each dataset of config.DATASETS
+MODULES = {"reuters": reuters, "mnist": mnist}
 
 
 def prepare(dataset: str, raw_dir: Path | str, cfg) -> tuple[dict, dict]:
     """The splits and stats of `dataset` from its download folder."""
-    return importlib.import_module(f"pipeline.data.{dataset}").prepare(raw_dir, cfg)
+    return MODULES[dataset].prepare(raw_dir, cfg)

@@ -20,6 +20,7 @@ import click
 from pipeline import imports, log, usage
 from pipeline.config import DATASETS, STAGES
 from pipeline.errors import PipelineError
+from pipeline.options import params_option
 
 STAGE_ENTRY_POINTS = "pipeline.stages"
 
@@ -81,7 +82,7 @@ def stage_finished(_result, **_options):
 @cli.command("devices")
 @click.option("--dataset", type=click.Choice(DATASETS), default=DATASETS[0], show_default=True,
               help="Apply this dataset's train.<dataset>.devices and strategy from the params file.")
-@click.option("--params", "params_path", type=click.Path(), default="params.yaml", show_default=True)
+@params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
@@ -114,8 +115,7 @@ def devices(dataset, params_path, as_json):
 
 @cli.command("params")
 @click.argument("dataset", type=click.Choice(DATASETS), required=False)
-@click.option("--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
-              show_default=True)
+@params_option
 @click.option("--markdown", is_flag=True, help="Print the table README.md shows (one column per dataset).")
 @click.option("--rewrite", is_flag=True,
               help="Rewrite the params file in the form `dvc exp run -S` writes it (after a hand edit), "
@@ -166,8 +166,7 @@ def params(dataset, params_path, markdown, rewrite):
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Also write the figures as JSON to this file.")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the measurement as an MLflow run.")
-@click.option("--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
-              show_default=True)
+@params_option
 def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json_path, no_mlflow, params_path):
     """Measure training throughput with the params in force.
 
@@ -213,8 +212,7 @@ def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json
 @cli.command("doctor")
 @click.option("--dataset", type=click.Choice(DATASETS), default=DATASETS[0], show_default=True,
               help="Whose train.<dataset> params decide the strategy checked.")
-@click.option("--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
-              show_default=True)
+@params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def doctor(dataset, params_path, as_json):
     """Check this host before a run: problems and their fixes.

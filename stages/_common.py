@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.config import DATASETS
-
+from pipeline.options import params_option  # noqa: F401 (the stages' own, too)
 
 
 def _note_dataset(ctx: click.Context, _param, value: str) -> str:
@@ -17,10 +17,6 @@ def _note_dataset(ctx: click.Context, _param, value: str) -> str:
 
 dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS),
                                   callback=_note_dataset)
-params_option = click.option(
-    "--params", "params_path", type=click.Path(path_type=Path), default=Path("params.yaml"),
-    show_default=True, help="The params file (defaults live there and nowhere else).",
-)
 
 
 def path_option(name: str, help: str):

@@ -1,18 +1,22 @@
-"""The machine a training ran on: /proc/cpuinfo read into a CPU model and its vector
-instruction sets, and reports/<dataset>/machine.json written by the train stage beside its
-figures (an uncached DVC out, not a metric)."""
+"""pipeline.environment: the installed packages a run states (against requirements.lock), and the
+machine a training ran on: /proc/cpuinfo read into a CPU model and its vector instruction sets,
+and reports/<dataset>/machine.json written by the train stage beside its figures (an uncached
+DVC out, not a metric)."""
 
 import datetime
 import json
 import os
 import platform
+import re
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
 
 from helpers import ROOT, run_pipeline, subprocess_env, write_params
 from pipeline import environment
 
+LOCK = ROOT / "requirements.lock"
 XEON = """processor\t: 0
 vendor_id\t: GenuineIntel
 model name\t: Intel(R) Xeon(R) Platinum 8480+
@@ -75,3 +79,42 @@ def test_the_train_stage_names_the_machine(tmp_path):
         "date": machine["date"]}
     assert machine["date"] in (today.isoformat(), (today - datetime.timedelta(days=1)).isoformat())
     assert not list((tmp_path / "reports").glob(".*.tmp"))
+
+
+def test_this_environment_is_the_locks_and_a_run_says_so(monkeypatch):
+    """`make setup` installed the lock: every pin that applies here is installed at its
+    version, the logged model's requirements are those pins, and the run's tag says
+    requirements.lock (container when run in the project's image)."""
+    monkeypatch.delenv("PIPELINE_IMAGE", raising=False)
+    wanted = environment.lock_pins(environment.read_lock(LOCK))
+    tags = environment.describe(LOCK)
+    assert tags["python.environment"] == "requirements.lock", tags["python.environment"]
+    required = dict(r.split("==") for r in environment.installed_requirements())
+    assert {"tensorflow", "keras", "mlflow", "dvc", "click", "numpy"} <= set(required)
+    assert "pytest" not in required  # the test extra is not what a model needs
+    assert {name: version for name, version in required.items() if wanted.get(name) != version} == {}
+    monkeypatch.setenv("PIPELINE_IMAGE", "pipeline:dev")
+    assert environment.describe(LOCK)["python.environment"] == "container"
+
+
+def test_a_package_at_another_version_than_the_locks_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("PIPELINE_IMAGE", raising=False)
+    lock = tmp_path / "requirements.lock"
+    text = LOCK.read_text()
+    lock.write_text(re.sub(r"^click==[^ \\]+", "click==0.1", text, count=1, flags=re.M))
+    described = environment.describe(lock)["python.environment"]
+    assert described.startswith("requirements.lock, except click==") and described.endswith("(lock 0.1)")
+    assert environment.describe(tmp_path / "none.lock")["python.environment"] == "unlocked"
+
+
+def test_the_installed_distributions_read_from_metadata_headers_are_importlibs():
+    """What a run states of its environment is read from each METADATA file's header, not
+    through importlib.metadata's full parse: both give the same name, version and requirements
+    for every distribution installed here (the first of a name on sys.path)."""
+    from importlib import metadata
+
+    expected = {}
+    for dist in metadata.distributions():
+        expected.setdefault(canonicalize_name(dist.metadata["Name"]), (dist.version, tuple(dist.requires or ())))
+    assert environment._distributions() == expected
+    assert len(expected) > 100

@@ -19,17 +19,20 @@ from typing import Callable, Iterable
 from pipeline.errors import PipelineError
 
 
-class PortError(PipelineError):
-    """The UI's port cannot be bound (another program holds it, or the host has no such address)."""
+class UIError(PipelineError):
+    """The UI cannot be served: its port cannot be bound (another program holds it, or the host
+    has no such address), or its server stopped on its own."""
 
 
 def check_port(host: str, port: int) -> None:
-    """PortError unless `host`:`port` can be bound now (released again at once)."""
+    """UIError unless `host`:`port` can be bound now (released again at once), as the server
+    binds it: with SO_REUSEADDR, so that a port left in TIME_WAIT by the last UI is free."""
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
-        raise PortError(f"{host}:{port}: cannot serve the UI there ({exc.strerror or exc}); "
+        raise UIError(f"{host}:{port}: cannot serve the UI there ({exc.strerror or exc}); "
                         "stop what holds it, or pick another port with --port") from None
 
 
@@ -73,4 +76,4 @@ def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], N
         server.wait(timeout=30)
         return 0
     # not stopped by the user: whatever the server's own exit code, the UI is gone
-    raise PortError(f"the MLflow server on {host}:{port} stopped (exit code {code}); its output is above")
+    raise UIError(f"the MLflow server on {host}:{port} stopped (exit code {code}); its output is above")

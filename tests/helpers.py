@@ -48,6 +48,29 @@ def run_python(code: str, cwd=None, env=None, timeout=600, args=()):
                           capture_output=True, text=True, timeout=timeout)
 
 
+# `pipeline ARGS` through pipeline.cli.main, then which of the heavy packages its process held
+_COMMAND_THEN_PROBE = """
+import sys
+from pipeline.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    print("EXIT", exc.code, *sorted(m for m in ("tensorflow", "mlflow") if m in sys.modules))
+"""
+
+
+def run_command(args, cwd=None, env=None):
+    """`pipeline ARGS` in a fresh process, as a user runs it: (result, exit code, the packages
+    among tensorflow and mlflow it had imported when it exited). The probe's line is taken
+    off result.stdout."""
+    result = run_python(_COMMAND_THEN_PROBE, cwd=cwd, env=env, args=args)
+    *printed, probe = result.stdout.splitlines() or [""]
+    assert probe.startswith("EXIT "), result.stdout + result.stderr
+    _, code, *imported = probe.split()
+    result.stdout = "".join(f"{line}\n" for line in printed)
+    return result, int(code), set(imported)
+
+
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
     """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
     import yaml

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from helpers import ROOT, run_python
+from helpers import ROOT, run_command
 from pipeline.config import DATASETS, STAGES, load_params, validate
 from pipeline.errors import ConfigError
 
@@ -140,16 +140,8 @@ def test_missing_file(tmp_path):
 def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_path, raw, stage, args):
     raw["train"]["reuters"]["batch_size_per_replica"] = "32x"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    code = (
-        "import sys\n"
-        "from pipeline.cli import main\n"
-        "try:\n"
-        f"    main({[stage, 'reuters', *args, '--params', 'params.yaml']!r})\n"
-        "except SystemExit as exc:\n"
-        "    print('EXIT', exc.code, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)\n"
-    )
-    result = run_python(code, cwd=tmp_path)
-    assert "EXIT 2 False False" in result.stdout, result.stderr
+    result, code, imported = run_command([stage, "reuters", *args, "--params", "params.yaml"], cwd=tmp_path)
+    assert (code, imported) == (2, set()), result.stderr
     assert result.stderr.strip().splitlines() == [
         'error: params.yaml: train.reuters.batch_size_per_replica: expected a positive integer, got "32x"'
     ]

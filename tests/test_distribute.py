@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from helpers import run_pipeline, run_python, subprocess_env, write_params
+from helpers import run_command, run_pipeline, run_python, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -52,15 +52,6 @@ def test_auto_on_one_device_distributes_nothing_and_on_two_mirrors(tmp_path):
     assert (two["strategy"], two["replicas"]) == ("MirroredStrategy", 2)
 
 
-# A command started as a user starts it; what it printed and whether it had imported TensorFlow.
-COMMAND_THEN_PROBE = """
-import sys
-from pipeline.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    print("EXIT", exc.code, "tensorflow" in sys.modules)
-"""
 TWO_WORKERS = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}'
 TRAIN = ["train", "reuters", "--data", "prepared", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json",
          "--curves", "c.png"]
@@ -94,8 +85,8 @@ def test_what_needs_no_tensorflow_stops_a_command_before_its_import(tmp_path, ar
     import (about ten seconds), in a process that can see no GPU (CUDA_VISIBLE_DEVICES=-1). The
     multi-worker cases were tests/test_multiworker.py's, which started TensorFlow for them."""
     write_params(tmp_path, {f"train.reuters.{k}": v for k, v in overrides.items()})
-    result = run_python(COMMAND_THEN_PROBE, cwd=tmp_path, env=subprocess_env(**env), args=args)
-    assert result.stdout.splitlines()[-1] == f"EXIT {code} False", result.stdout + result.stderr
+    result, exit_code, imported = run_command(args, cwd=tmp_path, env=subprocess_env(**env))
+    assert (exit_code, "tensorflow" in imported) == (code, False), result.stderr
     assert result.stderr == f"error: {message}\n"
     assert [p.name for p in tmp_path.iterdir()] == ["params.yaml"]  # nothing written
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, run_pipeline, run_python, subprocess_env
+from helpers import ROOT, run_command, run_pipeline, subprocess_env
 from pipeline import config
 from pipeline.config import SCHEMA, describe, format_markdown, format_params, read_yaml, validate
 
@@ -243,14 +243,8 @@ def test_set_in_file_writes_the_same_form(tmp_path):
 
 
 def test_params_command_prints_every_key_without_importing_tensorflow():
-    result = run_python(
-        "import sys\n"
-        "from pipeline.cli import cli\n"
-        "try:\n"
-        "    cli(['params'], prog_name='pipeline')\n"
-        "except SystemExit as exc:\n"
-        "    print('EXIT', exc.code, 'tensorflow' in sys.modules)\n")
-    assert "EXIT 0 False" in result.stdout, result.stderr
+    result, code, imported = run_command(["params"])
+    assert (code, "tensorflow" in imported) == (0, False), result.stderr
     docs = describe(read_yaml(PARAMS))
     for doc in docs:
         assert re.search(rf"^{re.escape(doc.key)}:", result.stdout, re.M), doc.key

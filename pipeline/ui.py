@@ -33,7 +33,7 @@ def check_port(host: str, port: int) -> None:
             probe.bind((host, port))
     except OSError as exc:
         raise UIError(f"{host}:{port}: cannot serve the UI there ({exc.strerror or exc}); "
-                        "stop what holds it, or pick another port with --port") from None
+                      "stop what holds it, or pick another port with --port") from None
 
 
 def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], None]) -> int:

@@ -188,18 +188,18 @@ def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json
                 *(["--no-mlflow"] if no_mlflow else [])]
         results = benchmark.scaling(argv, counts)
         if not no_mlflow:
-            from pipeline import tracking
+            from pipeline.tracking import runs
 
-            tracking.log_scaling(results)
+            runs.log_scaling(results)
     else:
         if replica_count is not None:  # a child of --replicas: the same params on N devices
             params = load_params(params_path, dataset,
                                  overrides + benchmark.replica_overrides(dataset, replica_count, benchmark.gpu_count()))
         results = [benchmark.measure(params, data=data, warmup=warmup, steps=steps)]
         if not no_mlflow:
-            from pipeline import tracking
+            from pipeline.tracking import runs
 
-            results[0]["mlflow_run_id"] = tracking.log_benchmark(params, results[0], data)
+            results[0]["mlflow_run_id"] = runs.log_benchmark(params, results[0], data)
     if json_path is not None:
         from pipeline.io import write_json
 

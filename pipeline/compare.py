@@ -126,11 +126,11 @@ def compare(names: Sequence[str], *, show_all: bool = False) -> dict:
         raise ConfigError("compare needs two runs or more")
     from mlflow import MlflowClient
 
-    from pipeline import tracking
+    from pipeline.tracking import probe, store
 
-    uri = tracking.tracking_uri()
-    tracking.check_tracking(uri)
-    path = tracking.sqlite_path(uri)
+    uri = store.tracking_uri()
+    probe.check_tracking(uri)
+    path = store.sqlite_path(uri)
     if path is not None and not path.exists():
         raise ConfigError(f"{uri}: no MLflow store here yet; run from the repository root, or set "
                           "MLFLOW_TRACKING_URI to the store that holds the runs")

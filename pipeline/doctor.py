@@ -132,11 +132,11 @@ def check_disk(folder: Path) -> Check:
 
 
 def check_tracking() -> Check:
-    from pipeline import tracking
+    from pipeline.tracking import probe, store
 
-    uri = tracking.tracking_uri()
+    uri = store.tracking_uri()
     try:
-        detail = tracking.check_tracking(uri)
+        detail = probe.check_tracking(uri)
     except PipelineError as exc:
         what, _, fix = str(exc).partition("; ")
         return Check("tracking", "fail", what, fix)
@@ -147,13 +147,13 @@ def check_artifacts(tracking_ok: bool) -> Check:
     """The datasets' experiments whose artifacts a `dvc exp run --queue`/`--temp` copy held,
     now deleted. Renamed, an experiment keeps its runs, and the next training creates the
     dataset's experiment again, right."""
-    from pipeline import tracking
+    from pipeline.tracking import store
 
     if not tracking_ok:
         return Check("artifacts", "warn", "not checked: the tracking store failed its check",
                      "fix the tracking store first")
     try:
-        found = tracking.misplaced_artifacts(DATASETS)
+        found = store.misplaced_artifacts(DATASETS)
     except PipelineError as exc:
         return Check("artifacts", "warn", str(exc), "check the tracking store")
     if not found:
@@ -162,7 +162,7 @@ def check_artifacts(tracking_ok: bool) -> Check:
     renames = " && ".join(f"mlflow experiments rename --experiment-id {eid} --new-name {name}-lost-artifacts"
                           for eid, name, _ in found)
     return Check("artifacts", "warn",
-                 f"artifacts of {names} are inside {tracking.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
+                 f"artifacts of {names} are inside {store.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
                  "after `dvc exp run --queue` or `--temp`: their runs' models and files are gone",
                  f"{renames} (the runs stay; the next training creates the experiment again, with its "
                  "artifacts in mlruns/ beside mlflow.db)")

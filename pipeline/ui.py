@@ -3,7 +3,7 @@ starts and supervises.
 
 The port is bound here first, as the server will bind it: a port another program holds is one
 line naming it (exit 1) before any URL is printed, instead of a URL that shows that other
-program. The store is checked as every command checks it (tracking.check_tracking). A server
+program. The store is checked as every command checks it (pipeline.tracking.probe). A server
 that stops on its own is a failure (exit 1, its own output above), not a clean exit.
 """
 
@@ -39,18 +39,18 @@ def check_port(host: str, port: int) -> None:
 def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], None]) -> int:
     """Serve the UI until Ctrl+C (or SIGTERM); the exit code. A tracking server already serves
     its own UI: its URL is printed and nothing is started."""
-    from pipeline import tracking
+    from pipeline.tracking import probe, store
 
-    uri = tracking.tracking_uri()
+    uri = store.tracking_uri()
     if uri.startswith(("http://", "https://")):
         echo(f"MLflow UI: {uri} (the tracking server's own)")
         return 0
-    tracking.check_tracking(uri)
+    probe.check_tracking(uri)
     check_port(host, port)
     echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it")
     # The experiments open on MLflow's GenAI overview unless the browser's "Model training"
     # switch is on: these links open their runs table either way.
-    for name, url in tracking.runs_pages(f"http://{host}:{port}", datasets, uri):
+    for name, url in store.runs_pages(f"http://{host}:{port}", datasets, uri):
         echo(f"  {name} runs: {url}")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
            "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore"}

@@ -22,14 +22,15 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     """Test metrics and confusion matrix; log into the training run."""
     params = load_params(params_path, dataset)
     cfg = params.evaluate
-    from pipeline import evaluation, log, tracking, training
+    from pipeline import evaluation, log, training
+    from pipeline.tracking import probe, runs
 
-    tracking.check_tracking()  # every input checked before any output is written
+    probe.check_tracking()  # every input checked before any output is written
     model_run = training.read_model_run(model_dir)
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")
-    with tracking.TrainingRun.for_evaluation(params, model_run, model_dir) as run:
+    with runs.TrainingRun.for_evaluation(params, model_run, model_dir) as run:
         run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
     log.result(f"{dataset}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                           for k, v in ev.metrics.items()))

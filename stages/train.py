@@ -39,20 +39,20 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
     # cannot take the run (a single process logs: it is the chief), stops the stage at once
     distribute.check_before_tensorflow(cfg, where=f"train.{dataset}")
     splits, stats = arrays.load_prepared(data, ("train", "val"))
-    from pipeline import tracking
+    from pipeline.tracking import probe, runs
 
     if distribute.detect_cluster() is None:
-        tracking.check_tracking()
+        probe.check_tracking()
     from pipeline import environment, log, resume, training
     from pipeline.data.inputs import image_size_for, model_inputs
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
-    name = tracking.run_name(dataset, cfg.loop, facts["replicas"], facts["workers"], cfg.precision)
+    name = runs.run_name(dataset, cfg.loop, facts["replicas"], facts["workers"], cfg.precision)
     backup = resume.Backup(backup_dir, setup.strategy)
     fingerprint = json.dumps(params.flat(), sort_keys=True, default=str)
     with backup.resume_or_start(
-            fingerprint, lambda run_id: tracking.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)) as run:
+            fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)) as run:
         run.log_setup(params, setup.figures(), data, splits)
         result = training.train(cfg, splits=splits, stats=stats, strategy=setup.strategy, backup=backup,
                                 on_epoch=run.log_epoch, verbose=2 if log.shows_progress() else 0)

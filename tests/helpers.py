@@ -71,6 +71,14 @@ def run_command(args, cwd=None, env=None):
     return result, int(code), set(imported)
 
 
+def use_sqlite(tmp_path: Path, monkeypatch) -> str:
+    """Point this process's MLflow at a new sqlite store in `tmp_path` and work there; its URI."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    return uri
+
+
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
     """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
     import yaml

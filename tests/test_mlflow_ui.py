@@ -22,9 +22,9 @@ from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 import mlflow
-from pipeline import tracking
+from pipeline.tracking import lineage, runs
 
-tracking.framework_tags = lambda: {}
+lineage.framework_tags = lambda: {}
 data = Path("data/prepared/reuters")
 data.mkdir(parents=True)
 x, y = np.zeros((8, 4), dtype="float32"), np.arange(8) % 2
@@ -32,10 +32,10 @@ ids = {}
 for rate in json.loads(sys.argv[1]):
     os.environ["DVC_EXP_NAME"] = f"lr-{rate}"
     params = SimpleNamespace(dataset="reuters", flat=lambda: {"train.reuters.learning_rate": rate})
-    with tracking.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
+    with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
         run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
         run.log_epoch(1, {"epoch": 1, "loss": 1.0, "val_accuracy": 0.5})
-        tracking.log_inputs("reuters", data, {"test": (x, y)})
+        lineage.log_inputs("reuters", data, {"test": (x, y)})
         mlflow.log_metric("test_accuracy", 0.6 + 10 * rate)
     ids[f"lr-{rate}"] = run.run_id
 print(json.dumps({"experiment_id": run.ids["experiment_id"], "runs": ids}))
@@ -97,10 +97,10 @@ def side_nav(page) -> list[str]:
 
 
 def test_the_runs_link_opens_the_runs_table_with_source_and_datasets(sweep, browser):
-    """What `pipeline ui` prints for an experiment (tracking.RUNS_PAGE), in a browser that
+    """What `pipeline ui` prints for an experiment (pipeline.tracking.store.RUNS_PAGE), in a browser that
     never opened MLflow: the runs table, the UI in its model-training mode; each run's Source
     is its DVC stage and its Dataset column names the prepared data it read."""
-    from pipeline.tracking import RUNS_PAGE
+    from pipeline.tracking.store import RUNS_PAGE
 
     page = new_page(browser)
     page.goto(RUNS_PAGE.format(base=sweep["url"], id=sweep["experiment_id"]), wait_until="load")
@@ -138,7 +138,7 @@ def test_an_experiment_opens_on_the_genai_overview_until_the_model_training_swit
 def test_a_sweep_in_the_runs_table_sorted_by_test_accuracy_with_its_param(sweep, browser):
     """The README's way to read a sweep: Columns adds the swept param and test_accuracy,
     Sort orders the runs by test_accuracy, best first."""
-    from pipeline.tracking import RUNS_PAGE
+    from pipeline.tracking.store import RUNS_PAGE
 
     page = new_page(browser)
     page.goto(RUNS_PAGE.format(base=sweep["url"], id=sweep["experiment_id"]), wait_until="load")

@@ -1,4 +1,5 @@
-"""The MLflow store under several trainings at once: created or migrated once, under a lock."""
+"""pipeline/tracking/store.py: the store in force, its experiments and their runs pages; and the
+store under several trainings at once: created or migrated once, under a lock."""
 
 import subprocess
 import sys
@@ -7,9 +8,51 @@ from pathlib import Path
 import pytest
 
 from fixtures import make_reuters_npz
-from helpers import run_pipeline, subprocess_env, write_params
+from helpers import run_pipeline, subprocess_env, use_sqlite, write_params
+from pipeline.tracking import store
 
-pytestmark = pytest.mark.slow
+def test_default_store_is_sqlite_in_the_repo_root(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert store.tracking_uri() == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert store.tracking_uri() == "http://127.0.0.1:5000"
+
+
+def test_a_dvc_temp_experiment_logs_to_the_main_checkout(tmp_path):
+    copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc123"
+    copy.mkdir(parents=True)
+    assert store.repo_root(copy) == tmp_path.resolve()
+
+
+def test_experiments_are_tagged_as_model_training_and_a_users_kind_is_kept(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    client = MlflowClient(uri)
+    kind = store.EXPERIMENT_KIND_TAG
+    new = store.use_experiment("reuters")
+    assert client.get_experiment(new).tags[kind] == "custom_model_development"
+    # made before the tag (by an earlier pipeline): tagged when next used, and once
+    old = client.create_experiment("mnist")
+    assert kind not in client.get_experiment(old).tags
+    assert store.use_experiment("mnist") == old
+    assert client.get_experiment(old).tags[kind] == "custom_model_development"
+    client.set_experiment_tag(old, kind, "genai_development")  # a user's choice, in the UI
+    store.use_experiment("mnist")
+    assert client.get_experiment(old).tags[kind] == "genai_development"
+
+
+def test_runs_pages_link_each_experiment_to_its_runs_table(tmp_path, monkeypatch):
+    uri = use_sqlite(tmp_path, monkeypatch)
+    assert store.runs_pages("http://127.0.0.1:5000", ["reuters"], uri) == []  # no store yet
+    assert not (tmp_path / "mlflow.db").exists()
+    experiment = store.use_experiment("reuters")
+    assert store.runs_pages("http://127.0.0.1:5000/", ["reuters", "mnist"], uri) == [
+        ("reuters", f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?workflowType=machine_learning")]
+    assert store.runs_pages("http://127.0.0.1:5000", ["reuters"], "http://127.0.0.1:5999") == []
+
+
 
 TRAININGS = 3
 
@@ -60,11 +103,13 @@ def check_runs(db: Path, run_ids: list[str]) -> None:
         assert any(p.name.startswith("history") for p in artifacts.iterdir())
 
 
+@pytest.mark.slow
 def test_trainings_started_at_once_on_a_fresh_store_all_succeed(prepared):
     db = prepared / "store" / "mlflow.db"
     check_runs(db, train_at_once(prepared, db))
 
 
+@pytest.mark.slow
 def test_trainings_started_at_once_on_an_older_schema_migrate_it_once_and_keep_its_runs(prepared):
     import sqlalchemy
     from alembic import command

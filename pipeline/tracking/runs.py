@@ -1,0 +1,300 @@
+"""The runs the pipeline logs: a training's (opened by the train stage, reopened or followed
+by evaluate's) and a benchmark's. Every MLflow failure on the way is one TrackingError."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from pipeline.tracking import lineage, probe, store
+
+
+# System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few
+# seconds: MLflow's default of 10 s leaves a short training with one or two points.
+SYSTEM_METRICS_SECONDS = 2
+
+
+def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: str) -> str:
+    """What a run is, at a glance in the runs table: `reuters-fit-2rep-float32`."""
+    return f"{dataset}-{loop}-{replicas}rep{f'-{workers}w' if workers > 1 else ''}-{precision}"
+
+
+def model_requirements() -> list[str]:
+    """The logged model's pip requirements: the exact installed version of every package the
+    pipeline needs (after `make setup`, requirements.lock's pins), stated rather than inferred
+    (inference reloads the model in a subprocess, which costs more than the rest of the logging)."""
+    from pipeline import environment
+
+    return environment.installed_requirements()
+
+
+def device_params(figures: dict) -> dict:
+    """A run's device counts and strategy (`distribute.Setup.figures()`) as MLflow params."""
+    return {("devices." if key in ("physical_gpus", "logical_devices") else "distribute.") + key: value
+            for key, value in figures.items()}
+
+
+def _tracked(what: str):
+    """Make a TrainingRun method's MLflow failure one TrackingError: MLflow's client retries a
+    server that does not answer for minutes (a blink passes unnoticed), then gives up."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            from mlflow.exceptions import MlflowException
+
+            from pipeline.errors import TrackingError
+
+            try:
+                return method(self, *args, **kwargs)
+            except (MlflowException, OSError) as exc:
+                message = exc.message if isinstance(exc, MlflowException) else str(exc)
+                # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
+                reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
+                raise TrackingError(
+                    f"{store.tracking_uri()}: logging {what} failed: {reason[-1] if reason else message[:300]}; "
+                    f"run the stage again once the tracking store answers (a training resumes from its "
+                    f"backup and logs each epoch once)") from None
+        return call
+    return wrap
+
+
+class TrainingRun:
+    """The MLflow run of one training: opened by the train stage, reopened by evaluate.
+
+    Under MultiWorkerMirroredStrategy only the chief logs: on every other worker the run is
+    `TrainingRun(None)`, whose methods do nothing. Use it as a context manager: the run ends
+    FINISHED, or FAILED when an exception leaves the block.
+    """
+
+    def __init__(self, active=None):
+        self._active = active
+
+    @classmethod
+    def open(cls, dataset: str, name: str, *, chief: bool = True, run_id: Optional[str] = None) -> "TrainingRun":
+        """Start the training run of `dataset` (its experiment is named after it) with system
+        metrics, or reopen `run_id` (a resumed training). The run is named after the DVC
+        experiment under `dvc exp run`, else `name` and the short commit (`-dirty` when code
+        differs from it); `name` stays in the tag `pipeline.run_name`."""
+        if not chief:
+            return cls(None)
+        probe.check_tracking()
+        import logging
+
+        import mlflow
+        import mlflow.system_metrics
+
+        if run_id is not None:
+            store.use_store()
+            return cls(mlflow.start_run(run_id=run_id))
+        store.use_experiment(dataset)
+        mlflow.system_metrics.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
+        mlflow.system_metrics.set_system_metrics_samples_before_logging(1)
+        # its start and stop notices are INFO lines on every run, and when the store stops
+        # answering it warns on every sample: the training's own logging says it once
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
+        active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or f"{name}{lineage.commit_suffix()}",
+                                  log_system_metrics=True, tags=lineage.source_tags("train", dataset))
+        mlflow.set_tag("pipeline.run_name", name)
+        return cls(active)
+
+    @classmethod
+    def reopen(cls, run_id: str) -> "TrainingRun":
+        """The training run that the train stage recorded, to add evaluation results."""
+        import mlflow
+
+        store.use_store()
+        return cls(mlflow.start_run(run_id=run_id))
+
+    @classmethod
+    def for_evaluation(cls, params, model_ids: dict, model_dir: Path) -> "TrainingRun":
+        """The run that receives a model's evaluation.
+
+        The training run, when this store has it and nothing has evaluated it yet: the train
+        and evaluate stages of one `dvc repro` or `dvc exp run` make one row. Otherwise a new
+        run in the dataset's experiment, so that no experiment changes another's row:
+        - the model was evaluated before (an experiment that changed only evaluate's params
+          or code, or whose training DVC restored from its run cache): the new run holds the
+          training run's params with this evaluation's, its device counts, metrics with their
+          per-epoch history, and names the model (`pipeline.model_uri`) instead of logging it
+          again;
+        - the store never saw the training (a clone whose models came from a DVC remote with
+          `dvc pull`): the new run says where the model came from.
+        """
+        import mlflow
+
+        from pipeline import log
+
+        run_id = model_ids["run_id"]
+        training = store.find_run(run_id)
+        # evaluated: it has test metrics (pipeline.evaluation names them all test_*)
+        if training is not None and not any(key.startswith("test_") for key in training.data.metrics):
+            return cls.reopen(run_id)
+        store.use_experiment(params.dataset)
+        name = os.environ.get("DVC_EXP_NAME") or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
+        active = mlflow.start_run(run_name=name, tags=lineage.source_tags("evaluate", params.dataset))
+        tags = {**lineage.lineage_tags([model_dir]), **lineage.framework_tags(), "pipeline.stage": "evaluate",
+                "pipeline.dataset": params.dataset, "pipeline.model_run_id": run_id}
+        if training is None:
+            mlflow.log_params(params.flat())
+            mlflow.set_tags(tags)
+            log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
+                            "evaluation is logged to a new run, %s, tagged with where the model came from",
+                            run_id, model_dir, store.tracking_uri(), active.info.run_id)
+            return cls(active)
+        copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
+        mlflow.set_tags({**copied, **tags, "pipeline.model_uri": f"runs:/{run_id}/model"})
+        mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
+        _copy_metrics(run_id, active.info.run_id, training.data.metrics)
+        log.log.info("%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
+                     model_dir, run_id, active.info.run_id)
+        return cls(active)
+
+    def __enter__(self) -> "TrainingRun":
+        return self
+
+    def __exit__(self, *exc):
+        if self._active is None:
+            return False
+        if exc[0] is None:
+            self._end(*exc)
+            return False
+        try:
+            self._active.__exit__(*exc)  # FAILED
+        except Exception:  # noqa: BLE001 - the store is gone too; the first error is the one to tell
+            pass
+        return False
+
+    @_tracked("the end of the run")
+    def _end(self, *exc):
+        self._active.__exit__(*exc)  # FINISHED
+
+    @property
+    def run_id(self) -> Optional[str]:
+        return self._active.info.run_id if self._active is not None else None
+
+    @property
+    def ids(self) -> dict:
+        """What the train stage records in models/<dataset>/run.json."""
+        return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
+
+    @_tracked("the run's params and tags")
+    def log_setup(self, params, figures: dict, data: Path, splits: dict) -> None:
+        """Every param of the dataset's stages, the devices and strategy, the sample counts,
+        lineage and framework tags, and the prepared data as dataset inputs."""
+        if self._active is None:
+            return
+        import mlflow
+
+        mlflow.log_params({**params.flat(), **device_params(figures),
+                           **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()}})
+        mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(),
+                         "pipeline.stage": "train", "pipeline.dataset": params.dataset})
+        lineage.log_inputs(params.dataset, data, splits)
+
+    @_tracked("an epoch's metrics")
+    def log_epoch(self, epoch: int, row: dict) -> None:
+        if self._active is not None:
+            import mlflow
+
+            mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
+
+    @_tracked("the training's summary and model")
+    def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path, sample) -> None:
+        """Time and throughput, the global batch, the weights' digest, the history and the
+        learning curves, and the model with a signature inferred from `sample` (model inputs)."""
+        if self._active is None:
+            return
+        import mlflow
+        import mlflow.tensorflow
+        from mlflow.models import infer_signature
+
+        mlflow.log_param("train.global_batch_size", result.global_batch_size)
+        mlflow.log_metrics({"train_seconds": result.train_seconds,
+                            "samples_per_second": result.samples_per_second,
+                            "peak_rss_mb": round(result.peak_rss_mb),
+                            "best_epoch": result.summary["best_epoch"],
+                            "epochs_trained": result.summary["epochs_trained"]})
+        mlflow.set_tag("weights.sha256", weights_sha256)
+        mlflow.log_artifact(str(history))
+        mlflow.log_artifact(str(curves), artifact_path="plots")
+        # A plain call, not predict: under MultiWorkerMirroredStrategy predict is a collective
+        # step, and the other workers have finished by now.
+        import keras
+
+        outputs = keras.ops.convert_to_numpy(result.model(sample, training=False))
+        mlflow.tensorflow.log_model(result.model, name="model", signature=infer_signature(sample, outputs),
+                                    pip_requirements=model_requirements())
+
+    @_tracked("the evaluation")
+    def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:
+        """Test metrics, the per-class table, the confusion matrix, the test split as a
+        dataset input, and the evaluate stage's files under `evaluation/`."""
+        if self._active is None:
+            return
+        import mlflow
+
+        lineage.log_inputs(dataset, data, {"test": (evaluation.x, evaluation.y_true)})
+        mlflow.log_metrics({k: v for k, v in evaluation.metrics.items() if k != "test_samples"})
+        report = evaluation.report
+        mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")
+        for path in artifacts:
+            mlflow.log_artifact(str(path), artifact_path="evaluation")
+        mlflow.log_dict({"labels": list(range(len(evaluation.matrix))), "matrix": evaluation.matrix.tolist()},
+                        "evaluation/confusion_matrix.json")
+
+
+# The figures of `pipeline bench` that become MLflow metrics (the rest are params or tags).
+BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "step_ms_median", "step_ms_p95",
+                     "input_wait_percent", "cpu_percent", "peak_rss_mb", "seconds", "scaling_efficiency")
+
+
+@_tracked("the benchmark")
+def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
+    import mlflow
+
+    store.use_experiment(params.dataset)
+    with mlflow.start_run(run_name=name, tags=lineage.source_tags("bench", params.dataset)) as run:
+        settings = {k: v for k, v in figures.items() if k not in BENCHMARK_METRICS and k != "devices"}
+        mlflow.log_params({**params.flat(), **{f"bench.{k}": v for k, v in settings.items()}})
+        mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if k in figures})
+        mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(), "pipeline.stage": "bench",
+                         "pipeline.benchmark": "true", "pipeline.dataset": params.dataset,
+                         "bench.devices": ", ".join(figures["devices"])})
+        return run.info.run_id
+
+
+def log_benchmark(params, figures: dict, data: Path) -> str:
+    """One run of `pipeline bench` in the dataset's experiment, tagged `pipeline.benchmark`
+    (a filter: `tags.pipeline.benchmark = 'true'`) so that it compares with the others."""
+    probe.check_tracking()
+    name = f"bench-{params.dataset}-{figures['replicas']}rep-{figures['precision']}"
+    return _log_benchmark(params, figures, name, data)
+
+
+@_tracked("the scaling efficiency")
+def log_scaling(results: list[dict]) -> None:
+    """Each replica count's efficiency, computed once all were measured, into its run."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(store.tracking_uri())
+    for result in results:
+        if result.get("mlflow_run_id"):
+            client.log_metric(result["mlflow_run_id"], "bench.scaling_efficiency", result["scaling_efficiency"])
+
+
+COPIED_TAGS = ("weights.sha256", "pipeline.run_name")
+
+
+def _copy_metrics(source: str, dest: str, latest: dict) -> None:
+    """The training's metrics of run `source`, each with its whole history: not its system
+    metrics, nor the test metrics of its own evaluation."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(store.tracking_uri())
+    history = [m for key in latest if not key.startswith(("system/", "test_"))
+               for m in client.get_metric_history(source, key)]
+    for start in range(0, len(history), 1000):  # MLflow's limit per batch
+        client.log_batch(dest, metrics=history[start:start + 1000])

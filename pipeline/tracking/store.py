@@ -1,0 +1,214 @@
+"""The tracking store in force: its URI, a sqlite store made or migrated once under a lock,
+the experiments it holds and where their artifacts live."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterable, Optional
+
+
+def repo_root(start: Optional[Path] = None) -> Path:
+    """The project root: the working directory, or the main checkout when DVC runs a copy."""
+    here = Path(start or Path.cwd()).resolve()
+    parts = here.parts
+    # `dvc exp run --temp/--queue` runs in <root>/.dvc/tmp/exps/<name>: log to <root>.
+    for i in range(len(parts) - 3):
+        if parts[i: i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return here
+
+
+def tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI when set; otherwise sqlite:///<repo root>/mlflow.db."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def sqlite_path(uri: str) -> Optional[Path]:
+    """The database file of a sqlite:// URI (None for any other store)."""
+    if not uri.startswith("sqlite:"):
+        return None
+    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri[len("sqlite://"):]
+    return Path(path.split("?", 1)[0])
+
+
+def use_store() -> str:
+    """Point MLflow at the tracking store, ready for runs of several processes at once; returns
+    its URI.
+
+    A sqlite store (the default, mlflow.db) is created, or migrated to this MLflow's schema
+    (after a copy of the file is kept beside it), once, under an inter-process lock on
+    `<file>.lock`: two processes that both find the file new or old would otherwise both run
+    the migrations, and fail, leaving it half-migrated (mlflow#19299). Writers that meet later
+    wait on sqlite's busy timeout, which MLflow sets to 20 s. Other stores are left to their
+    server."""
+    import mlflow
+
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    path = sqlite_path(uri)
+    if path is None or path in _READY:
+        return uri
+    with store_lock(path):
+        from mlflow.store.db import utils as db
+
+        engine = db.create_sqlalchemy_engine_with_retry(uri)
+        try:
+            current = db._get_schema_version(engine)  # None: a new, empty file
+            if current is not None and current != db._get_latest_schema_revision():
+                import shutil
+
+                from pipeline import log
+
+                backup = path.with_name(f"{path.name}.{current}.bak")
+                shutil.copy2(path, backup)
+                log.log.warning("%s: migrating the MLflow store to this MLflow's schema (a copy of the old "
+                                "one: %s)", path, backup)
+                db._upgrade_db(engine)
+        finally:
+            engine.dispose()
+        # A new file gets its tables here, and its "Default" experiment with its artifacts in
+        # mlruns/ like the others (MLflow's default is relative to the working directory).
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        SqlAlchemyStore(uri, artifact_root(path)).engine.dispose()
+    _READY.add(path)
+    return uri
+
+
+_READY: set = set()
+
+
+def artifact_root(db_file: Path) -> str:
+    """Where a sqlite store's experiments keep their artifacts: mlruns/ beside the file."""
+    return (Path(db_file).parent.resolve() / "mlruns").as_uri()
+
+
+@contextlib.contextmanager
+def store_lock(path: Path):
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# What the experiments hold, in MLflow's own experiment tag: model training, not a GenAI
+# app's traces. MLflow UIs up to about 3.3 take an experiment's kind from it (and open a
+# model-training experiment on its runs); 3.17's ignores it and goes by the browser's
+# "GenAI | Model training" switch (see RUNS_PAGE).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+# An experiment's runs table with the UI in its model-training mode, whatever the browser's
+# switch says: MLflow 3.17's UI reads the mode from the page's `workflowType` query first,
+# then from the browser's saved choice (GenAI until the user clicks "Model training").
+RUNS_PAGE = "{base}/#/experiments/{id}/runs?workflowType=machine_learning"
+
+
+def use_experiment(name: str) -> str:
+    """`use_store()`, then make the experiment `name` the active one, creating it if needed;
+    returns its id. In a sqlite store its artifacts go to `mlruns/` beside the database file,
+    set when the experiment is created: MLflow's own default is relative to the working
+    directory, which under `dvc exp run --queue` or `--temp` is a copy DVC deletes.
+
+    The experiment is tagged as model training (EXPERIMENT_KIND_TAG), when it is created or,
+    made by an earlier version of the pipeline, the first time it is used without the tag; a
+    value someone set on purpose (the UI lets users change it) is left as it is."""
+    import mlflow
+
+    uri = use_store()
+    path = sqlite_path(uri)
+    if path is None:
+        experiment = mlflow.set_experiment(name)
+        _tag_kind(experiment)
+        return experiment.experiment_id
+    with store_lock(path):  # two processes must not both create it
+        found = mlflow.get_experiment_by_name(name)
+        if found is None:
+            location = f"{artifact_root(path)}/{name}"
+            experiment_id = mlflow.create_experiment(name, artifact_location=location,
+                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        else:
+            _tag_kind(found)
+            experiment_id = found.experiment_id
+    return mlflow.set_experiment(experiment_id=experiment_id).experiment_id
+
+
+def _tag_kind(experiment) -> None:
+    """Tag `experiment` as model training unless it already has a kind."""
+    if EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
+        from mlflow import MlflowClient
+
+        MlflowClient(tracking_uri()).set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG,
+                                                         EXPERIMENT_KIND)
+
+
+def runs_pages(base: str, names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str]]:
+    """(name, URL of its runs table in the UI at `base`) of each of the experiments `names`
+    that the sqlite store holds; none when the store is not a sqlite file that exists and
+    opens (a tracking server is not asked: MLflow retries one that does not answer for
+    minutes)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    uri = uri or tracking_uri()
+    path = sqlite_path(uri)
+    if path is None or not path.is_file():
+        return []
+    try:
+        found = {e.name: e.experiment_id for e in MlflowClient(uri).search_experiments()}
+    except (MlflowException, OSError):  # an older schema, say: the server migrates it
+        return []
+    return [(name, RUNS_PAGE.format(base=base.rstrip("/"), id=found[name])) for name in names if name in found]
+
+
+DVC_TEMP_FOLDER = "/.dvc/tmp/exps/"
+
+
+def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str, str]]:
+    """Of the experiments `names`, those whose artifact location lies inside a copy DVC
+    deletes (made before the store put artifacts beside mlflow.db): (id, name, location)
+    each. A sqlite store that does not exist yet has none."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from pipeline.errors import TrackingError
+
+    uri = uri or tracking_uri()
+    path = sqlite_path(uri)
+    if path is not None and not path.exists():
+        return []
+    try:
+        experiments = MlflowClient(uri).search_experiments()
+    except MlflowException as exc:
+        raise TrackingError(f"{uri}: cannot list its experiments: {exc.message[:300]}") from None
+    wanted = set(names)
+    return [(e.experiment_id, e.name, e.artifact_location) for e in experiments
+            if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
+
+
+def find_run(run_id: str):
+    """The tracking store's run `run_id`, or None if it has none (reachable: check_tracking
+    first)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from pipeline.errors import TrackingError
+
+    try:
+        return MlflowClient(use_store()).get_run(run_id)
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise TrackingError(f"{tracking_uri()}: cannot look up run {run_id}: {exc.message}") from None
+
+

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from pipeline import imports, log, usage
-from pipeline.config import DATASETS, STAGES
+from pipeline.schema import DATASETS, STAGES
 from pipeline.errors import PipelineError
 from pipeline.options import params_option
 
@@ -125,28 +125,22 @@ def params(dataset, params_path, markdown, rewrite):
 
     Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
     takes it, with its value and its meaning; the meanings are the config types' own
-    (pipeline/config.py), which also check the values."""
-    from pipeline import config
+    (pipeline/schema.py), which also check the values."""
+    from pipeline import config, params_doc
 
     raw = config.read_yaml(params_path)
     config.validate(raw, source=str(params_path))
     if rewrite:
-        text = config.format_params(raw)
-        if params_path.read_text(encoding="utf-8") == text:
-            click.echo(f"{params_path}: already in the form `dvc exp run -S` writes")
-        else:
-            params_path.write_text(text, encoding="utf-8")
-            click.echo(f"{params_path}: rewritten in the form `dvc exp run -S` writes (comments other "
-                       f"than the header dropped: the meanings are in `pipeline params`)")
+        click.echo(params_doc.rewrite(params_path, raw))
         return
-    docs = config.describe(raw, [dataset] if dataset else DATASETS)
+    docs = params_doc.describe(raw, [dataset] if dataset else DATASETS)
     if markdown:
-        click.echo(config.format_markdown(docs), nl=False)
+        click.echo(params_doc.format_markdown(docs), nl=False)
     else:
         import shutil
 
         width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
-        click.echo(config.format_text(docs, width=width), nl=False)
+        click.echo(params_doc.format_text(docs, width=width), nl=False)
 
 
 @cli.command("bench")

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from pipeline.config import DATASETS
+from pipeline.schema import DATASETS
 from pipeline.errors import PipelineError
 
 GIB = 1024 ** 3

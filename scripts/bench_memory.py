@@ -20,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline.config import load_params, set_in_file  # noqa: E402
+from pipeline.config import load_params  # noqa: E402
+from pipeline.params_doc import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
 from pipeline.usage import run_measured  # noqa: E402
 

@@ -2,10 +2,12 @@
 overrides, copies of the project, git and dvc commands, a pseudo-terminal, free ports, the
 browser's flags. Fixtures live in conftest.py."""
 
+import dataclasses
 import os
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +85,7 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
     import yaml
 
-    from pipeline.config import format_params
+    from pipeline.params_doc import format_params
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     for key, value in (overrides or {}).items():
@@ -221,3 +223,29 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
             proc.kill()
             raise RuntimeError(f"mlflow server did not start: {(Path(root) / 'server.log').read_text()[-2000:]}")
         time.sleep(0.5)
+
+
+def config_classes() -> list[type]:
+    """Every config class SCHEMA reaches, nested ones included."""
+    found: list[type] = []
+
+    def visit(cls):
+        if cls in found:
+            return
+        found.append(cls)
+        for tp in typing.get_type_hints(cls).values():
+            for arg in (tp, *typing.get_args(tp), *[a for t in typing.get_args(tp) for a in typing.get_args(t)]):
+                if dataclasses.is_dataclass(arg):
+                    visit(arg)
+
+    from pipeline.schema import SCHEMA
+
+    for per_dataset in SCHEMA.values():
+        for cls in per_dataset.values():
+            visit(cls)
+    return found
+
+
+def field_cases() -> list:
+    """(config class, dataclass field) of every key of the schema."""
+    return [(cls, f) for cls in config_classes() for f in dataclasses.fields(cls)]

@@ -5,7 +5,8 @@ import pytest
 
 from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import ROOT
-from pipeline.config import DATASETS, load_params
+from pipeline.config import load_params
+from pipeline.schema import DATASETS
 from pipeline.data import prepare
 
 
@@ -32,7 +33,7 @@ def test_every_dataset_prepares_the_same_shape_of_result(tmp_path, dataset):
 
 def test_every_dataset_of_the_config_has_its_module():
     from pipeline import data
-    from pipeline.config import DATASETS
+    from pipeline.schema import DATASETS
 
     assert list(data.MODULES) == list(DATASETS)
     assert all(callable(module.prepare) for module in data.MODULES.values())

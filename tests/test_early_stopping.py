@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import subprocess_env
-from pipeline.config import EarlyStoppingConfig
+from pipeline.schema import EarlyStoppingConfig
 from pipeline.early_stopping import best_epoch, should_stop
 
 WORKER = Path(__file__).parent / "workers" / "train_case.py"

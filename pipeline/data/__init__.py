@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.data import mnist, reuters
 
-# the module of each dataset of config.DATASETS
+# the module of each dataset of schema.DATASETS
 MODULES = {"reuters": reuters, "mnist": mnist}
 
 

@@ -98,7 +98,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     import keras
 
     from pipeline import training
-    from pipeline.config import EarlyStoppingConfig
+    from pipeline.schema import EarlyStoppingConfig
     from pipeline.models import loss
     from pipeline.resume import Backup
 

@@ -59,26 +59,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     model = prepared.model
     dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
     per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
-    if cfg.loop == "fit":
-        # Keras' own first steps: builds the metrics and optimizer state, traces its step.
-        model.fit(dataset, steps_per_epoch=max(warmup, per_call), epochs=1, verbose=0, shuffle=False)
-        # as Keras compiles one step: strategy.run of train_step, with XLA when asked for
-        step = tf.function(lambda batch: strategy.run(model.train_step, args=(batch,)),
-                           jit_compile=bool(cfg.jit_compile))
-
-        @tf.function
-        def execute(batches):
-            for one in batches:
-                logs = step(one)
-            return logs["loss"]
-    else:
-        from pipeline.custom_loop import CustomLoop
-
-        loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
-
-        def execute(batches):
-            return loop.train_step(batches[0])[0]
-
+    execute = _executor(cfg, model, strategy, dataset, warmup, per_call)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
 
     def one_call() -> tuple[float, float]:
@@ -102,16 +83,48 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
         times.append(took)
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
+    return _figures(params, setup.facts, strategy.num_replicas_in_sync, batch=batch, per_call=per_call,
+                    warm_calls=warm_calls, waits=waits, times=times, wall=wall, cpu=cpu)
+
+
+def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
+    """The compiled call that runs `per_call` training steps on a tuple of distributed batches
+    and returns the loss: Keras' own train_step (after Keras' own warm-up through `fit`, which
+    builds the metrics and optimizer state), or the custom loop's step."""
+    import tensorflow as tf
+
+    if cfg.loop != "fit":
+        from pipeline.custom_loop import CustomLoop
+
+        loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
+        return lambda batches: loop.train_step(batches[0])[0]
+    model.fit(dataset, steps_per_epoch=max(warmup, per_call), epochs=1, verbose=0, shuffle=False)
+    # as Keras compiles one step: strategy.run of train_step, with XLA when asked for
+    step = tf.function(lambda batch: strategy.run(model.train_step, args=(batch,)), jit_compile=bool(cfg.jit_compile))
+
+    @tf.function
+    def execute(batches):
+        for one in batches:
+            logs = step(one)
+        return logs["loss"]
+    return execute
+
+
+def _figures(params, facts: dict, replicas: int, *, batch: int, per_call: int, warm_calls: int, waits: list,
+             times: list, wall: float, cpu: float) -> dict:
+    """What a measurement reports: its settings, then throughput, step times, input wait, CPU
+    and memory."""
+    cfg = params.train
     step_ms = sorted(1000 * t / per_call for t in times)
-    replicas = strategy.num_replicas_in_sync
+    calls = len(times)
     samples = batch * per_call * calls
     return {
         "dataset": params.dataset,
         "model": cfg.model,
         "loop": cfg.loop,
-        "strategy": setup.facts["strategy"],
+        "strategy": facts["strategy"],
         "replicas": replicas,
-        "devices": setup.facts["devices"],
+        "devices": facts["devices"],
         "precision": cfg.precision,
         "jit_compile": bool(cfg.jit_compile),
         "steps_per_execution": per_call,
@@ -143,17 +156,50 @@ def replica_overrides(dataset: str, replicas: int, gpus: int) -> list[str]:
     return [*devices, f"{key}.strategy={'auto' if replicas == 1 else 'mirrored'}"]
 
 
-def scaling(argv: Sequence[str], counts: Sequence[int]) -> list[dict]:
-    """Run `pipeline bench` once per replica count, each in its own process; their results
-    with each one's efficiency against one replica (or the smallest count measured)."""
+def run(params_path: Path, dataset: str, overrides: Sequence[str], *, data: Path, warmup: int, steps: int,
+        replicas: Optional[str] = None, log_runs: bool = True) -> list[dict]:
+    """`pipeline bench`: one measurement with the params in force, or with `replicas` (`1,2,4`)
+    one per replica count, each in a process of its own, with its scaling efficiency. Each
+    measurement is an MLflow run in the dataset's experiment unless `log_runs` is false."""
+    from pipeline.config import load_params
+
+    params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
+    if replicas is None:
+        return [_measure_and_log(params, data, warmup, steps, log_runs)]
+    request = {"params_path": str(params_path), "dataset": dataset, "overrides": list(overrides),
+               "data": str(data), "warmup": warmup, "steps": steps, "log_runs": log_runs}
+    results = scaling(request, parse_counts(replicas))
+    if log_runs:
+        from pipeline.tracking import runs
+
+        runs.log_scaling(results)
+    return results
+
+
+def _measure_and_log(params, data: Path, warmup: int, steps: int, log_runs: bool) -> dict:
+    result = measure(params, data=data, warmup=warmup, steps=steps)
+    if log_runs:
+        from pipeline.tracking import runs
+
+        result["mlflow_run_id"] = runs.log_benchmark(params, result, data)
+    return result
+
+
+def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
+    """The measurement `request` (run's arguments) once per replica count, each in its own
+    process (TensorFlow fixes its devices once per process); their results with each one's
+    efficiency against the first count."""
     import tempfile
+
+    from pipeline import log
 
     results = []
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
         for count in counts:
             out = Path(tmp) / f"{count}.json"
-            args = [sys.executable, "-m", "pipeline", *argv, "--replica-count", str(count), "--json", str(out)]
-            code = subprocess.run(args, stdout=subprocess.DEVNULL).returncode
+            spec = json.dumps({**request, "replicas": count, "verbosity": log.verbosity()})
+            code = subprocess.run([sys.executable, "-m", "pipeline.bench", spec, str(out)],
+                                  stdout=subprocess.DEVNULL).returncode
             if code:  # its `error:` line is on stderr already
                 raise SystemExit(code)
             results.append(json.loads(out.read_text()))
@@ -162,6 +208,18 @@ def scaling(argv: Sequence[str], counts: Sequence[int]) -> list[dict]:
         ideal = base["samples_per_second_per_replica"] * result["replicas"]
         result["scaling_efficiency"] = result["samples_per_second"] / ideal
     return results
+
+
+def _measure_replicas(spec: dict, out: Path) -> None:
+    """One count of `scaling`, in the process `scaling` started: the params in force on the
+    first N GPUs, or N logical CPU devices; the result as JSON in `out`."""
+    from pipeline.config import load_params
+    from pipeline.io import write_json
+
+    dataset = spec["dataset"]
+    overrides = [*spec["overrides"], *replica_overrides(dataset, spec["replicas"], gpu_count())]
+    params = load_params(spec["params_path"], dataset, overrides)
+    write_json(out, _measure_and_log(params, Path(spec["data"]), spec["warmup"], spec["steps"], spec["log_runs"]))
 
 
 def table(results: list[dict]) -> str:
@@ -198,3 +256,11 @@ def parse_counts(text: Optional[str]) -> list[int]:
     if not counts or min(counts) < 1:
         raise ConfigError(f"--replicas {text}: expected replica counts separated by commas, e.g. 1,2,4")
     return counts
+
+
+if __name__ == "__main__":  # a process of `scaling`: python -m pipeline.bench SPEC OUT
+    from pipeline import errors, imports, log
+
+    log.configure(json.loads(sys.argv[1])["verbosity"])
+    imports.skip_keras_extras()
+    sys.exit(errors.report(lambda: _measure_replicas(json.loads(sys.argv[1]), Path(sys.argv[2]))))

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import click
 
-from pipeline import imports, log, usage
+from pipeline import errors, imports, log, usage
 from pipeline.schema import DATASETS, STAGES
-from pipeline.errors import PipelineError
 from pipeline.options import params_option
 
 STAGE_ENTRY_POINTS = "pipeline.stages"
@@ -156,12 +155,11 @@ def params(dataset, params_path, markdown, rewrite):
 @click.option("--replicas", default=None, metavar="N,N,...",
               help="Measure scaling: once per replica count, each in its own process (N logical CPU "
                    "devices, or the first N GPUs), with the efficiency against the first count.")
-@click.option("--replica-count", type=int, default=None, hidden=True)
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Also write the figures as JSON to this file.")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the measurement as an MLflow run.")
 @params_option
-def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json_path, no_mlflow, params_path):
+def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflow, params_path):
     """Measure training throughput with the params in force.
 
     Warm-up steps, then timed steps of the train stage's model on its real input pipeline:
@@ -170,37 +168,15 @@ def bench(dataset, overrides, data, warmup, steps, replicas, replica_count, json
     measurement is logged as an MLflow run tagged pipeline.benchmark, in the dataset's
     experiment."""
     from pipeline import bench as benchmark
-    from pipeline.config import load_params
 
-    data = data or Path("data/prepared") / dataset
-    overrides = list(overrides)
-    params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
-    if replicas is not None:
-        counts = benchmark.parse_counts(replicas)
-        argv = ["bench", dataset, "--data", str(data), "--warmup", str(warmup), "--steps", str(steps),
-                "--params", str(params_path), *(f"-S{item}" for item in overrides),
-                *(["--no-mlflow"] if no_mlflow else [])]
-        results = benchmark.scaling(argv, counts)
-        if not no_mlflow:
-            from pipeline.tracking import runs
-
-            runs.log_scaling(results)
-    else:
-        if replica_count is not None:  # a child of --replicas: the same params on N devices
-            params = load_params(params_path, dataset,
-                                 overrides + benchmark.replica_overrides(dataset, replica_count, benchmark.gpu_count()))
-        results = [benchmark.measure(params, data=data, warmup=warmup, steps=steps)]
-        if not no_mlflow:
-            from pipeline.tracking import runs
-
-            results[0]["mlflow_run_id"] = runs.log_benchmark(params, results[0], data)
+    results = benchmark.run(params_path, dataset, overrides, data=data or Path("data/prepared") / dataset,
+                            warmup=warmup, steps=steps, replicas=replicas, log_runs=not no_mlflow)
     if json_path is not None:
         from pipeline.io import write_json
 
         write_json(json_path, results if replicas is not None else results[0])
-    if replica_count is None:
-        click.echo(benchmark.headline(results[0]))
-        click.echo(benchmark.table(results))
+    click.echo(benchmark.headline(results[0]))
+    click.echo(benchmark.table(results))
 
 
 @cli.command("doctor")
@@ -269,21 +245,19 @@ def ui(host, port):
 
 
 def main(args=None) -> None:
-    """The one boundary where failures become one `error:` line and an exit code: 2 for usage
-    and config errors, 1 for data, download and tracking errors, 1 for anything unexpected
-    (a bug: `-v` shows its traceback), 130 for Ctrl+C."""
+    """`pipeline`: its arguments parsed and the command run, every failure one `error:` line and
+    an exit code (pipeline.errors.report): 2 for usage and config errors, 1 for data,
+    download and tracking errors and for anything unexpected, 130 for Ctrl+C."""
+    sys.exit(errors.report(lambda: _parse_and_run(args)))
+
+
+def _parse_and_run(args) -> int:
     try:
-        code = cli.main(args=args, prog_name="pipeline", standalone_mode=False)
+        return cli.main(args=args, prog_name="pipeline", standalone_mode=False)
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "pipeline"
-        code = log.fail(f"{where}: {exc.format_message()} (see '{where} --help')", exc.exit_code)
+        return log.fail(f"{where}: {exc.format_message()} (see '{where} --help')", exc.exit_code)
     except click.ClickException as exc:
-        code = log.fail(exc.format_message(), exc.exit_code)
-    except PipelineError as exc:
-        code = log.fail(str(exc), exc.exit_code)
-    except (KeyboardInterrupt, click.Abort):
-        code = log.fail("interrupted", 130)
-    except Exception as exc:  # a bug: one line here, the traceback with -v
-        code = log.fail(f"unexpected {type(exc).__name__}: {exc}; this is a bug: run the command again "
-                        f"with `pipeline -v` to see where", 1, trace=True)
-    sys.exit(code or 0)
+        return log.fail(exc.format_message(), exc.exit_code)
+    except click.Abort:
+        raise KeyboardInterrupt from None

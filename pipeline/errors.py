@@ -35,3 +35,20 @@ class TrackingError(PipelineError):
 class OutputError(PipelineError):
     """An output cannot be written where it goes: a full disk or quota, a read-only or foreign
     folder. Nothing of the stage's outputs is left half-written."""
+
+
+def report(call) -> int:
+    """Run `call`; its exit code (None: 0). The one boundary where failures become one `error:`
+    line: a PipelineError with its own code, Ctrl+C 130, anything else 1 as a bug (its traceback
+    with -v). The `pipeline` command and the processes it starts run under it."""
+    from pipeline import log
+
+    try:
+        return call() or 0
+    except PipelineError as exc:
+        return log.fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        return log.fail("interrupted", 130)
+    except Exception as exc:  # a bug: one line here, the traceback with -v
+        return log.fail(f"unexpected {type(exc).__name__}: {exc}; this is a bug: run the command again "
+                        f"with `pipeline -v` to see where", 1, trace=True)

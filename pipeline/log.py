@@ -116,6 +116,11 @@ def configure(verbosity: int) -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+def verbosity() -> int:
+    """What `configure` was given (-1, 0 or 1), for a process this one starts."""
+    return {logging.WARNING: -1, logging.INFO: 0}.get(log.level, 1)
+
+
 def one_line(text: str) -> str:
     """A message on one line: a library's multi-line message folded, spaces collapsed."""
     return " ".join(str(text).split())

@@ -4,7 +4,6 @@ pipeline/config.py reads a file into these; pipeline/params_doc.py documents the
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 

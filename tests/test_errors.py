@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import run_pipeline, subprocess_env, write_params
+from helpers import run_pipeline, run_python, subprocess_env, write_params
 from pipeline import errors
 
 
@@ -43,3 +43,21 @@ def test_a_prepared_array_cut_short_stops_train_in_one_line(tmp_path):
     assert line.startswith(f"error: {prepared / 'train.npz'}: cannot read (cut short or corrupt? "
                            f"run the preprocess stage again): "), line
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("raised,code,line", [
+    ('errors.ConfigError("params.yaml: train.reuters.epochs: expected a positive integer, got 0")', 2,
+     "error: params.yaml: train.reuters.epochs: expected a positive integer, got 0"),
+    ('errors.DataError("data/prepared/reuters/train.npz: missing")', 1, "error: data/prepared/reuters/train.npz: missing"),
+    ("KeyboardInterrupt()", 130, "error: interrupted"),
+    ('ZeroDivisionError("division by zero")', 1, "error: unexpected ZeroDivisionError: division by zero; this is a "
+                                                 "bug: run the command again with `pipeline -v` to see where"),
+])
+def test_report_turns_each_failure_into_one_line_and_its_exit_code(raised, code, line):
+    """errors.report, the boundary of `pipeline` and of the processes it starts."""
+    script = ("import sys\nfrom pipeline import errors, log\nlog.configure(0)\n"
+              f"def fail():\n    raise {raised}\n"
+              "assert errors.report(lambda: None) == 0 and errors.report(lambda: 3) == 3\n"
+              "sys.exit(errors.report(fail))\n")
+    result = run_python(script)
+    assert (result.returncode, result.stderr.splitlines()) == (code, [line])

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
@@ -66,20 +67,18 @@ class Backup:
             write_json(marker, {"run_id": run.run_id, "fingerprint": fingerprint})
         return run
 
-    def callbacks(self, model: keras.Model, loop: str, train_samples: int, on_epoch) -> tuple[list, int]:
-        """(Keras callbacks, first epoch to train) for `loop`: the epoch recorder, the backup
-        of the weights (when enabled), and last the publisher that hands `on_epoch` each epoch
-        once no worker can repeat it."""
+    def hooks(self, model: keras.Model, loop: str, train_samples: int, on_epoch) -> "EpochHooks":
+        """The callbacks this backup adds to a training of `loop` (`training.callbacks_in_order`
+        puts them in their places), and the first epoch to train."""
         recorder = EpochRecorder(train_samples, self._file("history.json"))
-        callbacks, initial_epoch = [recorder], 0
+        saver, initial_epoch = None, 0
         if self.enabled and loop == "fit":
-            callbacks.append(AtomicBackupAndRestore(str(self.folder / "fit"), delete_checkpoint=False))
+            saver = AtomicBackupAndRestore(str(self.folder / "fit"), delete_checkpoint=False)
         elif self.enabled:
             saver = EpochCheckpoint(model, self.folder / "custom", self.strategy)
             initial_epoch = saver.restore()
-            callbacks.append(saver)
-        callbacks.append(EpochPublisher(recorder, on_epoch, self.strategy, self._file("published.json")))
-        return callbacks, initial_epoch
+        publisher = EpochPublisher(recorder, on_epoch, self.strategy, self._file("published.json"))
+        return EpochHooks(recorder, saver, publisher, initial_epoch)
 
     @property
     def best_folder(self) -> Optional[Path]:
@@ -90,6 +89,18 @@ class Backup:
         """The run finished: nothing is left to resume."""
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class EpochHooks:
+    """What a Backup adds to a training: the epoch recorder (the history every decision reads),
+    the backup of each finished epoch (None without a folder), the publisher that hands each
+    epoch to MLflow once, and the first epoch to train (the custom loop's restored one)."""
+
+    recorder: "EpochRecorder"
+    backup: Optional[keras.callbacks.Callback]
+    publisher: "EpochPublisher"
+    initial_epoch: int
 
 
 class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):

@@ -127,6 +127,26 @@ def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
     return Prepared(model, train_ds, val_ds, global_batch, len(y_train))
 
 
+def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher) -> list:
+    """A training's Keras callbacks, by name, in the one order that works (None: not in this
+    training). Keras calls them in list order at every hook, and each one relies on those
+    before it:
+
+    1. `recorder` (resume.EpochRecorder): the epoch's row, and on a resume the rows of the
+       epochs restored; everything after it decides from those rows.
+    2. `schedule`: the learning rate of the epoch about to begin (fit; the custom loop sets it).
+    3. `keeper` (early_stopping): a new best epoch's weights, kept before the backup saves the
+       epoch, so that whichever epoch a resume restores, its best epoch's weights exist.
+    4. `backup`: the finished epoch saved (Keras' BackupAndRestore, or the custom loop's
+       checkpoint); at the start, it restores a killed run and sets its first epoch.
+    5. `stopper` (early_stopping): after the backup, whose restore it reads at the start; it
+       ends the run once the patience is spent (a restored run that had stopped trains none).
+    6. `publisher` (resume.EpochPublisher): last, it hands MLflow each epoch once every worker
+       has backed it up, so that a killed and resumed run logs each epoch exactly once.
+    """
+    return [c for c in (recorder, schedule, keeper, backup, stopper, publisher) if c is not None]
+
+
 def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None,
           verbose: int = 2) -> TrainResult:
     """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
@@ -140,19 +160,20 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
     backup = backup or Backup(None, strategy)
     prepared = prepare(cfg, splits=splits, stats=stats, strategy=strategy)
     model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
-    callbacks, initial_epoch = backup.callbacks(model, cfg.loop, prepared.train_samples, on_epoch)
-    best = BestEpoch(cfg.early_stopping, callbacks[0], epochs=cfg.epochs, folder=backup.best_folder,
+    hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
+    initial_epoch = hooks.initial_epoch
+    best = BestEpoch(cfg.early_stopping, hooks.recorder, epochs=cfg.epochs, folder=backup.best_folder,
                      initial_epoch=initial_epoch if cfg.loop == "custom" else None)
-    # the keeper before the epoch's backup, the stopper after it (and before the publisher)
-    callbacks.insert(1, best.keeper)
-    callbacks.insert(len(callbacks) - 1, best.stopper)
 
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
 
+    schedule = None  # the custom loop sets each epoch's rate itself
+    if cfg.loop == "fit" and cfg.lr_decay_epochs:
+        schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch))
+    callbacks = callbacks_in_order(recorder=hooks.recorder, schedule=schedule, keeper=best.keeper,
+                                   backup=hooks.backup, stopper=best.stopper, publisher=hooks.publisher)
     if cfg.loop == "fit":
-        if cfg.lr_decay_epochs:
-            callbacks.insert(1, keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch)))
         # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
         model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose,
                   shuffle=False)
@@ -163,7 +184,7 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
         loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                  lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None, progress=None if verbose else False)
     best_epoch = best.restore(model)
-    rows = callbacks[0].rows
+    rows = hooks.recorder.rows
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
     return TrainResult(
         model=model,

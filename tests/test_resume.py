@@ -136,7 +136,8 @@ def test_without_a_folder_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     backup = Backup(None, tf.distribute.get_strategy())
     assert backup.resume_or_start("p", FakeRun).run_id is None
-    callbacks, first = backup.callbacks(model=None, loop="custom", train_samples=10, on_epoch=None)
-    assert [type(c) for c in callbacks] == [EpochRecorder, EpochPublisher] and first == 0
+    hooks = backup.hooks(model=None, loop="custom", train_samples=10, on_epoch=None)
+    assert (type(hooks.recorder), hooks.backup, type(hooks.publisher), hooks.initial_epoch) == \
+        (EpochRecorder, None, EpochPublisher, 0)
     backup.finish()
     assert list(tmp_path.iterdir()) == []

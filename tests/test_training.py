@@ -77,3 +77,29 @@ def test_training_batches():
     assert training.train_batches(129, 64, 2) == (64, True)    # last batch 1: one replica empty
     assert training.train_batches(129, 64, 1) == (64, False)
     assert training.train_batches(20, 64, 2) == (20, False)
+
+
+@pytest.mark.parametrize("loop,backup_type", [("fit", "AtomicBackupAndRestore"), ("custom", "EpochCheckpoint")])
+def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type):
+    """Recorder, schedule, keeper, backup, stopper, publisher (training.callbacks_in_order says
+    why); what a training does not use is left out."""
+    import keras
+
+    from pipeline.early_stopping import BestEpoch
+    from pipeline.resume import Backup
+
+    params = load_params(ROOT / "params.yaml", "reuters")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    backup = Backup(tmp_path / "backup", tf.distribute.get_strategy())
+    hooks = backup.hooks(model, loop, train_samples=10, on_epoch=None)
+    best = BestEpoch(params.train.early_stopping, hooks.recorder, epochs=3, folder=backup.best_folder)
+    schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr)
+    order = training.callbacks_in_order(recorder=hooks.recorder, schedule=schedule, keeper=best.keeper,
+                                        backup=hooks.backup, stopper=best.stopper, publisher=hooks.publisher)
+    assert [type(c).__name__ for c in order] == ["EpochRecorder", "LearningRateScheduler", "_Keeper", backup_type,
+                                                 "_Stopper", "EpochPublisher"]
+    unbacked = Backup(None, tf.distribute.get_strategy()).hooks(model, loop, train_samples=10, on_epoch=None)
+    order = training.callbacks_in_order(recorder=unbacked.recorder, schedule=None, keeper=best.keeper,
+                                        backup=unbacked.backup, stopper=best.stopper, publisher=unbacked.publisher)
+    assert [type(c).__name__ for c in order] == ["EpochRecorder", "_Keeper", "_Stopper", "EpochPublisher"]

@@ -137,13 +137,22 @@ def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]
         built[stage] = {
             ds: _build(cls, section[ds], f"{stage}.{ds}", source) for ds, cls in per_dataset.items()
         }
+    _check_across(built, source)
+    return built
+
+
+def _check_across(built: dict, source: str) -> None:
+    """What one key's check cannot see: keys that must agree with each other."""
     for ds in DATASETS:
         monitor = built["train"][ds].early_stopping.monitor
         if monitor.startswith("val_") and built["preprocess"][ds].validation_split == 0:
             raise ConfigError(f"{source}: train.{ds}.early_stopping.monitor: {monitor} needs a validation "
                               f"split, and preprocess.{ds}.validation_split is 0: monitor "
                               f"{monitor[4:]} or set a split")
-    return built
+    train = built["train"]["reuters"]
+    if len(train.conv_kernel_sizes) != len(train.conv_filters):
+        raise ConfigError(f"{source}: train.reuters.conv_kernel_sizes: expected one kernel size per "
+                          f"conv_filters ({len(train.conv_filters)}), got {len(train.conv_kernel_sizes)}")
 
 
 def _check_keys(mapping: dict, allowed, path: str, source: str) -> None:

@@ -9,8 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from pipeline.errors import DataError
-from pipeline.io import atomic_outputs, read_json, reading, write_csv, write_json
+from pipeline.io import atomic_outputs, read_json, write_csv, write_json
 
 
 @dataclass
@@ -26,18 +25,11 @@ class Evaluation:
 def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
     """Run the train stage's model over the prepared test split (an EvaluateConfig's batch
     size and top k)."""
-    import keras
-
+    from pipeline import model_folder
     from pipeline.data import arrays
     from pipeline.data.inputs import image_size_for
 
-    from pipeline.training import MODEL_FILE
-
-    model_path = Path(model_dir) / MODEL_FILE
-    if not model_path.is_file():
-        raise DataError(f"{model_path}: missing; run the train stage first")
-    with reading(model_path, "not a loadable Keras model (run the train stage again)"):
-        model = keras.models.load_model(model_path)
+    model = model_folder.load_model(model_dir)
     x, y = arrays.load_split(data, "test")
     stats = read_json(Path(data) / "stats.json")
     logits = predict_logits(model, x, batch_size=cfg.batch_size, image_size=image_size_for(stats, model))

@@ -4,19 +4,19 @@ Each model ends in a Dense layer of logits (no softmax): the loss takes logits."
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import keras
 
 
-def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding_dim: int) -> keras.Model:
-    """The text model: Embedding, Conv1D 64x5, MaxPool 2, Conv1D 32x3, MaxPool 2, Flatten, Dense."""
+def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding_dim: int,
+                   conv_filters: Sequence[int], conv_kernel_sizes: Sequence[int], pool_size: int) -> keras.Model:
+    """The text model: Embedding, then per block a Conv1D (ReLU) and a MaxPool, Flatten, Dense."""
     inputs = keras.Input(shape=(max_len,), dtype="int32", name="tokens")
     h = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")(inputs)
-    h = keras.layers.Conv1D(64, 5, activation="relu", name="conv1")(h)
-    h = keras.layers.MaxPooling1D(2, name="pool1")(h)
-    h = keras.layers.Conv1D(32, 3, activation="relu", name="conv2")(h)
-    h = keras.layers.MaxPooling1D(2, name="pool2")(h)
+    for i, (filters, kernel) in enumerate(zip(conv_filters, conv_kernel_sizes), start=1):
+        h = keras.layers.Conv1D(filters, kernel, activation="relu", name=f"conv{i}")(h)
+        h = keras.layers.MaxPooling1D(pool_size, name=f"pool{i}")(h)
     h = keras.layers.Flatten(name="flatten")(h)
     # Logits stay float32 under a mixed-precision policy, for a numerically sound loss.
     logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
@@ -72,6 +72,7 @@ def build_model(cfg, stats: dict) -> keras.Model:
         return reuters_conv1d(
             max_len=stats["max_len"], vocab_size=stats["vocab_size"],
             num_classes=stats["num_classes"], embedding_dim=cfg.embedding_dim,
+            conv_filters=cfg.conv_filters, conv_kernel_sizes=cfg.conv_kernel_sizes, pool_size=cfg.pool_size,
         )
     if cfg.model == "mobilenet_v2":
         return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"],

@@ -206,8 +206,17 @@ class TrainConfig:
 @dataclass(frozen=True)
 class ReutersTrainConfig(TrainConfig):
     model: Literal["reuters_conv1d"] = _spec(
-        help="The network: an Embedding, two Conv1D+MaxPool blocks and a Dense of 46 classes.")
+        help="The network: an Embedding, a Conv1D+MaxPool block per conv_filters and a Dense of 46 "
+             "classes.")
     embedding_dim: int = _positive_int(help="Width of the word embedding.")
+    conv_filters: tuple[int, ...] = _spec(
+        "a non-empty list of positive integers", lambda v: len(v) > 0 and all(n > 0 for n in v),
+        help="Filters of each Conv1D block, in order (ReLU, then MaxPooling1D); the reference "
+             "settings: [64, 32].")
+    conv_kernel_sizes: tuple[int, ...] = _spec(
+        "a list of positive integers, one per conv_filters", lambda v: all(n > 0 for n in v),
+        help="Kernel size of each Conv1D block, one per conv_filters; the reference settings: [5, 3].")
+    pool_size: int = _positive_int(help="Window and stride of the MaxPooling1D after each Conv1D.")
 
 
 @dataclass(frozen=True)

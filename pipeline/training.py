@@ -14,17 +14,13 @@ import numpy as np
 import tensorflow as tf
 
 from pipeline.data.inputs import image_size_for, make_dataset
-from pipeline import usage
+from pipeline import model_folder, usage
 from pipeline.early_stopping import BestEpoch
-from pipeline.errors import DataError
-from pipeline.io import atomic_outputs, read_json, write_csv, write_json
+from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.models import build_model, compile_model
 from pipeline.resume import Backup
 
 log = logging.getLogger(__name__)
-
-# The train stage's model folder: the Keras model and the MLflow run that trained it.
-MODEL_FILE, RUN_FILE = "model.keras", "run.json"
 
 HISTORY_COLUMNS = (
     "epoch", "loss", "accuracy", "val_loss", "val_accuracy",
@@ -227,8 +223,7 @@ def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_di
     extra = (machine,) if machine is not None else ()
     with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
             model_tmp, history_tmp, summary_tmp, curves_tmp, *machine_tmp):
-        result.model.save(model_tmp / MODEL_FILE)
-        write_json(model_tmp / RUN_FILE, run_ids)
+        model_folder.save(model_tmp, result.model, run_ids)
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
         write_json(summary_tmp, {"train_seconds": result.train_seconds,
                                  "samples_per_second": result.samples_per_second,
@@ -237,13 +232,3 @@ def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_di
         plots.learning_curves(result.history, curves_tmp, title)
         if machine_tmp:
             write_json(machine_tmp[0], machine_facts)
-
-
-def read_model_run(model_dir: Path) -> dict:
-    """The MLflow ids the train stage wrote beside the model (`run_id`, `experiment_id`)."""
-    path = Path(model_dir) / RUN_FILE
-    ids = read_json(path)
-    if not (isinstance(ids, dict) and isinstance(ids.get("run_id"), str) and ids["run_id"]):
-        raise DataError(f"{path}: expected {{\"run_id\": \"...\", \"experiment_id\": \"...\"}}, as the "
-                        f"train stage writes it; run the train stage again")
-    return ids

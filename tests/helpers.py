@@ -249,3 +249,13 @@ def config_classes() -> list[type]:
 def field_cases() -> list:
     """(config class, dataclass field) of every key of the schema."""
     return [(cls, f) for cls in config_classes() for f in dataclasses.fields(cls)]
+
+
+def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
+    """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
+    from pipeline import models
+    from pipeline.config import load_params
+
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim),
+                              {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46})

@@ -167,3 +167,12 @@ def test_monitoring_a_validation_metric_without_a_validation_split_is_a_config_e
                              "split, and preprocess.reuters.validation_split is 0: monitor accuracy or set a split")
     raw["train"]["reuters"]["early_stopping"]["monitor"] = "loss"
     validate(raw)
+
+
+def test_a_kernel_size_for_each_conv_block(raw):
+    raw["train"]["reuters"]["conv_kernel_sizes"] = [5]
+    assert error_of(raw) == ("params.yaml: train.reuters.conv_kernel_sizes: expected one kernel size per "
+                             "conv_filters (2), got 1")
+    raw["train"]["reuters"]["conv_filters"] = []
+    assert error_of(raw).startswith("params.yaml: train.reuters.conv_filters: expected a non-empty list of "
+                                    "positive integers")

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, reuters_model
 from pipeline.config import load_params
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def small_loop(seed=0):
     cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, loop="custom")
     strategy = tf.distribute.get_strategy()
     with strategy.scope():
-        model = models.reuters_conv1d(max_len=12, vocab_size=50, num_classes=46, embedding_dim=4)
+        model = reuters_model(max_len=12, vocab_size=50)
         models.compile_model(model, cfg)
     train = make_dataset(x, y, batch_size=8, shuffle=True, seed=seed)
     val = make_dataset(x[:16], y[:16], batch_size=8, shuffle=False)

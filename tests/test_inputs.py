@@ -7,6 +7,7 @@ pytestmark = pytest.mark.slow
 
 import tensorflow as tf  # noqa: E402
 
+from helpers import reuters_model  # noqa: E402
 from pipeline import models  # noqa: E402
 from pipeline.data.inputs import image_size_for, make_dataset, model_inputs, prepare_images  # noqa: E402
 
@@ -40,7 +41,7 @@ def test_drop_remainder_and_sharding_by_data():
 
 def test_the_prepared_stats_say_whether_a_dataset_is_images():
     images = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=8, batchnorm_momentum=0.9)
-    sequences = models.reuters_conv1d(max_len=20, vocab_size=50, num_classes=46, embedding_dim=4)
+    sequences = reuters_model(max_len=20, vocab_size=50)
     assert image_size_for({"input": "images"}, images) == 32
     assert image_size_for({"input": "sequences"}, sequences) is None
     digits = np.full((2, 28, 28), 255, np.uint8)

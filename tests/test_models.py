@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, reuters_model
 from pipeline.config import load_params
 
 pytestmark = pytest.mark.slow
@@ -14,8 +14,9 @@ pytestmark = pytest.mark.slow
 from pipeline import models  # noqa: E402
 
 
-def test_reuters_model_is_the_seeds_architecture():
-    model = models.reuters_conv1d(max_len=300, vocab_size=1000, num_classes=46, embedding_dim=7)
+def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    model = models.build_model(cfg, {"max_len": 300, "vocab_size": 1000, "num_classes": 46})
     kinds = [(type(layer).__name__, getattr(layer, "filters", None), getattr(layer, "kernel_size", None))
              for layer in model.layers[1:]]
     assert kinds == [("Embedding", None, None), ("Conv1D", 64, (5,)), ("MaxPooling1D", None, None),
@@ -25,6 +26,15 @@ def test_reuters_model_is_the_seeds_architecture():
     assert model.output_shape == (None, 46)
     # logits: the last layer has no softmax
     assert model.get_layer("logits").activation.__name__ == "linear"
+
+
+def test_the_reuters_layers_follow_their_params():
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, conv_filters=(16, 8, 4),
+                              conv_kernel_sizes=(3, 3, 2), pool_size=3)
+    model = models.build_model(cfg, {"max_len": 100, "vocab_size": 50, "num_classes": 46})
+    convs = [(layer.filters, layer.kernel_size) for layer in model.layers if type(layer).__name__ == "Conv1D"]
+    pools = [layer.pool_size for layer in model.layers if type(layer).__name__ == "MaxPooling1D"]
+    assert (convs, pools) == ([(16, (3,)), (8, (3,)), (4, (2,))], [(3,), (3,), (3,)])
 
 
 def test_mobilenet_model_has_no_top_and_logits():
@@ -74,7 +84,7 @@ def test_build_model_sizes_the_model_from_the_prepared_stats():
 def test_compile_builds_the_named_optimizer_with_its_slots(optimizer, cls):
     cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, optimizer=optimizer,
                               learning_rate=0.02)
-    model = models.reuters_conv1d(max_len=30, vocab_size=30, num_classes=46, embedding_dim=4)
+    model = reuters_model(max_len=30, vocab_size=30)
     models.compile_model(model, cfg)
     assert type(model.optimizer).__name__ == cls
     assert float(model.optimizer.learning_rate) == pytest.approx(0.02)

@@ -57,7 +57,7 @@ def one_step(replicas: int, out: str) -> None:
     # (seen with Nadam on an AMD EPYC host).
     cfg = base_cfg(optimizer="sgd", learning_rate=0.1)
     with strategy.scope():
-        model = models.reuters_conv1d(max_len=40, vocab_size=200, num_classes=46, embedding_dim=7)
+        model = models.build_model(cfg, {"max_len": 40, "vocab_size": 200, "num_classes": 46})
         rng = np.random.RandomState(0)
         model.set_weights([rng.normal(0, 0.1, w.shape).astype(np.float32) for w in model.get_weights()])
         models.compile_model(model, dataclasses.replace(cfg, loop="custom"))

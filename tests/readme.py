@@ -22,11 +22,27 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from pytest_codeblocks import extract_from_file
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
 SHELLS = ("bash", "sh", "console", "shell")
+
+
+def docs_pages() -> list[Path]:
+    """The site's pages in the order of mkdocs.yml's nav (sections flattened)."""
+    def walk(entries):
+        for entry in entries:
+            target = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            if isinstance(target, list):
+                yield from walk(target)
+            elif "://" not in target:  # a link to another site is no page
+                yield DOCS / target
+
+    return list(walk(yaml.safe_load(MKDOCS.read_text())["nav"]))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The docs site and the README that leads into it: `mkdocs build --strict` of mkdocs.yml, in
 which a link to a page or an anchor that is not there fails the build; the README's links into
-docs/."""
+docs/; the README short enough to read top to bottom. tests/test_readme.py runs the pages'
+shell blocks."""
 
 import re
 import shutil
@@ -9,6 +10,8 @@ import sys
 
 from helpers import ROOT, subprocess_env
 from readme import README, docs_pages
+
+README_LINES = 300
 
 
 def build(project, site):
@@ -34,8 +37,8 @@ def test_a_missing_anchor_a_file_outside_docs_and_a_page_left_out_fail_the_build
     project = tmp_path / "project"
     shutil.copytree(ROOT / "docs", project / "docs")
     shutil.copy(ROOT / "mkdocs.yml", project)
-    with open(project / "docs" / "index.md", "a") as page:
-        page.write("\nSee [the suite](testing.md#no-such-heading) and [the CLI](../pipeline/cli.py).\n")
+    with open(project / "docs" / "devices.md", "a") as page:
+        page.write("\nSee [the loops](training-loops.md#no-such-heading) and [the CLI](../pipeline/cli.py).\n")
     (project / "docs" / "stray.md").write_text("# Not in the nav\n")
     code, log = build(project, tmp_path / "site")
     assert code == 1, log
@@ -61,3 +64,7 @@ def test_the_readmes_links_into_docs_are_pages_of_the_site():
         if link.endswith(".md"):
             assert link in pages, f"README.md links to {link}, which mkdocs.yml's nav leaves out"
 
+
+def test_the_readme_is_short_enough_to_read_top_to_bottom():
+    lines = len(README.read_text().splitlines())
+    assert lines <= README_LINES, f"README.md has {lines} lines: move a topic to a page of docs/"

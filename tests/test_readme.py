@@ -16,11 +16,12 @@ import time
 import pytest
 
 from helpers import GIT_IDENTITY, ROOT, subprocess_env
-from readme import (DOCS, README, Session, console_steps, docs_pages, output_matches, pages, shell_blocks,
-                    strip_path, untagged_prompts)
+from readme import (DOCS, Session, console_steps, docs_pages, output_matches, pages, shell_blocks, strip_path,
+                    untagged_prompts)
 
 BLOCKS = shell_blocks()
 RUN = [b for b in BLOCKS if b.skip_reason is None]
+ARCHITECTURE = DOCS / "architecture.md"
 
 
 def test_every_shell_block_is_run_or_says_why_not():
@@ -91,8 +92,8 @@ def test_readme_block(session, block):
 
 
 def layout_entries() -> set[str]:
-    """The paths README.md's Layout names (folders end with /)."""
-    text = README.read_text()
+    """The paths docs/architecture.md's Layout names (folders end with /)."""
+    text = ARCHITECTURE.read_text()
     block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     looks_like_path = re.compile(r"^[\w.-]+(/[\w.-]*)*$")
     parents: list[tuple[int, str]] = []
@@ -122,13 +123,13 @@ def layout_entries() -> set[str]:
 def test_layout_names_every_part_of_the_tree_and_nothing_else():
     listed = layout_entries()
     missing = sorted(p for p in listed if not (ROOT / p).exists())
-    assert missing == [], f"README's Layout names what does not exist: {missing}"
+    assert missing == [], f"docs/architecture.md's Layout names what does not exist: {missing}"
     tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
     tracked = [t for t in tracked if (ROOT / t).exists()]
     top = {t.split("/")[0] + ("/" if "/" in t else "") for t in tracked}
     top -= {"README.md", ".dockerignore", ".dvcignore", ".gitattributes", ".gitignore"}
     assert sorted(top - {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}) == [], \
-        "a top-level part of the repository is missing from README's Layout"
+        "a top-level part of the repository is missing from docs/architecture.md's Layout"
     modules = {t for t in tracked if t.split("/")[0] in ("pipeline", "stages", "scripts") and not t.endswith(".md")}
-    assert sorted(modules - listed) == [], "README's Layout leaves these files out"
+    assert sorted(modules - listed) == [], "docs/architecture.md's Layout leaves these files out"

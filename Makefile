@@ -3,8 +3,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# uv installs the lock (a fresh .venv in about a quarter of pip's time: README, Set-up) and
-# writes it; pinned, like everything else the set-up installs.
+# uv installs the lock (a fresh .venv in about a quarter of pip's time: docs/reproducibility.md)
+# and writes it; pinned, like everything else the set-up installs.
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 export DVC_NO_ANALYTICS := 1
@@ -39,9 +39,10 @@ system-deps:
 	bash scripts/system-deps.sh
 
 # The whole test suite: unit, multi-replica, multi-worker, faults, end-to-end (dvc repro +
-# mlflow server), the README's blocks, the containers and the MLflow UI in headless Chromium
-# (Debian's packages installed when missing); then the line coverage of pipeline/ and stages/,
-# measured in every process the tests started (pyproject.toml, [tool.coverage]).
+# mlflow server), the shell blocks of the README and docs/, the docs site, the containers and
+# the MLflow UI in headless Chromium (Debian's packages installed when missing); then the line
+# coverage of pipeline/ and stages/, measured in every process the tests started
+# (pyproject.toml, [tool.coverage]).
 test: setup system-deps
 	rm -f .coverage .coverage.*
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/coverage run -m pytest; status=$$?; \

@@ -1,12 +1,14 @@
-"""Render the README's table of measured figures from the committed reports/, naming the machine.
+"""Render the table of committed results (docs/benchmarks.md) from reports/, naming the machine.
 
 Reads each dataset's reports/<ds>/train.json and metrics.json (`dvc metrics show`) and
 machine.json (what the train stage ran on), and prints the Markdown block that goes between
-the README's figures marker and the next `<!-- end -->`, markers included. With --check, exits
-1 when the README's block differs; with --write, replaces it in place. Standard library and
+the page's figures marker and the next `<!-- end -->`, markers included. With --check, exits
+1 when the page's block differs; with --write, replaces it in place. Standard library and
 pipeline.io only (no TensorFlow): it runs in a fraction of a second.
 
-    python scripts/render_figures.py [--reports reports] [--check README.md | --write README.md]
+    python scripts/render_figures.py [--reports reports] [--check PAGE | --write PAGE]
+
+PAGE is docs/benchmarks.md, or any Markdown file with the markers.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def describe_machine(reports: Path, dataset: str) -> tuple[str, str]:
 
 
 def row(reports: Path, dataset: str) -> str:
-    """The dataset's line of the table, numbers formatted as the README does."""
+    """The dataset's line of the table, numbers formatted as the docs do."""
     train, train_path = load(reports, dataset, "train.json")
     metrics, metrics_path = load(reports, dataset, "metrics.json")
     top5 = field(metrics, metrics_path, "test_top5_accuracy", optional=True)
@@ -89,7 +91,7 @@ def row(reports: Path, dataset: str) -> str:
 
 
 def wrap(text: str, width: int = 95) -> str:
-    """`text` wrapped as the README's prose is: never inside a `code span` or a name such as
+    """`text` wrapped as the docs' prose is: never inside a `code span` or a name such as
     AVX-512."""
     spans = re.split(r"(`[^`]*`)", text)
     kept = "".join(span.replace(" ", "\0") if span.startswith("`") else span for span in spans)
@@ -98,7 +100,7 @@ def wrap(text: str, width: int = 95) -> str:
 
 
 def render(reports: Path) -> str:
-    """The README's block, from its start marker to its end marker."""
+    """The page's block, from its start marker to its end marker."""
     machines = {dataset: describe_machine(reports, dataset) for dataset in DATASETS}
     dates = " and ".join(sorted({date for _, date in machines.values()}))
     texts = {text for text, _ in machines.values()}
@@ -121,21 +123,21 @@ def render(reports: Path) -> str:
     return "\n".join(lines)
 
 
-def find_block(readme: Path, text: str) -> tuple[int, int]:
-    """The README's block: (start of its start marker, end of its end marker)."""
+def find_block(page: Path, text: str) -> tuple[int, int]:
+    """The page's block: (start of its start marker, end of its end marker)."""
     start = text.find(START)
     if start < 0:
-        raise DataError(f"{readme}: no `{START}` line: put it, and `{END}` after it, where the figures go")
+        raise DataError(f"{page}: no `{START}` line: put it, and `{END}` after it, where the figures go")
     end = text.find(END, start + len(START))
     if end < 0:
-        raise DataError(f"{readme}: no `{END}` after `{START}`")
+        raise DataError(f"{page}: no `{END}` after `{START}`")
     return start, end + len(END)
 
 
-def read_readme(readme: Path) -> str:
-    if not readme.is_file():
-        raise DataError(f"{readme}: missing")
-    return readme.read_bytes().decode("utf-8")
+def read_page(page: Path) -> str:
+    if not page.is_file():
+        raise DataError(f"{page}: missing")
+    return page.read_bytes().decode("utf-8")
 
 
 class Parser(argparse.ArgumentParser):
@@ -150,26 +152,26 @@ def main(argv=None) -> int:
     parser.add_argument("--reports", type=Path, default=Path("reports"),
                         help="The folder of reports/<dataset>/{train,metrics,machine}.json.")
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--check", type=Path, metavar="README", help="Exit 1 if README's block differs.")
-    action.add_argument("--write", type=Path, metavar="README", help="Replace README's block in place.")
+    action.add_argument("--check", type=Path, metavar="PAGE", help="Exit 1 if PAGE's block differs.")
+    action.add_argument("--write", type=Path, metavar="PAGE", help="Replace PAGE's block in place.")
     opts = parser.parse_args(argv)
     try:
         block = render(opts.reports)
-        readme = opts.check or opts.write
-        if readme is None:
+        page = opts.check or opts.write
+        if page is None:
             print(block)
             return 0
-        text = read_readme(readme)
-        start, end = find_block(readme, text)
+        text = read_page(page)
+        start, end = find_block(page, text)
         if text[start:end] == block:
             return 0
         if opts.check:
-            print(f"error: {readme}: the figures table differs from what scripts/render_figures.py renders; "
-                  f"run python scripts/render_figures.py --write {readme}", file=sys.stderr)
+            print(f"error: {page}: the figures table differs from what scripts/render_figures.py renders; "
+                  f"run python scripts/render_figures.py --write {page}", file=sys.stderr)
             return 1
-        with atomic_file(readme) as tmp:
+        with atomic_file(page) as tmp:
             tmp.write_bytes((text[:start] + block + text[end:]).encode("utf-8"))
-            shutil.copymode(readme, tmp)  # a temporary file is private; the README is not
+            shutil.copymode(page, tmp)  # a temporary file is private; the page is not
         return 0
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,7 +1,10 @@
-"""The README's shell blocks, read with pytest-codeblocks, and a shell session to run them in.
+"""The shell blocks of README.md and of the docs site's pages, read with pytest-codeblocks, and a
+shell session to run them in.
 
-Conventions in README.md (HTML comments, invisible on GitHub):
-- a ```bash block is run as it stands, in document order, in one session: what `cd`,
+The pages are README.md, then docs/ in the order of mkdocs.yml's nav: a page goes on from the
+README's set-up (the project cloned, `make repro`, .venv activated) and from the pages before
+it. Conventions in every page (HTML comments, invisible on GitHub and on the site):
+- a ```bash block is run as it stands, in that order, in one session: what `cd`,
   `source` and `export` do carries over to the next block; every command must succeed;
 - a ```console block is `$ command` lines, each followed by the output it prints (stdout and
   stderr together); `...` alone on a line stands for any lines, `...` inside a line for any
@@ -9,8 +12,8 @@ Conventions in README.md (HTML comments, invisible on GitHub):
   be followed by `$ echo $?`;
 - `<!--pytest.mark.numbers_vary-->` before a console block: numbers (and the spaces that align
   them) may differ from the ones shown;
-- `<!--pytest.mark.skip(reason="...")-->` before a block: not run by the README session, and
-  why (a GPU, a server that runs until stopped, or the test that runs it instead).
+- `<!--pytest.mark.skip(reason="...")-->` before a block: not run by the session, and why (a
+  GPU, a server that runs until stopped, a benchmark, or the test that runs it instead).
 """
 
 from __future__ import annotations
@@ -22,19 +25,45 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from pytest_codeblocks import extract_from_file
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
 SHELLS = ("bash", "sh", "console", "shell")
+
+
+def docs_pages() -> list[Path]:
+    """The site's pages in the order of mkdocs.yml's nav (sections flattened)."""
+    def walk(entries):
+        for entry in entries:
+            target = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            if isinstance(target, list):
+                yield from walk(target)
+            elif "://" not in target:  # a link to another site is no page
+                yield DOCS / target
+
+    return list(walk(yaml.safe_load(MKDOCS.read_text())["nav"]))
+
+
+def pages() -> list[Path]:
+    """README.md, then the site's pages: the order the session runs their blocks in."""
+    return [README, *docs_pages()]
 
 
 @dataclass
 class Block:
+    page: str  # the page's path in the repository: README.md, docs/devices.md
     syntax: str
     code: str
     lineno: int
     marks: list[str]
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.lineno}"
 
     @property
     def skip_reason(self) -> str | None:
@@ -49,13 +78,15 @@ class Block:
         return any(mark.strip() == "pytest.mark.numbers_vary" for mark in self.marks)
 
 
-def shell_blocks(path: Path = README) -> list[Block]:
-    """Every fenced block of `path` that a user would paste into a shell."""
-    return [Block(b.syntax or "", b.code, b.lineno, list(b.marks)) for b in extract_from_file(path)
+def shell_blocks(path: Path | None = None) -> list[Block]:
+    """Every fenced block that a user would paste into a shell: of the page `path`, or of every
+    page in the session's order."""
+    return [Block(str(page.relative_to(ROOT)), b.syntax or "", b.code, b.lineno, list(b.marks))
+            for page in ([path] if path else pages()) for b in extract_from_file(page)
             if (b.syntax or "") in SHELLS]
 
 
-def untagged_prompts(path: Path = README) -> list[int]:
+def untagged_prompts(path: Path) -> list[int]:
     """Line numbers of fenced blocks with no language that start with a `$ ` prompt (a shell
     session that would escape the tests)."""
     return [b.lineno for b in extract_from_file(path)

@@ -147,7 +147,7 @@ def test_gpus_asked_for_on_a_host_without_any_is_one_config_line(docker, image, 
                    volumes=[f"{clone}:/workspace/project"], check=False)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
-    # TF 2.17 itself logs CUDA plugin notices at import (see README, known upstream issues)
+    # TF 2.17 itself logs CUDA plugin notices at import (see docs/known-issues.md)
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert errors == [out.stderr.strip().splitlines()[-1]], out.stderr
     assert errors[0].startswith("error: train.reuters.devices.visible_gpus: asked for GPU 0"), out.stderr

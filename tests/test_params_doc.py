@@ -1,5 +1,5 @@
 """params.yaml stays in the form `dvc exp run -S` writes, so an override changes one line; every
-key is documented once, in the config types, and `pipeline params` and the README show it."""
+key is documented once, in the config types, and `pipeline params` and docs/params.md show it."""
 
 import dataclasses
 import difflib
@@ -66,16 +66,19 @@ def test_describe_lists_every_key_of_the_file():
     assert all(d.meaning for d in docs if ".1." not in d.key)  # the first item of a list is explained
 
 
-def readme_table() -> str:
-    text = (ROOT / "README.md").read_text()
-    assert TABLE_START in text, "README.md has lost the params table's start marker"
+PARAMS_PAGE = ROOT / "docs" / "params.md"
+
+
+def page_table() -> str:
+    text = PARAMS_PAGE.read_text()
+    assert TABLE_START in text, "docs/params.md has lost the params table's start marker"
     return text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
 
 
-def test_readme_params_table_is_current():
+def test_the_params_pages_table_is_current():
     generated = format_markdown(describe(read_yaml(PARAMS)))
-    assert readme_table() == generated, (
-        "README.md's params table is not what `pipeline params --markdown` prints: a default or a "
+    assert page_table() == generated, (
+        "docs/params.md's params table is not what `pipeline params --markdown` prints: a default or a "
         "help text changed. Replace the lines between the markers with that command's output.")
 
 
@@ -229,7 +232,7 @@ def test_params_command_for_one_dataset_and_as_markdown():
     assert re.search(r"^train\.mnist\.img_size: ", one.stdout, re.M)
     assert not re.search(r"^\w+\.reuters\.", one.stdout, re.M)
     markdown = run_pipeline("params", "--markdown")
-    assert markdown.returncode == 0 and markdown.stdout == readme_table()
+    assert markdown.returncode == 0 and markdown.stdout == page_table()
 
 
 def test_params_command_reports_a_config_error_in_one_line(tmp_path):

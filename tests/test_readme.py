@@ -1,7 +1,8 @@
-"""README.md, run as a new user would: every ```bash and ```console block, in document order,
-in one shell session in a fresh copy of the project, checking exit codes and the lines the
-README says a command prints. A block the session cannot run says why in the README (tests/readme.py
-has the conventions).
+"""README.md and the docs site's pages, run as a new user would: every ```bash and ```console
+block, README.md's first and then each page's in the order of mkdocs.yml's nav, in one shell
+session in a fresh copy of the project, checking exit codes and the lines a page says a command
+prints. A block the session cannot run says why in the page (tests/readme.py has the
+conventions).
 
 The copy is of the session's trained project (tests/conftest.py: a clone whose `dvc repro` ran
 on the fixture data, results committed), and its `.venv` is the suite's own, which `make setup`
@@ -15,24 +16,31 @@ import time
 import pytest
 
 from helpers import GIT_IDENTITY, ROOT, subprocess_env
-from readme import README, Session, console_steps, output_matches, shell_blocks, strip_path, untagged_prompts
+from readme import (DOCS, Session, console_steps, docs_pages, output_matches, pages, shell_blocks, strip_path,
+                    untagged_prompts)
 
 BLOCKS = shell_blocks()
 RUN = [b for b in BLOCKS if b.skip_reason is None]
+ARCHITECTURE = DOCS / "architecture.md"
 
 
 def test_every_shell_block_is_run_or_says_why_not():
-    assert BLOCKS, "README.md has no shell blocks: did pytest-codeblocks stop reading it?"
-    assert untagged_prompts() == [], "a block of `$ ` commands without ```console escapes the tests"
+    assert sorted(DOCS.rglob("*.md")) == sorted(docs_pages()), \
+        "a page of docs/ that mkdocs.yml's nav leaves out is neither on the site nor run by the session"
+    assert any(b.page == "README.md" for b in BLOCKS) and any(b.page.startswith("docs/") for b in BLOCKS), \
+        "no shell blocks in README.md or docs/: did pytest-codeblocks stop reading them?"
+    for page in pages():
+        assert untagged_prompts(page) == [], \
+            f"{page.relative_to(ROOT)}: a block of `$ ` commands without ```console escapes the tests"
     for block in BLOCKS:
         reason = block.skip_reason
         if reason is None:
             continue
-        assert len(reason) > 15, f"README.md:{block.lineno}: a block not run needs its reason"
+        assert len(reason) > 15, f"{block.where}: a block not run needs its reason"
         # a block run by another test names it, and that test exists
         for path, name in re.findall(r"(tests/test_\w+\.py)::(\w+)", reason):
             assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), \
-                f"README.md:{block.lineno}: {path}::{name} does not exist"
+                f"{block.where}: {path}::{name} does not exist"
 
 
 def test_console_output_matching():
@@ -61,31 +69,31 @@ def session(tmp_path_factory, dataset_files, trained_project):
 
 @pytest.mark.slow
 @pytest.mark.e2e
-@pytest.mark.parametrize("block", RUN, ids=[f"line{b.lineno}" for b in RUN])
+@pytest.mark.parametrize("block", RUN, ids=[f"{b.page}:line{b.lineno}" for b in RUN])
 def test_readme_block(session, block):
     started = time.time()
     if block.syntax == "console":
         steps = console_steps(block.code)
         results = session.run_console(steps)
-        assert len(results) == len(steps), f"README.md:{block.lineno}: the session stopped early"
+        assert len(results) == len(steps), f"{block.where}: the session stopped early"
         for k, ((command, expected), (code, output)) in enumerate(zip(steps, results)):
             shows_code = k + 1 < len(steps) and steps[k + 1][0].strip() == "echo $?"
             assert code == 0 or shows_code, (
-                f"README.md:{block.lineno}: `{command}` exited {code}:\n{output[-3000:]}")
-            assert "Traceback" not in output, f"README.md:{block.lineno}: `{command}`:\n{output[-3000:]}"
+                f"{block.where}: `{command}` exited {code}:\n{output[-3000:]}")
+            assert "Traceback" not in output, f"{block.where}: `{command}`:\n{output[-3000:]}"
             assert output_matches(expected, output, block.numbers_vary), (
-                f"README.md:{block.lineno}: `{command}` printed\n{output}\nwhere the README shows\n"
+                f"{block.where}: `{command}` printed\n{output}\nwhere {block.page} shows\n"
                 + "\n".join(expected))
     else:
         code, output = session.run(block.code)
-        assert code == 0, f"README.md:{block.lineno}: the block exited {code}:\n{output[-5000:]}"
-        assert "Traceback" not in output, f"README.md:{block.lineno}:\n{output[-5000:]}"
-    print(f"README.md:{block.lineno}: {time.time() - started:.1f} s")
+        assert code == 0, f"{block.where}: the block exited {code}:\n{output[-5000:]}"
+        assert "Traceback" not in output, f"{block.where}:\n{output[-5000:]}"
+    print(f"{block.where}: {time.time() - started:.1f} s")
 
 
 def layout_entries() -> set[str]:
-    """The paths README.md's Layout names (folders end with /)."""
-    text = README.read_text()
+    """The paths docs/architecture.md's Layout names (folders end with /)."""
+    text = ARCHITECTURE.read_text()
     block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     looks_like_path = re.compile(r"^[\w.-]+(/[\w.-]*)*$")
     parents: list[tuple[int, str]] = []
@@ -115,13 +123,13 @@ def layout_entries() -> set[str]:
 def test_layout_names_every_part_of_the_tree_and_nothing_else():
     listed = layout_entries()
     missing = sorted(p for p in listed if not (ROOT / p).exists())
-    assert missing == [], f"README's Layout names what does not exist: {missing}"
+    assert missing == [], f"docs/architecture.md's Layout names what does not exist: {missing}"
     tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
     tracked = [t for t in tracked if (ROOT / t).exists()]
     top = {t.split("/")[0] + ("/" if "/" in t else "") for t in tracked}
     top -= {"README.md", ".dockerignore", ".dvcignore", ".gitattributes", ".gitignore"}
     assert sorted(top - {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}) == [], \
-        "a top-level part of the repository is missing from README's Layout"
+        "a top-level part of the repository is missing from docs/architecture.md's Layout"
     modules = {t for t in tracked if t.split("/")[0] in ("pipeline", "stages", "scripts") and not t.endswith(".md")}
-    assert sorted(modules - listed) == [], "README's Layout leaves these files out"
+    assert sorted(modules - listed) == [], "docs/architecture.md's Layout leaves these files out"

@@ -1,6 +1,6 @@
-"""scripts/render_figures.py: the README's figures table rendered from reports/, naming the
-machine; --write puts it in, --check finds a README that says other figures; errors are one
-line. And the README's own table is the committed reports'."""
+"""scripts/render_figures.py: the figures table rendered from reports/, naming the machine;
+--write puts it in a page, --check finds a page that says other figures; errors are one line.
+And docs/benchmarks.md's own table is the committed reports'."""
 
 import json
 import os
@@ -51,14 +51,14 @@ def reports(tmp_path):
 
 
 @pytest.fixture
-def readme(tmp_path):
-    path = tmp_path / "README.md"
+def page(tmp_path):
+    path = tmp_path / "page.md"
     path.write_text(f"# Project\n\nBefore.\n\n{START}\nold figures\n{END}\n\nAfter.\n{END}\n")
     path.chmod(0o644)
     return path
 
 
-def test_a_row_per_dataset_with_the_readmes_number_formats(reports):
+def test_a_row_per_dataset_with_the_docs_number_formats(reports):
     result = render("--reports", reports)
     assert result.returncode == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
@@ -83,37 +83,37 @@ def test_gpus_and_two_machines_are_named(reports):
            "A100-SXM4-40GB; TensorFlow" in intro
 
 
-def test_write_then_check_round_trips(reports, readme):
-    assert render("--reports", reports, "--check", readme).returncode == 1
-    written = render("--reports", reports, "--write", readme)
+def test_write_then_check_round_trips(reports, page):
+    assert render("--reports", reports, "--check", page).returncode == 1
+    written = render("--reports", reports, "--write", page)
     assert (written.returncode, written.stdout, written.stderr) == (0, "", "")
-    text = readme.read_text()
+    text = page.read_text()
     block = render("--reports", reports).stdout
     assert text == f"# Project\n\nBefore.\n\n{block}\nAfter.\n{END}\n"  # only the block changed
-    assert oct(readme.stat().st_mode & 0o777) == oct(0o644)
-    assert not list(readme.parent.glob(".*.tmp"))
-    checked = render("--reports", reports, "--check", readme)
+    assert oct(page.stat().st_mode & 0o777) == oct(0o644)
+    assert not list(page.parent.glob(".*.tmp"))
+    checked = render("--reports", reports, "--check", page)
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
-    assert render("--reports", reports, "--write", readme).returncode == 0 and readme.read_text() == text
+    assert render("--reports", reports, "--write", page).returncode == 0 and page.read_text() == text
 
 
-def test_a_changed_figure_fails_the_check_in_one_line(reports, readme):
-    assert render("--reports", reports, "--write", readme).returncode == 0
+def test_a_changed_figure_fails_the_check_in_one_line(reports, page):
+    assert render("--reports", reports, "--write", page).returncode == 0
     metrics = reports / "reuters" / "metrics.json"
     metrics.write_text(json.dumps({**REPORTS["reuters"]["metrics.json"], "test_accuracy": 0.6305}))
-    result = render("--reports", reports, "--check", readme)
+    result = render("--reports", reports, "--check", page)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr == (f"error: {readme}: the figures table differs from what scripts/render_figures.py "
-                             f"renders; run python scripts/render_figures.py --write {readme}\n")
+    assert result.stderr == (f"error: {page}: the figures table differs from what scripts/render_figures.py "
+                             f"renders; run python scripts/render_figures.py --write {page}\n")
 
 
 @pytest.mark.parametrize("broken,line", [
     ("mnist/machine.json", "error: {reports}/mnist/machine.json: missing; run the stage that writes it first"),
     ("reuters/train.json", "error: {reports}/reuters/train.json: missing; run the stage that writes it first"),
 ])
-def test_a_missing_report_is_one_error_line(reports, readme, broken, line):
+def test_a_missing_report_is_one_error_line(reports, page, broken, line):
     os.unlink(reports / broken)
-    for args in ([], ["--check", readme], ["--write", readme]):
+    for args in ([], ["--check", page], ["--write", page]):
         result = render("--reports", reports, *args)
         assert (result.returncode, result.stdout) == (1, "")
         assert result.stderr == line.format(reports=reports) + "\n"
@@ -135,14 +135,14 @@ def test_a_broken_report_is_one_error_line(reports):
     ("# Project\n", f"no `{START}` line: put it, and `{END}` after it, where the figures go"),
     (f"# Project\n{END}\n{START}\nold\n", f"no `{END}` after `{START}`"),
 ])
-def test_a_readme_without_its_markers_is_one_error_line(reports, readme, text, problem):
-    readme.write_text(text)
+def test_a_page_without_its_markers_is_one_error_line(reports, page, text, problem):
+    page.write_text(text)
     for option in ("--check", "--write"):
-        result = render("--reports", reports, option, readme)
-        assert (result.returncode, result.stderr) == (1, f"error: {readme}: {problem}\n")
-        assert readme.read_text() == text
-    missing = render("--reports", reports, "--check", readme.parent / "NOPE.md")
-    assert (missing.returncode, missing.stderr) == (1, f"error: {readme.parent / 'NOPE.md'}: missing\n")
+        result = render("--reports", reports, option, page)
+        assert (result.returncode, result.stderr) == (1, f"error: {page}: {problem}\n")
+        assert page.read_text() == text
+    missing = render("--reports", reports, "--check", page.parent / "NOPE.md")
+    assert (missing.returncode, missing.stderr) == (1, f"error: {page.parent / 'NOPE.md'}: missing\n")
 
 
 @pytest.mark.parametrize("args", [["--check", "a", "--write", "b"], ["--bogus"], ["--check"]])
@@ -165,8 +165,8 @@ def test_it_needs_no_tensorflow_and_is_quick(reports):
     assert float(seconds) < 0.5
 
 
-def test_the_readmes_figures_are_the_committed_reports():
-    """README.md's figures table is what the committed reports/ render to: run
-    `python scripts/render_figures.py --write README.md` after `dvc repro`."""
-    result = render("--check", "README.md", cwd=ROOT)
+def test_the_benchmarks_pages_figures_are_the_committed_reports():
+    """docs/benchmarks.md's figures table is what the committed reports/ render to: run
+    `python scripts/render_figures.py --write docs/benchmarks.md` after `dvc repro`."""
+    result = render("--check", "docs/benchmarks.md", cwd=ROOT)
     assert result.returncode == 0, result.stderr

@@ -1,7 +1,7 @@
-"""A sweep as a user runs one on a fresh clone: README.md's Experiments block (`dvc exp run
---queue` with DVC's grid syntax, then `--run-all -j 2`, then `dvc queue status`), pasted as it
-stands, as the repository's first trainings, into MLflow's default store. The README's session
-does not run that block again: this is the one place the queued sweep runs."""
+"""A sweep as a user runs one on a fresh clone: the queued sweep's block of docs/sweeps.md (`dvc
+exp run --queue` with DVC's grid syntax, then `--run-all -j 2`, then `dvc queue status`), pasted
+as it stands, as the repository's first trainings, into MLflow's default store. The README's
+session does not run that block again: this is the one place the queued sweep runs."""
 
 import json
 import sys
@@ -100,7 +100,7 @@ def test_artifacts_open_after_dvc_removed_its_copies(swept):
 
 
 def test_the_readmes_comparisons_of_a_sweep(swept):
-    """README, Experiments: dvc exp show with only what changed, best first; pipeline compare of
+    """docs/sweeps.md: dvc exp show with only what changed, best first; pipeline compare of
     the best and the worst by DVC experiment name; dvc exp branch of the best."""
     import csv
     import io

@@ -22,11 +22,11 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     """Test metrics and confusion matrix; log into the training run."""
     params = load_params(params_path, dataset)
     cfg = params.evaluate
-    from pipeline import evaluation, log, training
+    from pipeline import evaluation, log, model_folder
     from pipeline.tracking import probe, runs
 
     probe.check_tracking()  # every input checked before any output is written
-    model_run = training.read_model_run(model_dir)
+    model_run = model_folder.read_run(model_dir)
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")

@@ -115,7 +115,7 @@ def devices(dataset, params_path, as_json):
 @cli.command("params")
 @click.argument("dataset", type=click.Choice(DATASETS), required=False)
 @params_option
-@click.option("--markdown", is_flag=True, help="Print the table README.md shows (one column per dataset).")
+@click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (one column per dataset).")
 @click.option("--rewrite", is_flag=True,
               help="Rewrite the params file in the form `dvc exp run -S` writes it (after a hand edit), "
                    "so that an override changes one line.")

@@ -5,7 +5,7 @@ installed, for parts that no stage uses: scikit-learn (and through it SciPy's st
 its scikit-learn wrappers (`keras.wrappers`), and matplotlib's pyplot for its image-gallery
 plots (`keras.visualization`). MLflow installs scikit-learn and the project installs matplotlib,
 so every `pipeline` command that imports TensorFlow paid about 3 s of its start for them
-(README, Measured figures). `skip_keras_extras()` makes those imports fail as they do where the
+(docs/benchmarks.md). `skip_keras_extras()` makes those imports fail as they do where the
 package is missing: Keras then defines those parts without it, as it is written to. Anything
 else that imports them (the stages' own plots: `pipeline/plots.py`) still gets them.
 """

@@ -25,7 +25,7 @@ def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
 
 PARAMS_HEADER = """\
 # Every tunable value of the pipeline, and the only place defaults live; dvc.yaml lists the keys
-# each stage reads. What each key means: `pipeline params` (or README.md, Params and experiments).
+# each stage reads. What each key means: `pipeline params` (or docs/params.md).
 # Override one for an experiment with `dvc exp run -S train.reuters.epochs=20`. This file is kept
 # in the form that command writes, so an override changes one line: an empty value is null, and
 # comments other than this header would be lost. After a hand edit: `pipeline params --rewrite`.
@@ -151,7 +151,7 @@ def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
 
 
 def format_markdown(docs: Sequence[KeyDoc]) -> str:
-    """The README's table: a row per key (with `<ds>` for the dataset), a column per dataset."""
+    """docs/params.md's table: a row per key (with `<ds>` for the dataset), a column per dataset."""
     rows: dict[str, dict] = {}
     datasets: list[str] = []
     for doc in docs:

@@ -13,7 +13,7 @@ STAGES = ("download", "preprocess", "train", "evaluate")
 
 
 def _spec(expect: Optional[str] = None, check=None, *, help: str):
-    """Field metadata: what the key means (`help`, shown by `pipeline params` and in the README's
+    """Field metadata: what the key means (`help`, shown by `pipeline params` and in docs/params.md's
     table), what a value must be (for messages) and an optional range check. A Literal field
     needs no `expect`: its message lists the type's own values. Every field has a help text:
     params.yaml carries no comments (DVC's `-S` rewrite would drop most of them), so this is
@@ -178,7 +178,7 @@ class TrainConfig:
     strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec(
         help="The tf.distribute strategy. auto: MultiWorkerMirroredStrategy in a cluster, "
              "MirroredStrategy over several devices, no distribution on one device (a one-replica "
-             "MirroredStrategy trains 1.7-2.5x slower here); see README, Devices and strategies.")
+             "MirroredStrategy trains 1.7-2.5x slower here); see docs/devices.md.")
     loop: Literal["fit", "custom"] = _spec(
         help="fit: Keras model.fit under strategy.scope(); custom: a strategy.run training loop "
              "(needed for multi-worker training).")

@@ -119,7 +119,7 @@ def test_the_runs_link_opens_the_runs_table_with_source_and_datasets(sweep, brow
 
 
 def test_an_experiment_opens_on_the_genai_overview_until_the_model_training_switch(sweep, browser):
-    """MLflow 3.17 as it is (the README says so): `#/experiments/<id>` opens on the GenAI
+    """MLflow 3.17 as it is (docs/mlflow.md says so): `#/experiments/<id>` opens on the GenAI
     overview in a browser that never chose, whatever the experiment's kind tag; once the
     user clicks "Model training", that browser opens experiments on their runs."""
     base, experiment = sweep["url"], sweep["experiment_id"]
@@ -136,7 +136,7 @@ def test_an_experiment_opens_on_the_genai_overview_until_the_model_training_swit
 
 
 def test_a_sweep_in_the_runs_table_sorted_by_test_accuracy_with_its_param(sweep, browser):
-    """The README's way to read a sweep: Columns adds the swept param and test_accuracy,
+    """docs/mlflow.md's way to read a sweep: Columns adds the swept param and test_accuracy,
     Sort orders the runs by test_accuracy, best first."""
     from pipeline.tracking.store import RUNS_PAGE
 

@@ -1,7 +1,7 @@
 """Identical reruns at the defaults: the train stage run twice with the shipped params (fewer
 epochs, small data in the real formats), on one device and on two logical devices, gives
 bit-identical weights, with `deterministic: false` as shipped. What this holds on is a CPU
-host of one kind with the same lock (see README, Reproducible results)."""
+host of one kind with the same lock (see docs/reproducibility.md)."""
 
 import json
 

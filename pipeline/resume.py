@@ -29,7 +29,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pipeline.distribute import cluster_of, is_chief, task_name
+from pipeline.cluster import cluster_of, is_chief, task_name
 from pipeline.errors import DataError
 from pipeline.io import write_json
 

@@ -32,7 +32,7 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
-    from pipeline import distribute
+    from pipeline import cluster, distribute
     from pipeline.data import arrays
 
     # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
@@ -41,7 +41,7 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
     splits, stats = arrays.load_prepared(data, ("train", "val"))
     from pipeline.tracking import probe, runs
 
-    if distribute.detect_cluster() is None:
+    if cluster.detect_cluster() is None:
         probe.check_tracking()
     from pipeline import environment, log, resume, training
     from pipeline.data.inputs import image_size_for, model_inputs

@@ -133,35 +133,11 @@ def test_device_list_naming_a_missing_device(tmp_path):
         "it has /device:CPU:0, /device:CPU:1")
 
 
-def test_cluster_detection():
-    from pipeline.distribute import detect_cluster
-
-    two = json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
-    one = json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})
-    assert detect_cluster({"TF_CONFIG": two}) == "tf_config"
-    assert detect_cluster({"TF_CONFIG": one}) is None
-    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "4"}) == "slurm"
-    # a batch script outside srun (seen under Slurm 22.05): one process, not a cluster
-    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}) is None
-    assert detect_cluster({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"}) is None
-    assert detect_cluster({}) is None
-    with pytest.raises(Exception, match="TF_CONFIG: not valid JSON"):
-        detect_cluster({"TF_CONFIG": "{worker"})
-
-
 def test_steps_per_execution_on_replicas_is_for_the_custom_loop(tmp_path):
     # with fit, a config error: test_what_needs_no_tensorflow_stops_a_command_before_its_import
     report = json.loads(devices_json(tmp_path, steps_per_execution=4, loop="custom",
                                      **{"devices.logical_devices": 2}).stdout)
     assert report["replicas"] == 2
-
-
-def test_slurm_tasks_per_node_forms():
-    from pipeline.distribute import _tasks_per_node
-
-    assert _tasks_per_node({"SLURM_STEP_TASKS_PER_NODE": "2(x3),1"}) == 2
-    assert _tasks_per_node({"SLURM_TASKS_PER_NODE": "4"}) == 4
-    assert _tasks_per_node({}) == 1
 
 
 # The checks made before TensorFlow is touched take the host's GPU count, so that the GPU
@@ -236,20 +212,6 @@ def test_a_host_that_cannot_provide_the_devices():
                                      "Virtual devices are not supported for this device")
 
 
-def test_slurm_variables_that_make_no_cluster():
-    # SlurmClusterResolver reads the task's rank from the environment; outside a job step it has none.
-    result = run_python(
-        "from pipeline.distribute import DeviceInfo, slurm_resolver\n"
-        "from pipeline.errors import ConfigError\n"
-        "try:\n"
-        "    slurm_resolver(DeviceInfo(0, 0, 0, 1), 'train.reuters', 8888)\n"
-        "except ConfigError as exc:\n"
-        "    print(exc)\n")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("train.reuters.strategy: cannot build the cluster from Slurm's variables "
-                                    "(1 task(s) per node, 0 GPU(s)): "), result.stdout
-
-
 def has_gpus(n):
     import shutil
     import subprocess
@@ -278,29 +240,6 @@ def test_on_a_gpu_nccl_on_split_gpus(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "error: train.reuters.cross_device_ops: nccl does not work on virtual (split) GPUs")
-
-
-@pytest.mark.parametrize("tf_config,message", [
-    ('["worker"]', 'TF_CONFIG: no cluster: expected {"cluster": {"worker": ["host:port", ...]}, '
-                   '"task": {"type": "worker", "index": 0}}'),
-    ('{"cluster": {}}', "TF_CONFIG: no cluster: "),
-    ('{"cluster": {"worker": "a:1,b:2"}, "task": {"type": "worker", "index": 0}}',
-     'TF_CONFIG: cluster.worker: expected a list of "host:port", got "a:1,b:2"'),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}}', "TF_CONFIG: task: expected a type among worker and an index, got null"),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 0}}',
-     'TF_CONFIG: task: expected a type among worker and an index, got {"type": "chief", "index": 0}'),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
-     "TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got 2"),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": "1"}}',
-     'TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got "1"'),
-])
-def test_a_tf_config_that_is_json_but_not_a_cluster_is_a_config_error(tf_config, message):
-    from pipeline.distribute import detect_cluster
-    from pipeline.errors import ConfigError
-
-    with pytest.raises(ConfigError) as caught:
-        detect_cluster({"TF_CONFIG": tf_config})
-    assert str(caught.value).startswith(message)
 
 
 def test_a_task_outside_the_cluster_stops_the_stage_in_one_line(tmp_path):

@@ -133,3 +133,15 @@ def test_layout_names_every_part_of_the_tree_and_nothing_else():
         "a top-level part of the repository is missing from docs/architecture.md's Layout"
     modules = {t for t in tracked if t.split("/")[0] in ("pipeline", "stages", "scripts") and not t.endswith(".md")}
     assert sorted(modules - listed) == [], "docs/architecture.md's Layout leaves these files out"
+
+
+def test_the_tests_mirror_the_package():
+    """docs/architecture.md: a test module for every module of pipeline/ (tests/test_<name>.py,
+    whichever subpackage the module is in); a package's __init__.py and __main__.py are not
+    modules of their own."""
+    modules = [p for p in (ROOT / "pipeline").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert len(modules) > 30, "pipeline/ has lost its modules: is ROOT the repository?"
+    untested = sorted(str(p.relative_to(ROOT)) for p in modules if not (ROOT / "tests" / f"test_{p.stem}.py").is_file())
+    assert untested == [], "a module of pipeline/ without its tests/test_<module>.py"
+    names = [p.stem for p in modules]
+    assert sorted({n for n in names if names.count(n) > 1}) == [], "two modules whose tests would share a name"

@@ -85,31 +85,10 @@ def stage_finished(_result, **_options):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
-    from pipeline.config import load_params
+    from pipeline import devices as found
 
-    cfg = load_params(params_path, dataset).train
-    from pipeline import distribute
-
-    setup = distribute.setup(cfg, where=f"train.{dataset}")
-    import tensorflow as tf
-
-    report = {
-        "physical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
-        "logical": [{"name": d.name, "type": d.device_type} for d in tf.config.list_logical_devices()],
-        **setup.facts,
-    }
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-        return
-    click.echo("physical devices:")
-    for d in report["physical"]:
-        click.echo(f"  {d['name']} ({d['type']})")
-    click.echo("logical devices:")
-    for d in report["logical"]:
-        click.echo(f"  {d['name']} ({d['type']})")
-    click.echo(f"strategy: {report['strategy']}, {report['replicas']} replica(s), "
-               f"{report['workers']} worker(s), on {', '.join(report['devices'])}")
-    click.echo(f"all-reduce: {report['cross_device_ops']}")
+    report = found.report(params_path, dataset)
+    click.echo(json.dumps(report, indent=2) if as_json else found.as_text(report))
 
 
 @cli.command("params")

@@ -33,13 +33,6 @@ def test_one_device_strategy(tmp_path):
     assert (report["strategy"], report["replicas"]) == ("OneDeviceStrategy", 1)
 
 
-def test_devices_reads_the_shipped_params():
-    result = run_pipeline("devices")  # the repository's params.yaml, the first dataset's train params
-    assert result.returncode == 0, result.stderr
-    assert "strategy: DefaultStrategy, 1 replica(s), 1 worker(s), on /device:CPU:0" in result.stdout
-    assert "all-reduce: none" in result.stdout
-
-
 def test_auto_on_one_device_distributes_nothing_and_on_two_mirrors(tmp_path):
     # one device: TensorFlow's default strategy (a one-replica MirroredStrategy is 2x slower)
     one = json.loads(devices_json(tmp_path).stdout)

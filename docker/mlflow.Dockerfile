@@ -1,6 +1,6 @@
-# The MLflow tracking server of docker/compose.yaml: pinned MLflow (with its basic-auth app)
-# and the PostgreSQL driver (psycopg 3, SQLAlchemy 2.1's default for postgresql://), in a
-# virtual environment.
+# The MLflow tracking server of docker/compose.yaml: MLflow (with its basic-auth app) and the
+# PostgreSQL driver in a virtual environment, every package from docker/mlflow.lock (hashed;
+# docker/mlflow.in says what it holds).
 ARG BASE_IMAGE=python:3.12-slim-bookworm
 FROM ${BASE_IMAGE}
 
@@ -12,9 +12,9 @@ LABEL org.opencontainers.image.title="pipeline-mlflow" \
 
 ENV VIRTUAL_ENV=/opt/mlflow
 ENV PATH=${VIRTUAL_ENV}/bin:${PATH}
+COPY docker/mlflow.lock /opt/mlflow.lock
 RUN python3 -m venv "${VIRTUAL_ENV}" \
-    && pip install --no-cache-dir --disable-pip-version-check \
-       "mlflow[auth]==3.17.2" "psycopg[binary]==3.3.9" \
+    && pip install --no-cache-dir --disable-pip-version-check --require-hashes --no-deps -r /opt/mlflow.lock \
     && pip check \
     && mkdir -p /mlflow/artifacts
 COPY docker/mlflow-serve.py /usr/local/bin/mlflow-serve

@@ -1,7 +1,7 @@
 """The container tests' Docker engine and images, made in the background from the start of
 the session, while the tests that need the CPU run.
 
-Starting an engine, making the stand-in bases and building the two images wait on the disk
+Starting an engine, making the stand-in bases and building the images wait on the disk
 and the network for minutes; training waits on the CPU. So the session (the pytest process,
 or xdist's controller when the tests run in workers) starts them in a thread of their own as
 soon as it knows that container tests were collected, and the container tests' fixture waits
@@ -30,6 +30,7 @@ HERE = ROOT / "tests" / "container"
 STANDIN_DEBIAN = "pipeline-standin/debian:bookworm"
 STANDIN_TF = "pipeline-standin/tensorflow:25.02-tf2-py3"
 IMAGE = "pipeline:ctest"
+CUDA_IMAGE = "pipeline-cuda:ctest"  # docker/cuda.Dockerfile on the Debian stand-in, no CUDA wheels
 MLFLOW_IMAGE = "pipeline-mlflow:3.17.2"  # the name docker/compose.yaml gives it
 STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline-standins"))
 OUTCOME_VARIABLE = "PIPELINE_TEST_IMAGES"
@@ -40,11 +41,13 @@ def run(args, env, check=True, timeout=1800, cwd=None) -> subprocess.CompletedPr
     return sh(*args, cwd=cwd, env=env, check=check, timeout=timeout)
 
 
-def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest") -> tuple[str, float]:
-    """`docker build` of `dockerfile` in `context` on `base`: (its log, seconds)."""
+def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest", **args) -> tuple[str, float]:
+    """`docker build` of `dockerfile` in `context` on `base` (other build args: `args`): (its
+    log, seconds)."""
     t0 = time.time()
+    extra = [f"--build-arg={name}={value}" for name, value in args.items()]
     out = run(["docker", "build", "--network", "host", "-f", context / dockerfile,
-               "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}",
+               "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}", *extra,
                "-t", tag, context], env)
     return out.stdout, time.time() - t0
 
@@ -79,6 +82,9 @@ class Builder:
             made["warm"], made["warm_s"] = build(env, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
             made["size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], env).stdout)
             _, made["mlflow_s"] = build(env, context, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
+            _, made["cuda_s"] = build(env, context, "docker/cuda.Dockerfile", CUDA_IMAGE, STANDIN_DEBIAN,
+                                      CUDA_WHEELS=0)
+            made["cuda_size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", CUDA_IMAGE], env).stdout)
             made["seconds"] = time.time() - t0
         except Exception as exc:  # the container tests report it; the others go on
             made["error"] = f"{type(exc).__name__}: {exc}"
@@ -101,7 +107,8 @@ def summary(made: dict) -> str:
     return (f"container images, made in the background in {made['seconds']:.0f} s: engine and stand-in bases "
             f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
             f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
-            f"{made['mlflow_s']:.0f} s")
+            f"{made['mlflow_s']:.0f} s, CUDA image (no CUDA wheels) cold {made['cuda_s']:.0f} s "
+            f"({made['cuda_size'] / 1e9:.2f} GB)")
 
 
 def wait_for_images(poll: float = 2.0, hang: float = 3600) -> dict:

@@ -2,8 +2,10 @@
 
 NVIDIA's and Docker Hub's images cannot be pulled here, so the bases are stand-ins made from
 Debian's packages (tests/container/): TensorFlow 2.17.0 installed the way NVIDIA's image has
-it, and PostgreSQL. The project's own files (docker/Dockerfile, docker/mlflow.Dockerfile,
-docker/compose.yaml) are used as shipped; only the base images and the database image differ.
+it (docker/ngc-base.txt's packages), Debian's Python for NVIDIA's CUDA image and Docker Hub's
+Python, and PostgreSQL. The project's own files (docker/Dockerfile, docker/cuda.Dockerfile,
+docker/mlflow.Dockerfile, docker/compose.yaml) are used as shipped; only the base images and
+the database image differ, and the CUDA image is built without its CUDA wheels (no GPU here).
 """
 
 import json
@@ -20,8 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import copy_project, free_ports, write_params
-from images import HERE, IMAGE, STANDIN_TF, run, wait_for_images
+from helpers import ROOT, copy_project, free_ports, run_python, write_params
+from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, STANDIN_TF, run, wait_for_images
+from pipeline import environment
 from readme import shell_blocks
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
@@ -80,7 +83,7 @@ def cached_steps(build_output: str) -> dict[str, bool]:
     return steps
 
 
-def in_image(docker, *args, user=None, volumes=(), check=True, workdir=None):
+def in_image(docker, *args, user=None, volumes=(), check=True, workdir=None, image=IMAGE, entrypoint=None):
     cmd = ["docker", "run", "--rm", "--network", "none"]
     for v in volumes:
         cmd += ["-v", v]
@@ -88,7 +91,26 @@ def in_image(docker, *args, user=None, volumes=(), check=True, workdir=None):
         cmd += ["--user", user]
     if workdir:
         cmd += ["-w", workdir]
-    return run([*cmd, IMAGE, *args], docker, check=check)
+    if entrypoint:
+        cmd += ["--entrypoint", entrypoint]
+    return run([*cmd, image, *args], docker, check=check)
+
+
+def installed(docker, image: str, python: str = "python3") -> dict[str, str]:
+    """name -> version of every Python package `python` in `image` sees, pip's own tools left out."""
+    out = in_image(docker, "-m", "pip", "list", "--format=json", "--disable-pip-version-check", image=image,
+                   entrypoint=python)
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(out.stdout.strip().splitlines()[-1])
+            if canonicalize_name(p["name"]) not in ("pip", "setuptools", "wheel")}
+
+
+def lock_for(path: Path, python: str) -> dict[str, str]:
+    return environment.lock_pins(environment.read_lock(path), {
+        "python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+        "platform_system": "Linux", "platform_machine": os.uname().machine, "os_name": "posix",
+        "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""})
 
 
 def test_image_keeps_the_bases_tensorflow_and_pip_check_is_clean(docker, image):
@@ -106,9 +128,43 @@ def test_image_keeps_the_bases_tensorflow_and_pip_check_is_clean(docker, image):
     assert not in_venv & {"tensorflow", "tensorflow-cpu", "keras", "numpy", "protobuf", "h5py", "ml-dtypes"}
 
 
+def test_every_image_holds_exactly_its_locks(docker, image, made):
+    """NVIDIA's image: its base's packages (docker/ngc-base.txt) and docker/ngc.lock's; the CUDA
+    image: requirements.lock's (what the host's .venv holds); the MLflow image: docker/mlflow.lock's.
+    Each with the project where it belongs, and nothing else."""
+    from packaging.utils import canonicalize_name
+
+    base = {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$",
+                                                            (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)}
+    ngc = installed(docker, IMAGE, python="/opt/pipeline/venv/bin/python")
+    assert ngc == {**base, **lock_for(ROOT / "docker" / "ngc.lock", "3.11"), "pipeline": ngc["pipeline"]}
+    cuda = installed(docker, CUDA_IMAGE, python="/opt/pipeline/venv/bin/python")
+    assert cuda == {**lock_for(ROOT / "requirements.lock", "3.11"), "pipeline": cuda["pipeline"]}
+    assert installed(docker, MLFLOW_IMAGE, python="/opt/mlflow/bin/python") == lock_for(
+        ROOT / "docker" / "mlflow.lock", "3.11")
+
+
+def test_a_base_with_other_packages_stops_the_build_in_one_line(docker, made, tmp_path):
+    """A base retagged since docker/ngc-base.txt was written (here: the stand-in with one more
+    package) stops the build before anything is installed."""
+    (tmp_path / "Dockerfile").write_text(f"FROM {STANDIN_TF}\nRUN python3 -m pip install --no-cache-dir "
+                                         "--break-system-packages --no-deps six==1.16.0\n")
+    run(["docker", "build", "-q", "--network", "host", "-t", "pipeline-standin/retagged", tmp_path], docker)
+    context = copy_project(tmp_path / "context", exclude=("reports/", "models/", "tests/"))
+    out = run(["docker", "build", "--network", "host", "-f", context / "docker/Dockerfile", "--build-arg",
+               "BASE_IMAGE=pipeline-standin/retagged", "-t", "pipeline:retagged", context], docker, check=False)
+    run(["docker", "image", "rm", "-f", "pipeline-standin/retagged", "pipeline:retagged"], docker, check=False)
+    assert out.returncode != 0
+    errors = [line for line in (out.stdout + out.stderr).splitlines() if line.startswith("error:")]
+    assert errors == ["error: the base image's Python packages are not the ones /opt/pipeline/ngc-base.txt lists, "
+                      "which the lock was made against (six 1.17.0 in the list, 1.16.0 here): write the list from "
+                      "this base (scripts/base-packages.sh IMAGE > docker/ngc-base.txt), run `make lock`, and "
+                      "build again"]
+
+
 def test_source_change_rebuilds_from_the_cached_dependency_layer(image):
     cold, warm = cached_steps(image["cold"]), cached_steps(image["warm"])
-    deps = [step for step in warm if "-r /opt/pipeline/requirements.txt" in step]
+    deps = [step for step in warm if "-r /opt/pipeline/ngc.lock" in step]
     assert len(deps) == 1 and warm[deps[0]] is True and cold[deps[0]] is False
     sources = [step for step in warm if "--no-deps ." in step]
     assert len(sources) == 1 and warm[sources[0]] is False
@@ -414,7 +470,7 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, rep
     hook accepts `--gpus all`); only the image tag and a file mirror of the data are added.
     The clone is the compose stack's after its `dvc repro`, with one param changed, so that the
     image trains (Reuters) and skips what is up to date."""
-    block = readme_block("docker run --rm --gpus all")
+    block = readme_block("-e MLFLOW_TRACKING_URI pipeline")
     assert block.rstrip().endswith(" pipeline")
     script = block.rstrip()[: -len(" pipeline")].replace("--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + (
         " -e PIPELINE_DATA_MIRROR=file:///fixtures -v \"$FIXTURES\":/fixtures:ro " + IMAGE + "\n")
@@ -453,3 +509,63 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, rep
     client = MlflowClient(tracking_uri=f"sqlite:///{clone / 'mlflow.db'}")
     (run_,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
     assert run_.data.tags["container.image"] == "pipeline:ctest"
+
+
+DIGEST = ("import sys; from pipeline import model_folder, training; "
+          "print(training.weights_digest(model_folder.load_model(sys.argv[1])))")
+
+
+def test_the_cuda_image_trains_the_hosts_weights_and_the_ngc_image_another_program(docker, image, made,
+                                                                                  trained_project, tmp_path):
+    """The Reuters training at the defaults on the fixture data, as the session's trained project
+    ran it on this host: in the CUDA image (requirements.lock's TensorFlow) it ends with the same
+    weights to the bit (weights.sha256); in NVIDIA's image (TensorFlow 2.17) with others, whose
+    figures beside the host's are printed (docs/containers.md quotes them)."""
+    clone = trained_project.copy(tmp_path / "clone")
+    host = run_python(DIGEST, args=[clone / "models" / "reuters"])
+    assert host.returncode == 0, host.stderr
+    script = ("set -e; MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db pipeline -q train reuters --data "
+              "data/prepared/reuters --model-dir /tmp/m --history /tmp/h.csv --summary /tmp/s.json --curves /tmp/c.png; "
+              f"echo @@digest; python -c '{DIGEST}' /tmp/m; echo @@history; cat /tmp/h.csv")
+    runs = {}
+    for name, tag in (("cuda", CUDA_IMAGE), ("ngc", IMAGE)):
+        out = in_image(docker, "bash", "-c", script, volumes=[f"{clone}:/workspace/project:ro"], image=tag,
+                       check=False)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        digest, history = out.stdout.split("@@digest\n", 1)[1].split("@@history\n", 1)
+        runs[name] = (digest.strip(), history.strip().splitlines())
+    host_rows = history_table(history_rows(clone))
+    assert runs["cuda"][0] == host.stdout.strip(), "the CUDA image's training ended with other weights than the host's"
+    assert history_table(runs["cuda"][1]) == host_rows
+    ngc_rows = history_table(runs["ngc"][1])
+    print("\nReuters at the defaults on the fixture data, per epoch (host = CUDA image, then NVIDIA's image):")
+    for key in ("loss", "val_loss", "val_accuracy"):
+        print(f"  {key:<13} host {' '.join(host_rows[key])}\n  {'':<13} ngc  {' '.join(ngc_rows[key])}")
+    print(f"  weights.sha256 host {host.stdout.strip()[:16]}..., ngc {runs['ngc'][0][:16]}...")
+    assert all(float(v) == float(v) for v in ngc_rows["loss"])  # no NaN in NVIDIA's build either
+
+
+def history_rows(clone: Path) -> list[str]:
+    return (clone / "reports" / "reuters" / "history.csv").read_text().strip().splitlines()
+
+
+def history_table(rows: list[str]) -> dict[str, list[str]]:
+    """history.csv's columns by name, the timing ones left out (they differ run to run)."""
+    header, *values = [row.split(",") for row in rows]
+    return {key: [v[i] for v in values] for i, key in enumerate(header) if "second" not in key}
+
+
+def test_readme_selftest_line_passes_in_the_image(docker, image, tmp_path):
+    """The README's `pipeline selftest` line in a clone, with the image tag and Reuters only
+    (its minutes are the MNIST model's too on a GPU host): on the stand-in, two logical CPU
+    devices and TensorFlow 2.17."""
+    block = readme_block("pipeline selftest")
+    assert block.rstrip().endswith(" pipeline pipeline selftest")
+    script = block.rstrip()[: -len(" pipeline pipeline selftest")].replace(
+        "--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + f" {IMAGE} pipeline selftest --dataset reuters\n"
+    clone = user_copy(tmp_path / "clone")
+    t0 = time.time()
+    out = run(["bash", "-euc", script], docker, check=False, cwd=clone)
+    print(f"\nREADME selftest line (Reuters): {time.time() - t0:.0f} s")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert [line.split()[0] for line in out.stdout.splitlines()[-4:]] == ["pass", "pass", "pass", "selftest:"], out.stdout

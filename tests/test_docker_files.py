@@ -1,7 +1,9 @@
 """The container files as written: hadolint-clean, the compose file as Compose reads it, and
 the deploy examples pointing at the project's image. (tests/test_container.py builds and runs them.)"""
 
+import fnmatch
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import yaml
 
 from helpers import ROOT
 
-DOCKERFILES = [ROOT / "docker" / "Dockerfile", ROOT / "docker" / "mlflow.Dockerfile",
+DOCKERFILES = [ROOT / "docker" / "Dockerfile", ROOT / "docker" / "cuda.Dockerfile", ROOT / "docker" / "mlflow.Dockerfile",
                *sorted((ROOT / "tests" / "container").glob("*.Dockerfile"))]
 
 
@@ -26,7 +28,25 @@ def test_the_image_has_the_container_bases_tensorflow_as_its_default():
     text = (ROOT / "docker" / "Dockerfile").read_text()
     assert "ARG BASE_IMAGE=nvcr.io/nvidia/tensorflow:25.02-tf2-py3\nFROM ${BASE_IMAGE}" in text
     # the dependency layer comes before the sources, so a code change does not reinstall it
-    assert text.index("-r /opt/pipeline/requirements.txt") < text.index("COPY pipeline/")
+    assert text.index("-r /opt/pipeline/ngc.lock") < text.index("COPY pipeline/")
+
+
+def test_every_image_installs_from_a_hashed_lock_only():
+    """pip in the images installs hashed locks (`--require-hashes --no-deps`), or the project
+    itself (`--no-deps .`): no range is resolved at build time."""
+    for dockerfile in (ROOT / "docker").glob("*Dockerfile"):
+        text = dockerfile.read_text().replace("\\\n", " ")
+        installs = re.findall(r"pip install ([^&;]*)", text)
+        assert installs, dockerfile
+        for args in installs:
+            assert "--no-deps" in args and ("--require-hashes" in args or args.rstrip().endswith(" .")), \
+                f"{dockerfile.name}: pip install {args.strip()}"
+
+
+def test_the_cuda_image_is_on_nvidias_cuda_runtime_with_the_hosts_lock():
+    text = (ROOT / "docker" / "cuda.Dockerfile").read_text()
+    assert re.search(r"^ARG BASE_IMAGE=nvcr\.io/nvidia/cuda:[\d.]+-cudnn-runtime-ubuntu24\.04$", text, re.M)
+    assert "-r /opt/pipeline/requirements.lock" in text and "-r /opt/pipeline/cuda.lock" in text
 
 
 def test_dockerignore_keeps_data_stores_and_environments_out():
@@ -35,14 +55,14 @@ def test_dockerignore_keeps_data_stores_and_environments_out():
                 if line and not line.startswith("#")]
     assert patterns[0] == "*"  # everything out, then the few things the images need back in
     allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "pipeline", "stages", "docker/entrypoint.sh",
-                       "docker/mlflow-serve.py"}
+    assert allowed == {"pyproject.toml", "README.md", "requirements.lock", "pipeline", "stages", "docker/entrypoint.sh",
+                       "docker/mlflow-serve.py", "docker/check-base.py", "docker/ngc-base.txt", "docker/*.lock"}
     copied = set()
-    for dockerfile in DOCKERFILES[:2]:
+    for dockerfile in DOCKERFILES[:3]:
         for line in dockerfile.read_text().splitlines():
             if line.startswith("COPY "):
                 copied.update(p.rstrip("/") for p in line.split()[1:-1])
-    assert copied <= allowed, copied - allowed
+    assert [c for c in copied if not any(fnmatch.fnmatch(c, a) for a in allowed)] == []
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 packages=python3,python3-venv,python3-pip,ca-certificates,git,postgresql
 ca=/etc/ssl/certs/ca-certificates.crt
 images=(pipeline-standin/debian:bookworm pipeline-standin/tensorflow:25.02-tf2-py3 pipeline-standin/postgres:15)
-recipe="$(cat <(echo "$packages") "$ca" "$here/standins.sh" "$here"/standin-* | sha256sum | cut -c1-16)"
+listed="$here/../../docker/ngc-base.txt"  # what the TensorFlow stand-in installs
+recipe="$(cat <(echo "$packages") "$ca" "$here/standins.sh" "$here"/standin-* "$listed" | sha256sum | cut -c1-16)"
 saved="$cache/standins-$recipe.tar"
 mkdir -p "$cache"
 if [ -s "$saved" ]; then
@@ -31,7 +32,10 @@ if [ ! -s "$tarball" ]; then
     rm -rf "$rootfs"
 fi
 docker import -c 'CMD ["/bin/bash"]' -c "ENV PIP_CERT=$ca" "$tarball" "${images[0]}" >/dev/null
-docker build -q --network host -t "${images[1]}" -f "$here/standin-tensorflow.Dockerfile" "$here" >/dev/null
+context="$cache/context.$$"
+mkdir -p "$context" && cp "$here"/standin-* "$listed" "$context/"
+docker build -q --network host -t "${images[1]}" -f "$context/standin-tensorflow.Dockerfile" "$context" >/dev/null
+rm -rf "$context"
 docker build -q --network host -t "${images[2]}" -f "$here/standin-postgres.Dockerfile" "$here" >/dev/null
 docker save -o "$saved.part" "${images[@]}"
 mv "$saved.part" "$saved"

@@ -1,5 +1,5 @@
 """The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`,
-`params` and `ui`.
+`params`, `selftest` and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -178,6 +178,33 @@ def doctor(dataset, params_path, as_json):
         for check in results:
             click.echo(checks.format_line(check))
     if any(c.status == "fail" for c in results):
+        sys.exit(1)
+
+
+@cli.command("selftest")
+@click.option("--dataset", "datasets", type=click.Choice(DATASETS), multiple=True,
+              help="Check this dataset's model only (repeatable).  [default: every dataset]")
+@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Training steps each process takes.")
+@params_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+def selftest(datasets, steps, params_path, as_json):
+    """Check distributed training on this host before a long run, in minutes.
+
+    For each dataset's model at the params in force: N replicas over every visible GPU (2
+    logical CPU devices where there is none) and one device take the same steps from the same
+    weights, and their updates must agree; no loss may be NaN or infinite; the all-reduce in
+    force must sum every replica's value right. One line per check; exits 1 if any fails."""
+    from pipeline import selftest as checking
+
+    started = time.perf_counter()
+    checks = checking.run(params_path, datasets or DATASETS, steps)
+    if as_json:
+        click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
+    else:
+        click.echo("\n".join(checking.format_lines(checks)))
+        click.echo(checking.verdict(checks, time.perf_counter() - started))
+    if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
 

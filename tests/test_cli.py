@@ -7,11 +7,11 @@ def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
     result, code, imported = run_command(["--help"])
     assert (code, imported) == (0, set())
     for name in ("download", "preprocess", "train", "evaluate", "bench", "compare", "devices", "doctor", "params",
-                 "ui"):
+                 "selftest", "ui"):
         assert f"  {name} " in result.stdout
 
 
-@pytest.mark.parametrize("stage", ["download", "preprocess", "train", "evaluate", "bench", "doctor"])
+@pytest.mark.parametrize("stage", ["download", "preprocess", "train", "evaluate", "bench", "doctor", "selftest"])
 def test_stage_help_is_lazy_too(stage):
     result, code, imported = run_command([stage, "--help"])
     assert (code, "tensorflow" in imported) == (0, False)

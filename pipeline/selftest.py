@@ -46,6 +46,9 @@ def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
     for dataset in datasets:  # a config error stops it here, in one line, before any process
         load_params(params_path, dataset)
     gpus = 0 if distribute.no_gpu_without_tensorflow() else gpu_count()
+    if gpus == 1:
+        return [Check("replicas", "warn", "this host has one GPU: a training there distributes nothing, and there "
+                      "are no replicas to compare", "run it where the long run will have two GPUs or more")]
     replicas = gpus if gpus > 1 else 2
     where = f"{gpus} GPUs" if gpus > 1 else "2 logical CPU devices"
     checks, all_reduce = [], None
@@ -75,11 +78,10 @@ def _in_process(spec: dict) -> dict:
 def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> list[Check]:
     import numpy as np
 
-    name = f"{dataset}"
     losses = [*one["losses"], *many["losses"]]
     finite = all(np.isfinite(losses))
     shown = " ".join(f"{v:.4g}" for v in many["losses"])
-    checks = [Check(f"{name} loss", "pass" if finite else "fail",
+    checks = [Check(f"{dataset} loss", "pass" if finite else "fail",
                     f"{replicas} replicas, {many['precision']}: step losses {shown}",
                     "train with precision float32 and a lower learning rate; if it stays, the replicas' "
                     "devices or TensorFlow's build are at fault")]
@@ -92,7 +94,7 @@ def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> 
     tolerance = TOLERANCE[many["precision"]] * update
     agree = finite and differ <= tolerance
     checks.append(Check(
-        f"{name} update", "pass" if agree else "fail",
+        f"{dataset} update", "pass" if agree else "fail",
         f"{replicas} replicas ({where}, {many['strategy']}, loop {many['loop']}) and one device agree at each "
         f"of {len(many['losses'])} steps: weights differ by {differ:.2g} at most, the largest update is "
         f"{update:.2g} (tolerance {TOLERANCE[many['precision']]:g} of it)",
@@ -126,7 +128,9 @@ def verdict(checks: list[Check], seconds: float) -> str:
     failed = sum(c.status == "fail" for c in checks)
     if failed:
         return f"selftest: {failed} of {len(checks)} checks failed ({seconds:.0f} s): do not start a long run here yet"
-    return f"selftest: passed, {len(checks)} checks in {seconds:.0f} s"
+    warned = sum(c.status == "warn" for c in checks)
+    return (f"selftest: passed, {len(checks)} check{'s' if len(checks) != 1 else ''} in {seconds:.0f} s"
+            + (f" ({warned} with a warning)" if warned else ""))
 
 
 # --------------------------------------------------------------------------- in each process

@@ -59,7 +59,9 @@ def session(tmp_path_factory, dataset_files, trained_project):
     project = trained_project.copy(home / "pipeline")
     (project / ".venv").symlink_to(ROOT / ".venv")
     env = subprocess_env(**GIT_IDENTITY)
-    for name in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "VIRTUAL_ENV"):
+    # a user's own shell: not the test's settings, nor those of a `make test` the suite runs under
+    # (a make inside one prints "Entering directory" lines around what the README shows)
+    for name in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "VIRTUAL_ENV", "MAKELEVEL", "MAKEFLAGS", "MFLAGS"):
         env.pop(name, None)
     env["PATH"] = strip_path(env, ROOT / ".venv")  # on PATH once the README activates it
     with FileServer(dataset_files) as server:

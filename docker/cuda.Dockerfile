@@ -9,7 +9,7 @@ FROM ${BASE_IMAGE}
 
 ARG BASE_IMAGE
 ARG VERSION=dev
-# 0 leaves the CUDA wheels out (about 3 GB): a CPU-only image, as the tests build on a stand-in base
+# 0 leaves the CUDA wheels out: a CPU-only image, as the tests build on a stand-in base
 ARG CUDA_WHEELS=1
 LABEL org.opencontainers.image.title="pipeline-cuda" \
       org.opencontainers.image.description="Reuters and MNIST experiments with requirements.lock's TensorFlow on NVIDIA's CUDA runtime" \

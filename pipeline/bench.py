@@ -14,11 +14,8 @@ once per process): N logical CPU devices on a host without GPUs, the first N GPU
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -191,18 +188,11 @@ def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
     efficiency against the first count."""
     import tempfile
 
-    from pipeline import log
+    from pipeline import processes
 
-    results = []
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
-        for count in counts:
-            out = Path(tmp) / f"{count}.json"
-            spec = json.dumps({**request, "replicas": count, "verbosity": log.verbosity()})
-            code = subprocess.run([sys.executable, "-m", "pipeline.bench", spec, str(out)],
-                                  stdout=subprocess.DEVNULL).returncode
-            if code:  # its `error:` line is on stderr already
-                raise SystemExit(code)
-            results.append(json.loads(out.read_text()))
+        results = [processes.run("pipeline.bench", {**request, "replicas": count}, Path(tmp) / f"{count}.json")
+                   for count in counts]
     base = results[0]
     for result in results:
         ideal = base["samples_per_second_per_replica"] * result["replicas"]
@@ -210,16 +200,15 @@ def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
     return results
 
 
-def _measure_replicas(spec: dict, out: Path) -> None:
+def _measure_replicas(spec: dict) -> dict:
     """One count of `scaling`, in the process `scaling` started: the params in force on the
-    first N GPUs, or N logical CPU devices; the result as JSON in `out`."""
+    first N GPUs, or N logical CPU devices."""
     from pipeline.config import load_params
-    from pipeline.io import write_json
 
     dataset = spec["dataset"]
     overrides = [*spec["overrides"], *replica_overrides(dataset, spec["replicas"], gpu_count())]
     params = load_params(spec["params_path"], dataset, overrides)
-    write_json(out, _measure_and_log(params, Path(spec["data"]), spec["warmup"], spec["steps"], spec["log_runs"]))
+    return _measure_and_log(params, Path(spec["data"]), spec["warmup"], spec["steps"], spec["log_runs"])
 
 
 def table(results: list[dict]) -> str:
@@ -258,9 +247,7 @@ def parse_counts(text: Optional[str]) -> list[int]:
     return counts
 
 
-if __name__ == "__main__":  # a process of `scaling`: python -m pipeline.bench SPEC OUT
-    from pipeline import errors, imports, log
+if __name__ == "__main__":  # a process of `scaling` (pipeline.processes)
+    from pipeline import processes
 
-    log.configure(json.loads(sys.argv[1])["verbosity"])
-    imports.skip_keras_extras()
-    sys.exit(errors.report(lambda: _measure_replicas(json.loads(sys.argv[1]), Path(sys.argv[2]))))
+    processes.serve(_measure_replicas)

@@ -22,9 +22,6 @@ replica's gradient shows in the weights, where Adam's normalised step would hide
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Sequence
@@ -64,15 +61,9 @@ def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
 
 
 def _in_process(spec: dict) -> dict:
-    from pipeline import log
+    from pipeline import processes
 
-    out = Path(spec["folder"]) / f"{spec['dataset']}-{spec['replicas']}.json"
-    code = subprocess.run([sys.executable, "-m", "pipeline.selftest",
-                           json.dumps({**spec, "verbosity": log.verbosity()}), str(out)],
-                          stdout=subprocess.DEVNULL).returncode
-    if code:  # its `error:` line is on stderr already
-        raise SystemExit(code)
-    return json.loads(out.read_text())
+    return processes.run("pipeline.selftest", spec, Path(spec["folder"]) / f"{spec['dataset']}-{spec['replicas']}.json")
 
 
 def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> list[Check]:
@@ -302,9 +293,7 @@ def _sums_right(strategy, replicas: int, size: int) -> bool:
     return bool(np.allclose(total.numpy(), replicas * (replicas + 1) / 2))
 
 
-if __name__ == "__main__":  # a process of `run`: python -m pipeline.selftest SPEC OUT
-    from pipeline import errors, imports, io, log
+if __name__ == "__main__":  # a process of `run` (pipeline.processes)
+    from pipeline import processes
 
-    log.configure(json.loads(sys.argv[1])["verbosity"])
-    imports.skip_keras_extras()
-    sys.exit(errors.report(lambda: io.write_json(Path(sys.argv[2]), _steps(json.loads(sys.argv[1])))))
+    processes.serve(_steps)

@@ -1,0 +1,36 @@
+"""Work in a process of its own, for the commands that need a fresh TensorFlow for each part of
+it (TensorFlow fixes its devices once per process, and two strategies in one process collide):
+`pipeline bench --replicas` and `pipeline selftest`. The parent hands the work its arguments as
+JSON and reads its result back as JSON; the child runs under `pipeline`'s error boundary, at
+the parent's verbosity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn
+
+
+def run(module: str, spec: dict, out: Path) -> dict:
+    """`python -m MODULE SPEC OUT` (the module's `serve`), and the result it wrote to `out`.
+    When it failed, its `error:` line is on stderr already: SystemExit with its exit code."""
+    from pipeline import log
+
+    code = subprocess.run([sys.executable, "-m", module, json.dumps({**spec, "verbosity": log.verbosity()}),
+                           str(out)], stdout=subprocess.DEVNULL).returncode
+    if code:
+        raise SystemExit(code)
+    return json.loads(Path(out).read_text())
+
+
+def serve(work: Callable[[dict], dict]) -> NoReturn:
+    """A child's whole life (its module's `__main__`): `work(spec)`, its result as JSON in OUT,
+    every failure one `error:` line and an exit code (errors.report)."""
+    from pipeline import errors, imports, io, log
+
+    spec = json.loads(sys.argv[1])
+    log.configure(spec["verbosity"])
+    imports.skip_keras_extras()
+    sys.exit(errors.report(lambda: io.write_json(Path(sys.argv[2]), work(spec))))

@@ -259,3 +259,10 @@ def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim),
                               {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46})
+
+
+def marker_env(python: str, machine: str) -> dict:
+    """The environment markers of CPython `python` on Linux `machine`, to read a universal lock with."""
+    return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+            "platform_system": "Linux", "platform_machine": machine, "os_name": "posix",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, copy_project, free_ports, run_python, write_params
+from helpers import ROOT, copy_project, free_ports, marker_env, run_python, write_params
 from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, STANDIN_TF, run, wait_for_images
 from pipeline import environment
 from readme import shell_blocks
@@ -108,10 +108,7 @@ def installed(docker, image: str, python: str = "python3") -> dict[str, str]:
 
 def lock_for(path: Path, python: str) -> dict[str, str]:
     """What a lock installs on Linux with `python`, pip's own tools left out (as `installed`)."""
-    pins = environment.lock_pins(environment.read_lock(path), {
-        "python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-        "platform_system": "Linux", "platform_machine": os.uname().machine, "os_name": "posix",
-        "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""})
+    pins = environment.lock_pins(environment.read_lock(path), marker_env(python, os.uname().machine))
     return {name: version for name, version in pins.items() if name not in ("pip", "setuptools", "wheel")}
 
 

@@ -14,18 +14,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from helpers import ROOT
+from helpers import ROOT, marker_env
 from pipeline import environment
 
 LOCK = ROOT / "requirements.lock"
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 MACHINES = ("x86_64", "aarch64")
-
-
-def marker_env(python: str, machine: str) -> dict:
-    return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-            "platform_system": "Linux", "platform_machine": machine, "os_name": "posix",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 
 
 def project_requirements(test_extra: bool = True) -> list[Requirement]:

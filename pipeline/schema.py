@@ -81,6 +81,12 @@ class DownloadConfig:
 # --------------------------------------------------------------------------- preprocess
 
 
+def _validation_split():
+    """The field both datasets' preprocess sections share."""
+    return _fraction(help="The share of the training part held out for validation; 0: none (then early "
+                          "stopping cannot monitor a val_* metric).")
+
+
 @dataclass(frozen=True)
 class ReutersPreprocessConfig:
     num_words: Optional[int] = _spec("a positive integer or null", lambda v: v > 0,
@@ -98,8 +104,7 @@ class ReutersPreprocessConfig:
                                        "and 2,246 test texts.", low_open=True)
     split_seed: int = _non_negative_int(help="Shuffle seed of the train/test split; Keras' 113 makes the "
                                              "figures comparable with published ones.")
-    validation_split: float = _fraction(help="The share of the training part held out for validation; 0: "
-                                             "none (then early stopping cannot monitor a val_* metric).")
+    validation_split: float = _validation_split()
     validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
 
 
@@ -107,8 +112,7 @@ class ReutersPreprocessConfig:
 class MnistPreprocessConfig:
     image_size: int = _positive_int(help="The side of every image in pixels (square; else an error naming "
                                          "the file). Colour images are converted to grayscale.")
-    validation_split: float = _fraction(help="The share of the training part held out for validation; 0: "
-                                             "none (then early stopping cannot monitor a val_* metric).")
+    validation_split: float = _validation_split()
     validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -23,8 +24,9 @@ from pipeline.schema import DATASETS, SCHEMA, DatasetParams
 # --------------------------------------------------------------------------- loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+class ParamsLoader(yaml.SafeLoader):
+    """How params files are read: a SafeLoader that rejects a key given twice in one mapping
+    (PyYAML keeps the last) and reads YAML 1.2's floats (below)."""
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -40,9 +42,15 @@ def _construct_mapping(loader, node, deep=False):
     return loader.construct_mapping(node, deep=deep)
 
 
-_UniqueKeyLoader.add_constructor(
+ParamsLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
 )
+# YAML 1.2's floats too: PyYAML resolves YAML 1.1's, in which a number with an exponent and no
+# point is a string, and that is how `dvc exp run -S` writes small values (0.00004 as 4e-05,
+# through ruamel.yaml, which reads it back as a float, as DVC does).
+ParamsLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def text_line(data: bytes, offset: int) -> int:
@@ -63,7 +71,7 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yaml.load(text, Loader=ParamsLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -93,6 +101,7 @@ def load_params(path: Path | str, dataset: str, overrides: Sequence[str] = ()) -
         preprocess=built["preprocess"][dataset],
         train=built["train"][dataset],
         evaluate=built["evaluate"][dataset],
+        tune=built["tune"][dataset],
         raw=raw,
     )
 
@@ -123,8 +132,9 @@ def apply_overrides(raw: Any, overrides: Sequence[str], source: str = "params.ya
     return raw
 
 
-def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]:
-    """Build every section of SCHEMA from `raw`; raise ConfigError naming the first bad key."""
+def validate(raw: Any, source: str = "params.yaml", *, spaces: bool = True) -> dict[str, dict[str, Any]]:
+    """Build every section of SCHEMA from `raw`; raise ConfigError naming the first bad key.
+    `spaces`: also check that every value of each tune.<ds>.space is one train.<ds> accepts."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping of stage sections, got {_show(raw)}")
     _check_keys(raw, SCHEMA.keys(), "", source)
@@ -138,6 +148,11 @@ def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]
             ds: _build(cls, section[ds], f"{stage}.{ds}", source) for ds, cls in per_dataset.items()
         }
     _check_across(built, source)
+    if spaces:
+        from pipeline import search_space
+
+        for ds in DATASETS:
+            search_space.check(raw, built["tune"][ds].space, ds, source)
     return built
 
 
@@ -249,6 +264,9 @@ def one_of(tp: Any) -> str:
 
 
 def _is_type(value: Any, tp: type) -> bool:
+    if tp is Any:  # a plain YAML value: a scalar, or a list of scalars
+        items = value if isinstance(value, list) else [value]
+        return all(isinstance(v, (bool, int, float, str)) for v in items)
     if tp is bool:
         return isinstance(value, bool)
     if tp is int:

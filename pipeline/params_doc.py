@@ -103,6 +103,10 @@ def describe(raw: dict, datasets: Sequence[str] = schema.DATASETS) -> list[KeyDo
     return docs
 
 
+# What one item of a list of mappings is, by the list's key (`pipeline params`: "2 files").
+ITEM_NOUNS = {"files": "file", "space": "dimension"}
+
+
 def _describe(cls: type, values: dict, prefix: str, template: str, docs: list, first: bool) -> None:
     hints = typing.get_type_hints(cls)
     for name, value in values.items():
@@ -113,7 +117,8 @@ def _describe(cls: type, values: dict, prefix: str, template: str, docs: list, f
             docs.append(KeyDoc(key, tmpl, None, text, has_value=False))
             _describe(tp, value, key, tmpl, docs, first)
         elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
-            docs.append(KeyDoc(key, tmpl, f"{len(value)} file{'s' if len(value) != 1 else ''}", text))
+            noun = ITEM_NOUNS.get(name, "item")
+            docs.append(KeyDoc(key, tmpl, f"{len(value)} {noun}{'s' if len(value) != 1 else ''}", text))
             for i, item in enumerate(value):
                 _describe(typing.get_args(tp)[0], item, f"{key}.{i}", f"{tmpl}[]", docs, first and i == 0)
         else:

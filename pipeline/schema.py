@@ -237,6 +237,65 @@ class MnistTrainConfig(TrainConfig):
              "leaves inference at chance after a few epochs).", low_open=True)
 
 
+
+# --------------------------------------------------------------------------- tune (not a stage)
+
+
+@dataclass(frozen=True)
+class SearchDimension:
+    key: str = _spec("a param of the dataset's train section, dotted below it (e.g. learning_rate, "
+                     "early_stopping.patience)",
+                     lambda v: bool(v.strip()),
+                     help="The param of the dataset's train section that this dimension sets in each trial, "
+                          "as `-S train.DATASET.KEY` would.")
+    kind: Literal["uniform", "log_uniform", "int", "choice"] = _spec(
+        help="How values are drawn: uniform or log_uniform between low and high (Optuna's suggest_float), "
+             "int between low and high inclusive (suggest_int), choice among values (suggest_categorical).")
+    low: Optional[float] = _spec("a number or null", help="The smallest value (uniform, log_uniform, int); "
+                                                          "null for a choice.")
+    high: Optional[float] = _spec("a number or null", help="The largest value (uniform, log_uniform, int); "
+                                                           "null for a choice.")
+    values: Optional[tuple[Any, ...]] = _spec(
+        "null or a non-empty list of values", lambda v: len(v) > 0,
+        help="The values of a choice (numbers, strings, true/false, or lists such as [64, 32]); null "
+             "otherwise.")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    study: str = _spec("a study name of letters, digits, '-', '_' or '.'",
+                       lambda v: bool(v) and all(c.isalnum() or c in "-_." for c in v),
+                       help="The Optuna study's name (`pipeline tune --study` overrides it); its best "
+                            "trial becomes the DVC experiment tune-STUDY-best.")
+    trials: int = _positive_int(help="Trials of the whole study, all workers together (pruned ones count, "
+                                     "failed ones do not); a rerun continues up to this number.")
+    sampler: Literal["tpe", "random"] = _spec(
+        help="Optuna's sampler: tpe learns from the finished trials (after startup_trials random ones); "
+             "random draws each trial independently.")
+    seed: int = _non_negative_int(help="The sampler's seed (with one worker, the same trials in the same "
+                                       "order on every run).")
+    startup_trials: int = _non_negative_int(
+        help="Trials drawn at random before TPE models the results, and completed trials needed before the "
+             "pruner stops any.")
+    pruner: Literal["median", "hyperband", "none"] = _spec(
+        help="Stops a trial whose epochs go worse than the others': median (Optuna's MedianPruner, from "
+             "the second epoch), "
+             "hyperband (HyperbandPruner from 1 epoch to the train section's epochs), none (no pruning).")
+    metric: Literal["val_accuracy", "val_loss", "accuracy", "loss"] = _spec(
+        help="The per-epoch figure each trial reports to the pruner; the trial's value is this figure at "
+             "the epoch the train stage keeps (its best epoch, by the train section's early_stopping).")
+    direction: Literal["maximize", "minimize"] = _spec(help="Whether a higher metric is better (maximize).")
+    heartbeat_seconds: int = _positive_int(
+        help="A running trial records a heartbeat this often; one silent for twice as long (its worker was "
+             "killed) is marked failed and retried.")
+    retries: int = _non_negative_int(help="How often a trial whose worker died is retried with the same "
+                                          "params.")
+    space: tuple[SearchDimension, ...] = _spec(
+        "a non-empty list of dimensions", lambda v: len(v) > 0,
+        help="The search space: the params of the dataset's train section that each trial draws, each "
+             "with its kind and range. "
+             "Device, strategy and cluster settings are per worker, not per trial.")
+
 # --------------------------------------------------------------------------- evaluate
 
 
@@ -252,6 +311,7 @@ SCHEMA: dict[str, dict[str, type]] = {
     "preprocess": {"reuters": ReutersPreprocessConfig, "mnist": MnistPreprocessConfig},
     "train": {"reuters": ReutersTrainConfig, "mnist": MnistTrainConfig},
     "evaluate": {"reuters": EvaluateConfig, "mnist": EvaluateConfig},
+    "tune": {"reuters": TuneConfig, "mnist": TuneConfig},
 }
 
 
@@ -264,10 +324,12 @@ class DatasetParams:
     preprocess: Union[ReutersPreprocessConfig, MnistPreprocessConfig]
     train: Union[ReutersTrainConfig, MnistTrainConfig]
     evaluate: EvaluateConfig
+    tune: TuneConfig
     raw: dict = field(repr=False, compare=False)
 
     def flat(self) -> dict[str, Any]:
-        """Every param of this dataset's stages as flat dotted keys (for MLflow)."""
+        """Every param of this dataset's stages as flat dotted keys (for MLflow): not `tune`,
+        which is no stage's."""
         out: dict[str, Any] = {}
         for stage in STAGES:
             flatten(self.raw[stage][self.dataset], f"{stage}.{self.dataset}", out)

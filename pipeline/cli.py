@@ -1,5 +1,5 @@
 """The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`,
-`params`, `selftest` and `ui`.
+`params`, `selftest`, `tune` and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -206,6 +206,47 @@ def selftest(datasets, steps, params_path, as_json):
         click.echo(checking.verdict(checks, time.perf_counter() - started))
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
+
+
+@cli.command("tune")
+@click.argument("dataset", type=click.Choice(DATASETS))
+@click.option("-S", "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set a param for this study, as `dvc exp run -S` does (e.g. tune.reuters.trials=40 or "
+                   "train.reuters.epochs=5). Repeatable.")
+@click.option("--study", default=None, help="The study's name.  [default: tune.DATASET.study]")
+@click.option("--storage", default=None, metavar="URL",
+              help="Where the study lives: a journal file that processes of one host (or a shared file "
+                   "system) share, or a database URL (postgresql://USER:PASSWORD@HOST/DB) for several hosts.  "
+                   "[default: optuna.journal beside mlflow.db]")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes on this host, the cores shared out between them.")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="The prepared data.  [default: data/prepared/DATASET]")
+@click.option("--best", "best_only", is_flag=True, help="Run no trial: show the best so far and its dvc exp run line.")
+@click.option("--apply", "apply_best", is_flag=True,
+              help="Then run the best trial as the DVC experiment tune-STUDY-best (train and evaluate).")
+@params_option
+def tune(dataset, overrides, study, storage, workers, data, best_only, apply_best, params_path):
+    """Search train.DATASET's params with an Optuna study (tune.DATASET in the params file).
+
+    Each trial trains with the train stage's code and reports each epoch's metric to the
+    pruner; each is an MLflow run nested under the study's run, in the dataset's experiment.
+    A rerun continues the study; other hosts join it with the same --study and --storage. The
+    best trial is printed as the `dvc exp run` line that reproduces it (--apply runs it)."""
+    from pipeline import tune as tuning
+
+    target = tuning.Target.make(dataset, params_path, overrides, study, storage,
+                                data or Path("data/prepared") / dataset)
+    if best_only:
+        from pipeline import study as studying
+
+        opened = studying.open_study(target.params(), target.study, target.storage, create=False)
+    else:
+        opened = tuning.run(target, workers)
+    for line in tuning.summary(target, opened):
+        click.echo(line)
+    if apply_best:
+        sys.exit(tuning.apply(target, opened))
 
 
 @cli.command("compare")

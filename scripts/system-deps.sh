@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test;
-# Slurm with munge, for the multi-worker test under a real (one-node) Slurm cluster; and a
-# Docker engine, Compose and debootstrap, for the container tests (which start the engine).
+# Slurm with munge, for the multi-worker test under a real (one-node) Slurm cluster; a Docker
+# engine, Compose and debootstrap, for the container tests (which start the engine); and
+# PostgreSQL, for a tuning study's storage (the tests start a server of their own).
 # Installs what is missing with apt-get (as root, or through sudo).
 set -euo pipefail
 need=()
@@ -12,6 +13,7 @@ command -v munged >/dev/null 2>&1 || need+=(munge)
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "error: missing ${need[*]}; install them, or set PIPELINE_CHROMIUM to a Chromium binary" >&2

@@ -124,6 +124,32 @@ def slurm(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server (Debian's), on 127.0.0.1 with a database `optuna`, started for
+    these tests: its URL. It runs as the postgres user, so its folder is one that user owns."""
+    import pwd
+
+    bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+    folder = Path(tempfile.mkdtemp(prefix="pipeline-postgres-"))
+    user = pwd.getpwnam("postgres")
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    port = free_ports(1)[0]
+
+    def as_postgres(*args):
+        done = subprocess.run(["runuser", "-u", "postgres", "--", *map(str, args)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    as_postgres(bindir / "initdb", "-D", folder / "data", "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    as_postgres(bindir / "pg_ctl", "-D", folder / "data", "-l", folder / "log", "-w", "-o",
+                f"-p {port} -k {folder} -c listen_addresses=127.0.0.1", "start")
+    as_postgres(bindir / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "optuna")
+    yield f"postgresql://postgres@127.0.0.1:{port}/optuna"
+    as_postgres(bindir / "pg_ctl", "-D", folder / "data", "-m", "fast", "stop")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
     """A real MLflow tracking server on 127.0.0.1 (one worker, artifacts proxied): the trained
     project's runs are there."""

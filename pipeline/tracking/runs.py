@@ -37,9 +37,10 @@ def device_params(figures: dict) -> dict:
             for key, value in figures.items()}
 
 
-def _tracked(what: str):
-    """Make a TrainingRun method's MLflow failure one TrackingError: MLflow's client retries a
-    server that does not answer for minutes (a blink passes unnoticed), then gives up."""
+def tracked(what: str):
+    """Make an MLflow failure of the decorated call (a TrainingRun's method, a study's run) one
+    TrackingError: MLflow's client retries a server that does not answer for minutes (a blink
+    passes unnoticed), then gives up."""
     def wrap(method):
         @functools.wraps(method)
         def call(self, *args, **kwargs):
@@ -167,7 +168,7 @@ class TrainingRun:
             pass
         return False
 
-    @_tracked("the end of the run")
+    @tracked("the end of the run")
     def _end(self, *exc):
         self._active.__exit__(*exc)  # FINISHED
 
@@ -180,7 +181,7 @@ class TrainingRun:
         """What the train stage records in models/<dataset>/run.json."""
         return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
 
-    @_tracked("the run's params and tags")
+    @tracked("the run's params and tags")
     def log_setup(self, params, figures: dict, data: Path, splits: dict) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
         lineage and framework tags, and the prepared data as dataset inputs."""
@@ -194,14 +195,14 @@ class TrainingRun:
                          "pipeline.stage": "train", "pipeline.dataset": params.dataset})
         lineage.log_inputs(params.dataset, data, splits)
 
-    @_tracked("an epoch's metrics")
+    @tracked("an epoch's metrics")
     def log_epoch(self, epoch: int, row: dict) -> None:
         if self._active is not None:
             import mlflow
 
             mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
 
-    @_tracked("the training's summary and model")
+    @tracked("the training's summary and model")
     def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path, sample) -> None:
         """Time and throughput, the global batch, the weights' digest, the history and the
         learning curves, and the model with a signature inferred from `sample` (model inputs)."""
@@ -228,7 +229,7 @@ class TrainingRun:
         mlflow.tensorflow.log_model(result.model, name="model", signature=infer_signature(sample, outputs),
                                     pip_requirements=model_requirements())
 
-    @_tracked("the evaluation")
+    @tracked("the evaluation")
     def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:
         """Test metrics, the per-class table, the confusion matrix, the test split as a
         dataset input, and the evaluate stage's files under `evaluation/`."""
@@ -251,7 +252,7 @@ BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "st
                      "input_wait_percent", "cpu_percent", "peak_rss_mb", "seconds", "scaling_efficiency")
 
 
-@_tracked("the benchmark")
+@tracked("the benchmark")
 def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
     import mlflow
 
@@ -274,7 +275,7 @@ def log_benchmark(params, figures: dict, data: Path) -> str:
     return _log_benchmark(params, figures, name, data)
 
 
-@_tracked("the scaling efficiency")
+@tracked("the scaling efficiency")
 def log_scaling(results: list[dict]) -> None:
     """Each replica count's efficiency, computed once all were measured, into its run."""
     from mlflow import MlflowClient

@@ -1,0 +1,297 @@
+"""A study of `pipeline tune` in Optuna's storage: where it lives (a journal file beside mlflow.db,
+or a database URL), its sampler and pruner, its creation by the first worker and its checks for
+every other, the heartbeat that lets a dead worker's trial be retried, its counts and its best
+trial as the `dvc exp run` line that reproduces it. No TensorFlow here."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from pipeline import search_space
+from pipeline.errors import ConfigError, PipelineError
+from pipeline.tracking import store
+
+JOURNAL_NAME = "optuna.journal"
+# What the study records about itself, so that every worker can check it trains the same search.
+ATTRS = ("dataset", "space", "metric", "direction")
+RUN_ATTR = "mlflow_run_id"
+FINISHED_STATES = ("COMPLETE", "PRUNED")
+
+
+class StudyError(PipelineError):
+    """The study's storage cannot be opened or reached, or the study is not the one asked for."""
+
+
+def default_storage() -> str:
+    """optuna.journal beside mlflow.db (the sqlite store in force), else in the repository root."""
+    path = store.sqlite_path(store.tracking_uri())
+    folder = path.parent if path is not None else store.repo_root()
+    return str(folder / JOURNAL_NAME)
+
+
+def is_database(url: str) -> bool:
+    """A SQLAlchemy URL (postgresql://, mysql://, sqlite:///...) rather than a journal file."""
+    return "://" in url and not url.startswith("file://")
+
+
+def shown(url: str) -> str:
+    """A storage URL with its password masked, for messages and tags."""
+    if not is_database(url):
+        return url
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: opening it says why
+        return url
+
+
+def quiet_optuna():
+    """Optuna, imported with its notices off: its INFO lines, and the warnings that the parts
+    used here (the journal file, the heartbeat, its retry; asking for trials while keeping a
+    heartbeat, which the workers do themselves) are "experimental" in its words."""
+    import logging
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    optuna.logging.disable_default_handler()
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    return optuna
+
+
+def open_storage(url: str, cfg):
+    """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
+    dead workers retried cfg.retries times; StudyError when it cannot be opened."""
+    quiet_optuna()
+    from optuna.storages import RDBStorage
+
+    retry = _on_stale(cfg.retries)
+    if not is_database(url):
+        path = Path(url.removeprefix("file://"))
+        if not path.parent.is_dir():
+            raise StudyError(f"{url}: no folder {path.parent} for the study's journal file")
+        return _journal_storage(path, cfg.heartbeat_seconds, retry)
+    kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgres") else {}
+    try:
+        return RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=cfg.heartbeat_seconds,
+                          heartbeat_stale_trial_callback=retry)
+    except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+        raise StudyError(f"{shown(url)}: cannot open the study's storage: {reason}") from None
+
+
+def _on_stale(retries: int):
+    """What happens to a trial whose worker went silent, in the worker that notices: its MLflow
+    run ends FAILED, and Optuna queues the same params again (up to `retries` times)."""
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+    from pipeline import log
+
+    retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
+
+    def on_stale(study, trial) -> None:
+        from pipeline.tracking import studies
+
+        if trial.user_attrs.get(RUN_ATTR):
+            studies.TrialRun(trial.user_attrs[RUN_ATTR]).finish(
+                "failed", epochs=len(trial.intermediate_values), value=None, metric="",
+                reason="its worker stopped sending heartbeats (killed, or its host went down)")
+        retry(study, trial)
+        retried = RetryHeartbeatStaleTrialCallback.retry_history(trial)
+        again = "queued again with the same params" if len(retried) < retries else f"not retried ({retries} retries)"
+        log.log.warning("trial %d: its worker went silent; failed, %s", trial.number, again)
+
+    return on_stale
+
+
+def _journal_storage(path: Path, interval: int, retry):
+    """A journal file storage with Optuna's heartbeat, which Optuna gives its database storage
+    only: each running trial records the time in its system attributes; one silent for twice
+    the interval is stale, failed and retried, as in RDBStorage."""
+    from optuna.storages import JournalStorage
+    from optuna.storages._heartbeat import BaseHeartbeat  # the interface RDBStorage implements
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    class JournalWithHeartbeat(JournalStorage, BaseHeartbeat):
+        def record_heartbeat(self, trial_id: int) -> None:
+            self.set_trial_system_attr(trial_id, "heartbeat", time.time())
+
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            now = time.time()
+            return [t._trial_id for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+                    if now - t.system_attrs.get("heartbeat", t.datetime_start.timestamp()) > 2 * interval]
+
+        def get_heartbeat_interval(self) -> int:
+            return interval
+
+        def get_heartbeat_stale_trial_callback(self):
+            return retry
+
+    try:
+        return JournalWithHeartbeat(JournalFileBackend(str(path)))
+    except (OSError, ValueError, KeyError) as exc:
+        raise StudyError(f"{path}: cannot read it as an Optuna journal: {exc}") from None
+
+
+def sampler(cfg):
+    """TPE (or random) whose randomness is the study's seed plus the trial's number: the same
+    trials on every run of one worker, and no two workers drawing the same start-up trials."""
+    import optuna
+
+    def make(seed):
+        if cfg.sampler == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=cfg.startup_trials, constant_liar=True)
+
+    class SeededPerTrial(optuna.samplers.BaseSampler):
+        def __init__(self):
+            self._current = make(cfg.seed)
+
+        def before_trial(self, study, trial):
+            self._current = make(cfg.seed + trial.number)
+            self._current.before_trial(study, trial)
+
+        def infer_relative_search_space(self, study, trial):
+            return self._current.infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study, trial, space):
+            return self._current.sample_relative(study, trial, space)
+
+        def sample_independent(self, study, trial, name, distribution):
+            return self._current.sample_independent(study, trial, name, distribution)
+
+        def after_trial(self, study, trial, state, values):
+            self._current.after_trial(study, trial, state, values)
+
+    return SeededPerTrial()
+
+
+def pruner(cfg, epochs: int):
+    import optuna
+
+    if cfg.pruner == "median":  # from the second epoch (steps are 1-based epochs), after startup_trials
+        return optuna.pruners.MedianPruner(n_startup_trials=cfg.startup_trials, n_warmup_steps=2)
+    if cfg.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(epochs, 2))
+    return optuna.pruners.NopPruner()
+
+
+def identity(params) -> dict:
+    """What a study must agree on with every worker that joins it."""
+    cfg = params.tune
+    return {"dataset": params.dataset, "space": search_space.as_json(cfg.space), "metric": cfg.metric,
+            "direction": cfg.direction}
+
+
+@dataclass
+class Opened:
+    study: object           # optuna.Study
+    run_id: str             # its MLflow run
+    storage: str            # where it lives, as shown
+    created: bool
+
+
+def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds: float = 60.0) -> Opened:
+    """The study `name` in the storage at `url`: created with its MLflow run by the first worker
+    (Optuna's storage decides which one, atomically), loaded and checked by every other. A study
+    of that name with another dataset, space, metric or direction is a ConfigError; so is a
+    study that does not exist when `create` is false."""
+    from pipeline.tracking import studies
+
+    optuna = quiet_optuna()
+    cfg, mine = params.tune, identity(params)
+    storage = open_storage(url, cfg)
+    chosen = dict(sampler=sampler(cfg), pruner=pruner(cfg, params.train.epochs), storage=storage, study_name=name)
+    try:
+        if not create:
+            raise optuna.exceptions.DuplicatedStudyError
+        study = optuna.create_study(direction=cfg.direction, **chosen)
+    except optuna.exceptions.DuplicatedStudyError:
+        try:
+            study = optuna.load_study(**chosen)
+        except KeyError:
+            names = ", ".join(s.study_name for s in optuna.get_all_study_summaries(storage)) or "none"
+            raise ConfigError(f"no study {name!r} in {shown(url)} (its studies: {names})") from None
+    else:
+        for key, value in mine.items():
+            study.set_user_attr(key, value)
+        run_id = studies.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
+        study.set_user_attr(RUN_ATTR, run_id)
+        return Opened(study, run_id, shown(url), created=True)
+    deadline = time.monotonic() + wait_seconds
+    while RUN_ATTR not in study.user_attrs:  # its creator is setting it up (a moment)
+        if time.monotonic() > deadline:
+            run_id = studies.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
+            study.set_user_attr(RUN_ATTR, run_id)
+            break
+        time.sleep(0.5)
+    theirs = study.user_attrs
+    for key, value in mine.items():
+        if key in theirs and theirs[key] != value:
+            raise ConfigError(f"study {name!r} in {shown(url)} has another {key} ({_brief(theirs[key])}, not "
+                              f"{_brief(value)}): name a new study with --study, or put tune.{params.dataset}.{key} "
+                              f"back")
+    run_id = theirs[RUN_ATTR]
+    from pipeline.tracking import store as tracking_store
+
+    if tracking_store.find_run(run_id) is None:
+        raise ConfigError(f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
+                          f"({tracking_store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to")
+    return Opened(study, run_id, shown(url), created=False)
+
+
+def _brief(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def settings(params, name: str, url: str) -> dict:
+    """The study's settings as its MLflow run's `tune.*` params."""
+    cfg = params.tune
+    return {"study": name, "storage": shown(url), "trials": cfg.trials, "sampler": cfg.sampler, "seed": cfg.seed,
+            "startup_trials": cfg.startup_trials, "pruner": cfg.pruner, "metric": cfg.metric,
+            "direction": cfg.direction, "epochs": params.train.epochs, "space": search_space.as_json(cfg.space)}
+
+
+def counts(study) -> dict[str, int]:
+    """The study's trials by state: complete, pruned, failed, running, waiting (a retry)."""
+    found = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0}
+    names = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}
+    for trial in study.get_trials(deepcopy=False):
+        found[names[trial.state.name]] += 1
+    return found
+
+
+def best(study, space) -> Optional[dict]:
+    """The best complete trial: its number, value, params (as train.<ds> takes them) and run."""
+    try:
+        trial = study.best_trial
+    except ValueError:  # no complete trial yet
+        return None
+    return {"number": trial.number, "value": trial.value, "params": search_space.decode(space, trial.params),
+            "run_id": trial.user_attrs.get(RUN_ATTR)}
+
+
+def experiment_name(study_name: str) -> str:
+    return f"tune-{study_name}-best"
+
+
+def dvc_command(dataset: str, study_name: str, values: dict, overrides=()) -> list[str]:
+    """The `dvc exp run` that trains and evaluates a trial's values as a named DVC experiment,
+    with the study's own `-S` overrides of train.<ds> (its epochs, say) before them."""
+    own = [item for item in overrides if item.startswith(f"train.{dataset}.")]
+    sets = [arg for item in [*own, *search_space.overrides(dataset, values)] for arg in ("-S", item)]
+    return ["dvc", "exp", "run", f"evaluate@{dataset}", "--name", experiment_name(study_name), *sets]
+
+
+def dvc_line(dataset: str, study_name: str, values: dict, overrides=()) -> str:
+    return shlex.join(dvc_command(dataset, study_name, values, overrides))

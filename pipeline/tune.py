@@ -97,9 +97,8 @@ def work(target: Target, opened: Optional[studying.Opened] = None) -> None:
     params = target.params()
     opened = opened or studying.open_study(params, target.study, target.storage)
     cfg = params.tune
-    splits, stats = arrays.load_prepared(target.data, ("train", "val"))
-    setup = distribute.setup(params.train, where=f"train.{target.dataset}")
     study = opened.study
+    setup = None  # TensorFlow once there is a trial to train: a finished study needs none
     while True:
         optuna.storages.fail_stale_trials(study)  # a dead worker's trial: failed, and queued again
         counts = studying.counts(study)
@@ -112,6 +111,9 @@ def work(target: Target, opened: Optional[studying.Opened] = None) -> None:
 
             time.sleep(cfg.heartbeat_seconds)
             continue
+        if setup is None:
+            splits, stats = arrays.load_prepared(target.data, ("train", "val"))
+            setup = distribute.setup(params.train, where=f"train.{target.dataset}")
         Trial(target, opened, setup, splits, stats).run()
     _record(target, opened)
 

@@ -33,7 +33,7 @@ imports.skip_keras_extras()
 # trained project that the README's session and others read); the container tests once the
 # images the session builds in the background are likely made, beside trainings; every module
 # not named here (seconds each) after these, in name order.
-LONGEST_FIRST = ("test_e2e", "test_sweep", "test_faults", "test_readme", "test_distribute", "test_container",
+LONGEST_FIRST = ("test_e2e", "test_sweep", "test_tune", "test_slurm_sweep", "test_faults", "test_readme", "test_distribute", "test_container",
                  "test_equivalence", "test_doctor", "test_multiworker", "test_reproducible", "test_selftest",
                  "test_resume", "test_cli", "test_early_stopping", "test_store", "test_compare", "test_bench_loops",
                  "test_bench", "test_log", "test_mlflow_ui", "test_params_doc")
@@ -92,6 +92,7 @@ def pytest_sessionfinish(session):
         builder.finish()
     if not hasattr(session.config, "workerinput"):
         shutil.rmtree(Path(os.environ.pop(images.OUTCOME_VARIABLE)).parent, ignore_errors=True)
+        _stop_slurm(session.config)
 
 
 # --- datasets and services -------------------------------------------------------------------
@@ -112,15 +113,34 @@ def file_server(dataset_files):
         yield server
 
 
+def shared_folder(tmp_path_factory) -> Path:
+    """The session's folder that every xdist worker shares (the controller's basetemp)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+SLURM_SCRIPT = ROOT / "scripts" / "slurm-local.sh"
+
+
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
-    """A real one-node Slurm cluster (munged, slurmctld, slurmd), started for these tests."""
-    folder = tmp_path_factory.mktemp("slurm")
-    script = ROOT / "scripts" / "slurm-local.sh"
-    started = subprocess.run(["bash", str(script), "start", str(folder)], capture_output=True, text=True)
-    assert started.returncode == 0, started.stderr + started.stdout
-    yield {"SLURM_CONF": str(folder / "slurm.conf")}
-    subprocess.run(["bash", str(script), "stop", str(folder)], capture_output=True)
+    """A real one-node Slurm cluster (munged, slurmctld, slurmd), started once for the whole
+    session by the first worker that needs it (a host has one slurmd), and stopped when the
+    session ends (pytest_sessionfinish), whichever worker used it last."""
+    shared = shared_folder(tmp_path_factory)
+    folder = shared / "slurm"
+    with open(shared / "slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "slurm.conf").exists():
+            started = subprocess.run(["bash", str(SLURM_SCRIPT), "start", str(folder)], capture_output=True, text=True)
+            assert started.returncode == 0, started.stderr + started.stdout
+    return {"SLURM_CONF": str(folder / "slurm.conf")}
+
+
+def _stop_slurm(config) -> None:
+    folder = config._tmp_path_factory.getbasetemp() / "slurm"
+    if (folder / "slurm.conf").exists():
+        subprocess.run(["bash", str(SLURM_SCRIPT), "stop", str(folder)], capture_output=True)
 
 
 @pytest.fixture(scope="session")
@@ -220,9 +240,7 @@ def trained_project(tmp_path_factory, request) -> TrainedProject:
     """The project trained once for the whole session: the first worker that needs it trains
     it (under a lock, in the folder all workers share), the others read its record. Its
     MLflow server lives as long as that worker, which is to the end of the session."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
+    shared = shared_folder(tmp_path_factory)
     record = shared / "trained-project.json"
     with open(shared / "trained-project.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

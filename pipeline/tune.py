@@ -109,7 +109,7 @@ def work(target: Target, opened: Optional[studying.Opened] = None) -> None:
             # the last trials are running elsewhere: wait for them (or for their workers' silence)
             import time
 
-            time.sleep(cfg.heartbeat_seconds)
+            time.sleep(min(cfg.heartbeat_seconds, 2))
             continue
         if setup is None:
             splits, stats = arrays.load_prepared(target.data, ("train", "val"))
@@ -169,7 +169,8 @@ class Trial:
             last.update(epoch=epoch, value=row.get(cfg.metric))
             if last["value"] is not None and math.isfinite(last["value"]):
                 trial.report(last["value"], epoch)
-                if trial.should_prune():
+                # not after the last epoch: the trial has trained in full, and its value counts
+                if epoch < params.train.epochs and trial.should_prune():
                     raise _Pruned(epoch)
 
         beat = _Heartbeat(study, trial)

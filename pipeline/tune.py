@@ -61,6 +61,9 @@ def run(target: Target, workers: int) -> studying.Opened:
     """The study's trials, by `workers` processes here (one: this process), until it has all of
     them; returns the study."""
     opened = prepare(target)
+    counts, trials = studying.counts(opened.study), target.params().tune.trials
+    log.result(f"study {target.study} ({opened.storage}): {counts['complete'] + counts['pruned']} of {trials} trials "
+               f"finished; {workers} worker{'s' if workers > 1 else ''} here")
     if workers == 1:
         work(target, opened)
     else:

@@ -83,6 +83,8 @@ def test_two_workers_share_one_study(tuned):
     best = study.best_trial
     assert parent.info.status == "FINISHED" and parent.data.tags["best.trial"] == str(best.number)
     assert parent.data.metrics["best_val_accuracy"] == pytest.approx(best.value)
+    assert first.stdout.splitlines()[0] == f"study reuters ({project / 'optuna.journal'}): 0 of 4 trials finished; " \
+                                           "2 workers here"
     summary = first.stdout.splitlines()[-4:]
     assert summary[0].startswith(f"study reuters: {states.count('COMPLETE')} complete, {states.count('PRUNED')} "
                                  f"pruned, 0 failed of 4 trials ({project / 'optuna.journal'}); MLflow run "
@@ -102,7 +104,11 @@ def test_a_rerun_continues_the_study(tuned):
                                         env=env)
     assert code == 0 and "tensorflow" not in imported  # a finished study trains nothing
     assert not [line for line in again.stdout.splitlines() if line.startswith("reuters trial ")]
-    assert "of 5 trials" in again.stdout
+    assert "of 5 trials" in again.stdout and "5 of 5 trials finished; 1 worker here" in again.stdout
+    # the trials compare like any runs, by name
+    compared = sh(sys.executable, "-m", "pipeline", "compare", "reuters-trial-0", "reuters-trial-4", cwd=project,
+                  env=env).stdout
+    assert "train.reuters.learning_rate" in compared and "val_accuracy" in compared
 
 
 def test_the_best_trial_becomes_a_named_dvc_experiment(tuned):

@@ -68,8 +68,7 @@ def run(target: Target, workers: int) -> studying.Opened:
         work(target, opened)
     else:
         _run_workers(target, workers)
-    opened.study = studying.open_study(target.params(), target.study, target.storage).study  # what all did
-    return opened
+    return opened  # its study reads the storage afresh: what every worker did
 
 
 def _run_workers(target: Target, workers: int) -> None:

@@ -262,13 +262,30 @@ def settings(params, name: str, url: str) -> dict:
             "direction": cfg.direction, "epochs": params.train.epochs, "space": search_space.as_json(cfg.space)}
 
 
+WITHDRAWN_ATTR = "withdrawn"
+
+
 def counts(study) -> dict[str, int]:
-    """The study's trials by state: complete, pruned, failed, running, waiting (a retry)."""
+    """The study's trials by state: complete, pruned, failed, running, waiting (a retry); not
+    the ones withdrawn (see within_budget)."""
     found = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0}
     names = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}
     for trial in study.get_trials(deepcopy=False):
-        found[names[trial.state.name]] += 1
+        if not trial.user_attrs.get(WITHDRAWN_ATTR):
+            found[names[trial.state.name]] += 1
     return found
+
+
+def within_budget(study, trial, trials: int) -> bool:
+    """Whether a trial just asked for is one of the study's `trials`: fewer than that many trials
+    before it (by number, which the storage hands out one by one) are finished, running or
+    waiting to run. Workers look at the counts before they ask, but two can look at once and
+    both ask for the last place: the later number is then withdrawn (told failed, marked so,
+    and left out of the counts)."""
+    ahead = sum(1 for t in study.get_trials(deepcopy=False)
+                if t.number < trial.number and t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
+                and not t.user_attrs.get(WITHDRAWN_ATTR))
+    return ahead < trials
 
 
 def best(study, space) -> Optional[dict]:

@@ -151,6 +151,10 @@ class Trial:
         study, dataset = self.opened.study, self.target.dataset
         cfg = self.target.params().tune
         trial = study.ask()
+        if not studying.within_budget(study, trial, cfg.trials):  # another worker took the last place
+            trial.set_user_attr(studying.WITHDRAWN_ATTR, True)
+            study.tell(trial, state=TrialState.FAIL)
+            return
         values = search_space.suggest(trial, cfg.space)
         shown = " ".join(search_space.overrides(dataset, values)).replace(f"train.{dataset}.", "")
         try:

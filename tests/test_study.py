@@ -111,3 +111,17 @@ def test_the_best_trial_as_a_dvc_experiment(tmp_path, monkeypatch):
                              ["train.reuters.epochs=5", "tune.reuters.trials=40"])
     assert line == ("dvc exp run evaluate@reuters --name tune-s4-best -S train.reuters.epochs=5 "
                     "-S train.reuters.learning_rate=0.002 -S 'train.reuters.conv_filters=[16, 8]'")
+
+
+def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
+    """Both looked at the counts before asking: the trial with the later number is withdrawn,
+    and the counts leave it out."""
+    use_sqlite(tmp_path, monkeypatch)
+    p = params()
+    opened = studying.open_study(p, "s5", str(tmp_path / "optuna.journal"))
+    first, second = opened.study.ask(), opened.study.ask()
+    assert studying.within_budget(opened.study, first, 1) and not studying.within_budget(opened.study, second, 1)
+    second.set_user_attr(studying.WITHDRAWN_ATTR, True)
+    opened.study.tell(second, state=studying.quiet_optuna().trial.TrialState.FAIL)
+    assert studying.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 0, "running": 1, "waiting": 0}
+    assert studying.within_budget(opened.study, first, 1)

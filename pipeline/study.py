@@ -205,8 +205,6 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
     (Optuna's storage decides which one, atomically), loaded and checked by every other. A study
     of that name with another dataset, space, metric or direction is a ConfigError; so is a
     study that does not exist when `create` is false."""
-    from pipeline.tracking import studies
-
     optuna = quiet_optuna()
     cfg, mine = params.tune, identity(params)
     storage = open_storage(url, cfg)
@@ -224,14 +222,11 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
     else:
         for key, value in mine.items():
             study.set_user_attr(key, value)
-        run_id = studies.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
-        study.set_user_attr(RUN_ATTR, run_id)
-        return Opened(study, run_id, shown(url), created=True)
+        return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
     deadline = time.monotonic() + wait_seconds
     while RUN_ATTR not in study.user_attrs:  # its creator is setting it up (a moment)
-        if time.monotonic() > deadline:
-            run_id = studies.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
-            study.set_user_attr(RUN_ATTR, run_id)
+        if time.monotonic() > deadline:  # and died doing so
+            _make_run(study, params, name, url)
             break
         time.sleep(0.5)
     theirs = study.user_attrs
@@ -241,12 +236,19 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
                               f"{_brief(value)}): name a new study with --study, or put tune.{params.dataset}.{key} "
                               f"back")
     run_id = theirs[RUN_ATTR]
-    from pipeline.tracking import store as tracking_store
-
-    if tracking_store.find_run(run_id) is None:
+    if store.find_run(run_id) is None:
         raise ConfigError(f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
-                          f"({tracking_store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to")
+                          f"({store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to")
     return Opened(study, run_id, shown(url), created=False)
+
+
+def _make_run(study, params, name: str, url: str) -> str:
+    """The study's MLflow run, made and recorded in the study; its id."""
+    from pipeline.tracking import studies
+
+    run_id = studies.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
+    study.set_user_attr(RUN_ATTR, run_id)
+    return run_id
 
 
 def _brief(value) -> str:

@@ -1,5 +1,5 @@
 """The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`,
-`params`, `selftest`, `tune` and `ui`.
+`params`, `promote`, `selftest`, `serve`, `tune` and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -247,6 +247,57 @@ def tune(dataset, overrides, study, storage, workers, data, best_only, apply_bes
         click.echo(line)
     if apply_best:
         sys.exit(tuning.apply(target, opened))
+
+
+@cli.command("promote")
+@click.argument("dataset", type=click.Choice(DATASETS))
+@click.argument("version", type=click.IntRange(min=1), required=False)
+@click.option("--force", is_flag=True, help="Move the alias whatever the version scores (a rollback).")
+@params_option
+def promote(dataset, version, force, params_path):
+    """Make a registered version of DATASET the champion (the alias `pipeline serve` serves).
+
+    VERSION is a version of the registered model DATASET (evaluate registers each model it
+    evaluates); by default the best by promote.DATASET.metric. The alias moves only if the
+    version beats the champion by promote.DATASET.margin on the same test split, and the
+    reason is printed when it does not (exit 1); --force moves it anyway."""
+    from pipeline import registry
+    from pipeline.config import load_params
+    from pipeline.tracking import probe
+
+    cfg = load_params(params_path, dataset).promote
+    probe.check_tracking()
+    decision = registry.promote(dataset, cfg, version, force)
+    click.echo(decision.message)
+    if decision.refused:
+        sys.exit(1)
+
+
+@cli.command("serve")
+@click.argument("dataset", type=click.Choice(DATASETS))
+@click.option("--alias", default="champion", show_default=True, help="Serve the version this alias points at.")
+@click.option("--version", "version", type=click.IntRange(min=1), default=None,
+              help="Serve this version instead of the alias's.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to serve on (0.0.0.0: every interface, as in a container).")
+@click.option("--port", type=click.IntRange(1, 65535), default=5001, show_default=True,
+              help="Port to serve on (the MLflow UI has 5000).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Server processes, each with its own copy of the model.")
+@params_option
+def serve(dataset, alias, version, host, port, workers, params_path):
+    """Serve DATASET's registered model over HTTP with `mlflow models serve`.
+
+    The champion by default (`pipeline promote DATASET` sets it), from the tracking store
+    MLFLOW_TRACKING_URI names (unset: mlflow.db here), in this environment
+    (--env-manager local). POST /invocations a JSON request: Reuters takes a newswire's
+    `text` (or Keras' word-id sequence, `ids`), MNIST a PNG or JPEG `image` (base64) or 28x28
+    `pixels`; each row gets its label, probability and top k. Ctrl+C stops it."""
+    from pipeline import model_server
+    from pipeline.config import load_params
+
+    metric = load_params(params_path, dataset).promote.metric
+    model_server.serve(dataset, alias, version, metric, host, port, workers, click.echo)
 
 
 @cli.command("compare")

@@ -102,6 +102,8 @@ def load_params(path: Path | str, dataset: str, overrides: Sequence[str] = ()) -
         train=built["train"][dataset],
         evaluate=built["evaluate"][dataset],
         tune=built["tune"][dataset],
+        serve=built["serve"][dataset],
+        promote=built["promote"][dataset],
         raw=raw,
     )
 

@@ -20,6 +20,8 @@ class Evaluation:
     x: np.ndarray            # the test split, as prepared
     y_true: np.ndarray
     y_pred: np.ndarray
+    test_data: str           # the test split's digest: versions compare on the same data
+    model: object = None     # the Keras model evaluated
 
 
 def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
@@ -38,7 +40,18 @@ def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
     matrix = confusion_matrix(y, y_pred, stats["num_classes"])
     report = per_class_report(matrix)
     metrics.update(macro_averages(report))
-    return Evaluation(metrics, report, matrix, x, y, y_pred)
+    return Evaluation(metrics, report, matrix, x, y, y_pred, test_digest(x, y), model)
+
+
+def test_digest(x: np.ndarray, y: np.ndarray) -> str:
+    """sha256 of the test split's samples and labels (shape, type and bytes), as a short hex."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in (x, y):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def write_outputs(ev: Evaluation, *, metrics: Path, per_class: Path, confusion: Path, confusion_png: Path,

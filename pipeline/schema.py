@@ -306,18 +306,40 @@ class EvaluateConfig:
                                  help="Also report top-k accuracy for this k; null: accuracy only.")
 
 
+# --------------------------------------------------------------------------- serve, promote
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    top_k: int = _positive_int(
+        help="How many most likely labels the logged model answers with their probabilities (a request's "
+             "params.top_k asks for another number); read by evaluate, which logs the model.")
+
+
+@dataclass(frozen=True)
+class PromoteConfig:
+    metric: Literal["test_accuracy", "test_loss", "test_macro_precision", "test_macro_recall"] = _spec(
+        help="The test metric `pipeline promote` compares (lower is better for test_loss, higher for the "
+             "others); without a VERSION it promotes the registered version best by it.")
+    margin: float = _spec("a number >= 0", lambda v: v >= 0,
+                          help="How much a version must beat the champion by on the same test split "
+                               "before `pipeline promote` moves the champion alias to it (--force: always).")
+
+
 SCHEMA: dict[str, dict[str, type]] = {
     "download": {"reuters": DownloadConfig, "mnist": DownloadConfig},
     "preprocess": {"reuters": ReutersPreprocessConfig, "mnist": MnistPreprocessConfig},
     "train": {"reuters": ReutersTrainConfig, "mnist": MnistTrainConfig},
     "evaluate": {"reuters": EvaluateConfig, "mnist": EvaluateConfig},
+    "serve": {"reuters": ServeConfig, "mnist": ServeConfig},
+    "promote": {"reuters": PromoteConfig, "mnist": PromoteConfig},
     "tune": {"reuters": TuneConfig, "mnist": TuneConfig},
 }
 
 
 @dataclass(frozen=True)
 class DatasetParams:
-    """The four stage sections of one dataset, validated, plus the raw values for logging."""
+    """Every section of one dataset, validated, plus the raw values for logging."""
 
     dataset: str
     download: DownloadConfig
@@ -325,6 +347,8 @@ class DatasetParams:
     train: Union[ReutersTrainConfig, MnistTrainConfig]
     evaluate: EvaluateConfig
     tune: TuneConfig
+    serve: ServeConfig
+    promote: PromoteConfig
     raw: dict = field(repr=False, compare=False)
 
     def flat(self) -> dict[str, Any]:

@@ -24,15 +24,15 @@ class UIError(PipelineError):
     has no such address), or its server stopped on its own."""
 
 
-def check_port(host: str, port: int) -> None:
+def check_port(host: str, port: int, what: str = "the UI") -> None:
     """UIError unless `host`:`port` can be bound now (released again at once), as the server
-    binds it: with SO_REUSEADDR, so that a port left in TIME_WAIT by the last UI is free."""
+    binds it: with SO_REUSEADDR, so that a port left in TIME_WAIT by the last server is free."""
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
-        raise UIError(f"{host}:{port}: cannot serve the UI there ({exc.strerror or exc}); "
+        raise UIError(f"{host}:{port}: cannot serve {what} there ({exc.strerror or exc}); "
                       "stop what holds it, or pick another port with --port") from None
 
 

@@ -1,5 +1,6 @@
 """evaluate: test metrics, per-class report and confusion matrix; logged into the training run
-(or a run of its own when that run was evaluated before)."""
+(or a run of its own when that run was evaluated before) with the model that takes raw inputs,
+registered as a new version of the dataset's registered model."""
 
 from __future__ import annotations
 
@@ -32,5 +33,8 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")
     with runs.TrainingRun.for_evaluation(params, model_run, model_dir) as run:
         run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
+        logged = run.log_model(params, model_dir, data, model=ev.model)
+        version = run.register(dataset, logged, ev.metrics, ev.test_data)
     log.result(f"{dataset}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                                          for k, v in ev.metrics.items()))
+                                          for k, v in ev.metrics.items())
+               + f"; registered model {dataset} version {version} (`pipeline promote {dataset}` to serve it)")

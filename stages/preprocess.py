@@ -1,4 +1,5 @@
-"""preprocess: raw files -> compact arrays (int32 sequences, uint8 images) and a stats file."""
+"""preprocess: raw files -> compact arrays (int32 sequences, uint8 images), a stats file, and
+what a model needs to read raw inputs (Reuters' word index)."""
 
 from __future__ import annotations
 
@@ -20,5 +21,5 @@ def command(dataset, raw, out, params_path):
 
     cfg = load_params(params_path, dataset).preprocess
     splits, stats = data.prepare(dataset, raw, cfg)
-    arrays.save_prepared(out, splits, stats)
+    arrays.save_prepared(out, splits, stats, data.assets(dataset, raw))
     log.result(f"{dataset}: " + ", ".join(f"{k} {v}" for k, v in stats["samples"].items()))

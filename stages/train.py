@@ -44,7 +44,6 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
     if cluster.detect_cluster() is None:
         probe.check_tracking()
     from pipeline import environment, log, resume, training
-    from pipeline.data.inputs import image_size_for, model_inputs
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
@@ -63,8 +62,7 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
             training.write_outputs(result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir,
                                    history=history, summary=summary, curves=curves, title=f"{dataset}: {name}",
                                    machine=machine, machine_facts=environment.machine() if machine else None)
-            sample = model_inputs(splits["val"][0][:4], image_size_for(stats, result.model))
-            run.log_training(result, weights_sha256=digest, history=history, curves=curves, sample=sample)
+            run.log_training(result, weights_sha256=digest, history=history, curves=curves)
     backup.finish()
     if setup.chief:
         best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]

@@ -48,6 +48,14 @@ def make_word_index(path: Path, vocab: int = 600) -> Path:
     return path
 
 
+def make_reuters_raw(folder: Path, n: int = 240) -> Path:
+    """A download folder of Reuters as the download stage leaves it: reuters.npz and the word index."""
+    folder.mkdir(parents=True, exist_ok=True)
+    make_reuters_npz(folder / "reuters.npz", n=n)
+    make_word_index(folder / "reuters_word_index.json")
+    return folder
+
+
 def digit_image(label: int, rng: np.random.RandomState, size: int = 28) -> np.ndarray:
     """A learnable stand-in for a digit: a bright bar whose place depends on the class."""
     img = rng.randint(0, 40, (size, size)).astype(np.uint8)

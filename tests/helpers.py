@@ -266,3 +266,25 @@ def marker_env(python: str, machine: str) -> dict:
     return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
             "platform_system": "Linux", "platform_machine": machine, "os_name": "posix",
             "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+
+
+def wait_for_url(url: str, timeout: float, why_not=lambda: "", alive=lambda: True) -> None:
+    """Until `url` answers a GET (any status), at most `timeout` seconds, or until `alive()`
+    says the server's process has ended; then an AssertionError with `why_not()` (its log)."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            pass
+        if time.time() > deadline or not alive():
+            raise AssertionError(f"{url} did not answer ({'gave up' if alive() else 'its server ended'}):\n"
+                                 f"{why_not()}")
+        time.sleep(1)

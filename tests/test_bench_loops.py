@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from fixtures import make_reuters_npz
+from fixtures import make_reuters_raw
 from helpers import ROOT, run_pipeline, subprocess_env, write_params
 
 
@@ -27,8 +27,7 @@ def test_epochs_below_one_is_a_usage_error(epochs):
 
 @pytest.mark.slow
 def test_one_epoch_prints_the_table_and_skips_kill_and_resume(tmp_path):
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=120)
+    make_reuters_raw(tmp_path / "raw", n=120)
     write_params(tmp_path, {"preprocess.reuters.max_len": 30})
     prepared = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
     assert prepared.returncode == 0, prepared.stderr

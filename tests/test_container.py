@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, copy_project, free_ports, marker_env, run_python, write_params
+from helpers import ROOT, copy_project, free_ports, marker_env, run_python, wait_for_url, write_params
 from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, STANDIN_TF, run, wait_for_images
 from pipeline import environment
 from readme import shell_blocks
@@ -393,14 +393,7 @@ def test_basic_auth_refuses_anonymous_requests_and_the_pipeline_logs_with_creden
          "mlflow"], stack["env"])
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                assert time.time() < deadline, "the basic-auth server did not start"
-                time.sleep(2)
+        wait_for_url(f"{url}/health", 180, lambda: "the basic-auth server did not start")
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/search?max_results=1", timeout=10)
         assert refused.value.code == 401
@@ -434,6 +427,32 @@ def test_database_down_is_reported_by_doctor(stack, repro):
         assert "database" in checks["tracking"]["detail"] + checks["tracking"]["fix"]
     finally:
         run([*stack["compose"], "start", "db"], stack["env"])
+
+
+def test_the_serve_profile_serves_the_champion_from_the_server(stack, repro):
+    """`pipeline promote` in the pipeline service, then `docker compose --profile serve up
+    serve-reuters`: the champion, from the server's registry, answers a newswire's text on
+    the published port."""
+    promoted = in_stack(stack, "pipeline", "promote", "reuters")
+    assert re.match(r"reuters: version \d+ \(test_accuracy 0\.\d{4}\) is the champion \(there was none\)$",
+                    promoted.stdout.strip()), promoted.stdout + promoted.stderr
+    (port,) = free_ports(1)
+    env = {**stack["env"], "SERVE_REUTERS_PUBLISH": f"127.0.0.1:{port}"}
+    run([*stack["compose"], "--profile", "serve", "up", "-d", "--no-build", "serve-reuters"], env)
+    try:
+        wait_for_url(f"http://127.0.0.1:{port}/ping", 300, lambda: run(
+            [*stack["compose"], "logs", "--no-color", "serve-reuters"], env, check=False).stdout[-3000:])
+        body = json.dumps({"inputs": [{"text": "Wheat and grain exports rose, the ministry said"}]}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as answer:
+            (prediction,) = json.loads(answer.read())["predictions"]
+        assert isinstance(prediction["label"], str) and 0 <= prediction["class"] < 46
+        assert 0 < prediction["probability"] <= 1 and len(prediction["top_k"]) == 5
+        logs = run([*stack["compose"], "logs", "--no-color", "serve-reuters"], env, check=False).stdout
+        assert "models:/reuters@champion, version" in logs and "Traceback" not in logs
+    finally:
+        run([*stack["compose"], "--profile", "serve", "rm", "-sf", "serve-reuters"], env, check=False)
 
 
 def test_compose_up_runs_the_pipeline_once_the_server_is_healthy(stack, repro):

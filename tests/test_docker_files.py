@@ -80,8 +80,16 @@ def compose_config(tmp_path):
 
 def test_compose_stack_as_compose_reads_it(compose_config):
     services = compose_config["services"]
-    assert set(services) == {"db", "mlflow", "pipeline"}
+    assert set(services) == {"db", "mlflow", "pipeline", "serve-reuters", "serve-mnist"}
     pipeline = services["pipeline"]
+    for dataset, port in (("reuters", 5001), ("mnist", 5002)):  # started with --profile serve only
+        serve = services[f"serve-{dataset}"]
+        assert serve["profiles"] == ["serve"] and serve["image"] == pipeline["image"]
+        assert serve["command"] == ["pipeline", "serve", dataset, "--host", "0.0.0.0", "--port", str(port)]
+        assert serve["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+        assert serve["depends_on"] == {"mlflow": {"condition": "service_healthy"}}
+        assert serve["ports"] == [f"127.0.0.1:{port}:{port}/tcp"]
+        assert [v.endswith(":/workspace/project:ro") for v in serve["volumes"]] == [True]
     assert pipeline["deploy"]["resources"]["reservations"]["devices"] == [
         {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
     assert pipeline["ipc"] == "host"

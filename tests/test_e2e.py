@@ -129,6 +129,17 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     stated = Path(mlflow.pyfunc.get_model_dependencies(f"models:/{models[0].model_id}")).read_text().split()
     assert set(environment.installed_requirements()) <= set(stated)
     assert any(line.startswith("tensorflow==") for line in stated)
+    # the model takes raw inputs, records Keras' own version, and is registered with its figures
+    from importlib.metadata import version
+
+    info = mlflow.models.get_model_info(f"models:/{models[0].model_id}")
+    assert info.metadata["keras_version"] == version("keras") != info.metadata["tensorflow_version"]
+    assert info.signature.inputs.input_names() == ["text", "ids"] and "python_function" in info.flavors
+    (registered,) = [v for v in client(repo["server"]).search_model_versions("name = 'reuters'")
+                     if v.tags.get("run_id") == run.info.run_id]
+    metrics = json.loads((repo["path"] / "reports" / "reuters" / "metrics.json").read_text())
+    assert float(registered.tags["test_accuracy"]) == pytest.approx(metrics["test_accuracy"], rel=1e-9)
+    assert registered.tags["test_data"] and registered.tags["dvc.experiment"] == ""
     (mnist_run,) = runs_of(repo["server"], "mnist")
     assert mnist_run.data.params["distribute.replicas"] == "1"
     assert "test_top5_accuracy" not in mnist_run.data.metrics
@@ -326,7 +337,9 @@ def test_an_evaluate_only_experiment_is_a_run_of_its_own_and_leaves_the_earlier_
     assert second.info.run_id != first.info.run_id and second.info.status == "FINISHED"
     tags = second.data.tags
     assert tags["pipeline.model_run_id"] == first.info.run_id
-    assert tags["pipeline.model_uri"] == f"runs:/{first.info.run_id}/model"
+    # its own model (its top k), registered as a version of its own, tagged with the experiment
+    (version,) = c.search_model_versions(f"name = 'reuters' and run_id = '{second.info.run_id}'")
+    assert version.tags["dvc.experiment"] == "top3" and version.tags["test_top3_accuracy"]
     assert tags["weights.sha256"] == first.data.tags["weights.sha256"]
     assert second.data.params.pop("evaluate.reuters.top_k") == "3"
     assert first.data.params.pop("evaluate.reuters.top_k") == "5"
@@ -368,6 +381,11 @@ def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, trained_project
     model_md5 = next(o["md5"] for o in lock["stages"]["train@reuters"]["outs"] if o["path"] == "models/reuters")
     assert run.data.tags["dvc.data.models/reuters"] == model_md5  # the model, as DVC knows it
     assert "test_top3_accuracy" in run.data.metrics
+    # the model, logged by this evaluation, is the clone store's first registered version
+    from mlflow import MlflowClient
+
+    (version,) = MlflowClient(f"sqlite:///{clone / 'mlflow.db'}").search_model_versions("name = 'reuters'")
+    assert int(version.version) == 1 and version.run_id == run.info.run_id
 
 
 def test_two_dvc_repro_at_once(repo):

@@ -53,10 +53,9 @@ def test_the_train_stage_writes_machine_json_as_an_uncached_out_not_a_metric():
 
 @pytest.mark.slow
 def test_the_train_stage_names_the_machine(tmp_path):
-    from fixtures import make_reuters_npz
+    from fixtures import make_reuters_raw
 
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=120)
+    make_reuters_raw(tmp_path / "raw", n=120)
     write_params(tmp_path, {"train.reuters.epochs": 1, "preprocess.reuters.max_len": 30})
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
     env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from helpers import free_ports, run_pipeline, subprocess_env, write_params
-from fixtures import make_reuters_npz
+from fixtures import make_reuters_raw
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -20,8 +20,7 @@ def tf_config(ports, index):
 
 @pytest.fixture
 def prepared(tmp_path):
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=240)
+    make_reuters_raw(tmp_path / "raw", n=240)
     write_params(tmp_path, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
                             "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 8})
     result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers import run_on_terminal, run_pipeline, subprocess_env, write_params
-from fixtures import make_reuters_npz
+from fixtures import make_reuters_raw
 
 pytestmark = [pytest.mark.slow]
 
@@ -24,8 +24,7 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     """With early stopping on the training loss the wrong way round (mode max: the first epoch
     is the best), so that the run stops after 3 of 4 epochs and its model is the first epoch's,
     whose weights the killed process kept in its backup."""
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=3000)
+    make_reuters_raw(tmp_path / "raw", n=3000)
     write_params(tmp_path, {"train.reuters.loop": loop, "train.reuters.epochs": EPOCHS,
                             "train.reuters.batch_size_per_replica": 8,
                             "train.reuters.early_stopping.monitor": "loss", "train.reuters.early_stopping.mode": "max",
@@ -83,8 +82,7 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
 
 
 def test_custom_loop_draws_a_progress_bar_on_a_terminal(tmp_path):
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=400)
+    make_reuters_raw(tmp_path / "raw", n=400)
     write_params(tmp_path, {"train.reuters.loop": "custom", "train.reuters.epochs": 2,
                             "preprocess.reuters.max_len": 60})
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import make_reuters_npz
+from fixtures import make_reuters_raw
 from helpers import run_pipeline, subprocess_env, use_sqlite, write_params
 from pipeline.tracking import store
 
@@ -59,8 +59,7 @@ TRAININGS = 3
 
 @pytest.fixture
 def prepared(tmp_path):
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=160)
+    make_reuters_raw(tmp_path / "raw", n=160)
     write_params(tmp_path, {"preprocess.reuters.max_len": 40, "train.reuters.epochs": 1,
                             "train.reuters.batch_size_per_replica": 16})
     result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)

@@ -28,12 +28,15 @@ def load_split(folder: Path | str, split: str) -> tuple[np.ndarray, np.ndarray]:
         return data["x"], data["y"]
 
 
-def save_prepared(out: Path | str, splits: dict, stats: dict) -> None:
-    """Write every split and the stats to the folder `out`, atomically."""
+def save_prepared(out: Path | str, splits: dict, stats: dict, assets: dict | None = None) -> None:
+    """Write every split, the stats and the dataset's assets (`{file name: JSON document}`) to
+    the folder `out`, atomically."""
     with atomic_dir(out) as tmp:
         for split, (x, y) in splits.items():
             save_split(tmp, split, x, y)
         write_json(tmp / "stats.json", stats)
+        for name, document in (assets or {}).items():
+            write_json(tmp / name, document)
 
 
 def load_prepared(folder: Path | str, splits=SPLITS) -> tuple[dict, dict]:

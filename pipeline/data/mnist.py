@@ -10,6 +10,7 @@ is an error, so no sample is silently dropped.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path, PurePosixPath
 
@@ -54,14 +55,49 @@ def _locate(name: str) -> tuple[str, str, str] | None:
 
 
 def decode_image(data: bytes, name: str, image_size: int) -> np.ndarray:
-    from PIL import Image
-
-    with reading(name, "unreadable image"), Image.open(io.BytesIO(data)) as img:
-        img.load()
+    """A dataset image: exactly `image_size` square, as grayscale uint8."""
+    with _opened(data, name) as img:
         if img.size != (image_size, image_size):
             raise DataError(f"{name}: expected a {image_size}x{image_size} image, got {img.size[0]}x{img.size[1]}")
-        gray = img if img.mode == "L" else img.convert("L")
-        return np.asarray(gray, dtype=np.uint8)
+        return _gray(img)
+
+
+def read_digit(data: bytes, name: str, image_size: int) -> np.ndarray:
+    """Any PNG or JPEG of one digit -> uint8 [image_size, image_size] as the dataset holds its
+    images: grayscale by the same rule, a light digit on a dark ground (a dark digit on a light
+    ground, as a photographed or scanned one, is inverted: told by the border's mean), resized
+    with Pillow's area-averaging filter. The digit should fill the picture, as MNIST's do."""
+    from PIL import Image
+
+    with _opened(data, name) as img:
+        gray = _gray(img)
+    border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
+    if border.mean() > 127:
+        gray = 255 - gray
+    if gray.shape != (image_size, image_size):
+        gray = np.asarray(Image.fromarray(gray, "L").resize((image_size, image_size), Image.Resampling.BOX))
+    return gray
+
+
+@contextlib.contextmanager
+def _opened(data: bytes, name: str):
+    from PIL import Image, UnidentifiedImageError
+
+    with reading(name, "unreadable image"):
+        try:
+            opened = Image.open(io.BytesIO(data))
+        except UnidentifiedImageError:  # its message names a BytesIO object
+            raise DataError(f"{name}: unreadable image: not a PNG or JPEG file") from None
+    with reading(name, "unreadable image"), opened as img:
+        if img.format not in ("PNG", "JPEG"):
+            raise DataError(f"{name}: expected a PNG or JPEG image, got {img.format}")
+        img.load()
+        yield img
+
+
+def _gray(img) -> np.ndarray:
+    # Pillow's ITU-R 601-2 luma rule; an alpha channel is dropped
+    return np.asarray(img if img.mode == "L" else img.convert("L"), dtype=np.uint8)
 
 
 def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -92,6 +128,11 @@ def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.nda
         y = np.array([t[0] for t in items], dtype=np.uint8)
         out[split] = (x, y)
     return out
+
+
+def assets(raw_dir: Path | str) -> dict:
+    """Nothing besides the splits: a model of digits needs no vocabulary."""
+    return {}
 
 
 def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:

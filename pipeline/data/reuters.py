@@ -4,6 +4,11 @@ The split reproduces `keras.datasets.reuters.load_data` (shuffle seeded 113, `te
 0.2, indices shifted by `index_from` with 1 as the start mark and 2 as out-of-vocabulary), so
 that test figures compare with published ones. Unlike `load_data(maxlen=...)`, long
 sequences are truncated, never dropped.
+
+A newswire's text becomes the same sequence as the dataset's own (`encode_texts`): split into
+words as Keras made the data (lowercased, punctuation but the apostrophe removed), each word's
+rank looked up in Keras' word index, then indexed, capped and padded by the code that prepares
+the splits. The preprocess stage keeps the word index beside the splits for it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from pipeline.errors import DataError
 from pipeline.io import reading
 
 NPZ_NAME = "reuters.npz"
+WORD_INDEX_NAME = "reuters_word_index.json"
 PAD, START, OOV = 0, 1, 2
+# Keras' `text_to_word_sequence` filters: what separates words besides whitespace
+WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
 
 
 def load_raw(raw_dir: Path | str) -> tuple[list[np.ndarray], np.ndarray]:
@@ -57,9 +65,65 @@ def pad(sequences: list[np.ndarray], max_len: int, padding: str, truncating: str
     return out
 
 
+def load_word_index(path: Path | str) -> dict[str, int]:
+    """Keras' reuters_word_index.json: {word: rank}, ranks from 1 (the most frequent word)."""
+    from pipeline.io import read_json
+
+    index = read_json(Path(path))
+    if not (isinstance(index, dict)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in index.values())):
+        raise DataError(f"{path}: expected a JSON object of words and their ranks (positive integers), as "
+                        f"Keras publishes it")
+    return index
+
+
 def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
     """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point."""
     return split_and_pad(*load_raw(raw_dir), cfg)
+
+
+def assets(raw_dir: Path | str) -> dict:
+    """What the prepared folder keeps besides the splits, for a model that reads text: the word
+    index (checked)."""
+    path = Path(raw_dir) / WORD_INDEX_NAME
+    if not path.is_file():
+        raise DataError(f"{path}: missing; run the download stage first")
+    return {WORD_INDEX_NAME: load_word_index(path)}
+
+
+def index_sequence(ranks: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
+    """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`, and
+    the out-of-vocabulary mark for ids outside [skip_top, vocab_size), as Keras' load_data."""
+    ids = np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from))
+    return np.where((ids >= cfg.skip_top) & (ids < vocab_size), ids, OOV)
+
+
+def words(text: str) -> list[str]:
+    """A newswire's words as Keras split the dataset's texts."""
+    return text.lower().translate(str.maketrans(WORD_FILTERS, " " * len(WORD_FILTERS))).split()
+
+
+def encode_texts(texts: list[str], word_index: dict[str, int], cfg, vocab_size: int) -> np.ndarray:
+    """Texts -> int32 [n, max_len], as the prepared splits hold them. A word the index lacks
+    gets a rank past the vocabulary, so that `index_sequence` marks it out-of-vocabulary."""
+    unknown = vocab_size
+    ranks = [np.array([word_index.get(w, unknown) for w in words(t)], dtype=np.int64) for t in texts]
+    return pad([index_sequence(r, cfg, vocab_size) for r in ranks], cfg.max_len, cfg.padding, cfg.truncating)
+
+
+def texts(sequences, word_index: dict[str, int], index_from: int) -> list[str]:
+    """Sequences as the splits hold them, back to text: each id's word, the padding, start and
+    out-of-vocabulary marks left out (`encode_texts` of the text gives the sequence again
+    whenever it holds no out-of-vocabulary mark)."""
+    by_id = {rank + index_from: word for word, rank in word_index.items()}
+    return [" ".join(by_id[i] for i in np.asarray(seq).tolist() if i in by_id) for seq in sequences]
+
+
+def encode_sequences(sequences: list, cfg, vocab_size: int) -> np.ndarray:
+    """Sequences as Keras' load_data gives them (start mark, shifted ids, any length, padded or
+    not) -> int32 [n, max_len]; ids past the vocabulary become out-of-vocabulary."""
+    capped = [np.where(np.asarray(s, np.int64) < vocab_size, np.asarray(s, np.int64), OOV) for s in sequences]
+    return pad(capped, cfg.max_len, cfg.padding, cfg.truncating)
 
 
 def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict, dict]:
@@ -67,13 +131,10 @@ def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple
     n = len(sequences)
     order = np.arange(n)
     np.random.RandomState(cfg.split_seed).shuffle(order)
-    shifted = [np.concatenate(([START], sequences[i] + cfg.index_from)) for i in order]
     labels = labels[order]
-    largest = max((int(s.max()) for s in shifted), default=START)
+    largest = max((int(sequences[i].max()) + cfg.index_from for i in order if len(sequences[i])), default=START)
     vocab_size = cfg.num_words if cfg.num_words else largest + 1
-    if cfg.num_words or cfg.skip_top:
-        # Words outside [skip_top, num_words) become the out-of-vocabulary mark, as in Keras.
-        shifted = [np.where((s >= cfg.skip_top) & (s < vocab_size), s, OOV) for s in shifted]
+    shifted = [index_sequence(sequences[i], cfg, vocab_size) for i in order]
     lengths = np.array([len(s) for s in shifted])
     x = pad(shifted, cfg.max_len, cfg.padding, cfg.truncating)
 
@@ -95,6 +156,9 @@ def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple
         "length_mean": float(lengths.mean()) if n else 0.0,
         "length_max": int(lengths.max()) if n else 0,
         "truncated_fraction": float((lengths > cfg.max_len).mean()) if n else 0.0,
+        # how a text becomes a sequence (encode_texts), besides vocab_size and max_len
+        "encoding": {"index_from": cfg.index_from, "skip_top": cfg.skip_top, "padding": cfg.padding,
+                     "truncating": cfg.truncating},
     }
     splits = {k: (xv, yv.astype(np.int32)) for k, (xv, yv) in splits.items()}
     return splits, stats

@@ -118,9 +118,8 @@ class TrainingRun:
         run in the dataset's experiment, so that no experiment changes another's row:
         - the model was evaluated before (an experiment that changed only evaluate's params
           or code, or whose training DVC restored from its run cache): the new run holds the
-          training run's params with this evaluation's, its device counts, metrics with their
-          per-epoch history, and names the model (`pipeline.model_uri`) instead of logging it
-          again;
+          training run's params with this evaluation's, its device counts, and metrics with
+          their per-epoch history;
         - the store never saw the training (a clone whose models came from a DVC remote with
           `dvc pull`): the new run says where the model came from.
         """
@@ -146,7 +145,7 @@ class TrainingRun:
                             run_id, model_dir, store.tracking_uri(), active.info.run_id)
             return cls(active)
         copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
-        mlflow.set_tags({**copied, **tags, "pipeline.model_uri": f"runs:/{run_id}/model"})
+        mlflow.set_tags({**copied, **tags})
         mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
         _copy_metrics(run_id, active.info.run_id, training.data.metrics)
         log.log.info("%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
@@ -202,15 +201,13 @@ class TrainingRun:
 
             mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
 
-    @tracked("the training's summary and model")
-    def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path, sample) -> None:
+    @tracked("the training's summary")
+    def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path) -> None:
         """Time and throughput, the global batch, the weights' digest, the history and the
-        learning curves, and the model with a signature inferred from `sample` (model inputs)."""
+        learning curves. The model is logged by evaluate (`log_model`), with its test figures."""
         if self._active is None:
             return
         import mlflow
-        import mlflow.tensorflow
-        from mlflow.models import infer_signature
 
         mlflow.log_param("train.global_batch_size", result.global_batch_size)
         mlflow.log_metrics({"train_seconds": result.train_seconds,
@@ -221,13 +218,28 @@ class TrainingRun:
         mlflow.set_tag("weights.sha256", weights_sha256)
         mlflow.log_artifact(str(history))
         mlflow.log_artifact(str(curves), artifact_path="plots")
-        # A plain call, not predict: under MultiWorkerMirroredStrategy predict is a collective
-        # step, and the other workers have finished by now.
-        import keras
 
-        outputs = keras.ops.convert_to_numpy(result.model(sample, training=False))
-        mlflow.tensorflow.log_model(result.model, name="model", signature=infer_signature(sample, outputs),
-                                    pip_requirements=model_requirements())
+    @tracked("the model")
+    def log_model(self, params, model_dir: Path, data: Path, model=None):
+        """The model of `model_dir` as the pyfunc `model` that takes raw inputs
+        (`pipeline.serving`); MLflow's ModelInfo of it."""
+        import mlflow
+
+        from pipeline import serving
+
+        mlflow.log_param(f"serve.{params.dataset}.top_k", params.serve.top_k)
+        return serving.log_model(params.dataset, model_dir, data, params.serve.top_k, model_requirements(),
+                                 model=model)
+
+    @tracked("the model's registration")
+    def register(self, dataset: str, model, metrics: dict, test_data: str) -> int:
+        """A new version of the registered model `dataset` from `model` (`log_model`'s), tagged
+        with this run, its test metrics, the test split's digest and the DVC experiment; its
+        number."""
+        from pipeline import registry
+
+        return registry.register(dataset, model.model_uri, self.run_id, metrics, test_data,
+                                 os.environ.get("DVC_EXP_NAME", ""), model_id=model.model_id)
 
     @tracked("the evaluation")
     def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:

@@ -52,7 +52,9 @@ def serve(dataset: str, alias: str, version: Optional[int], metric: str, host: s
     sys.stdout.flush()
     # MLflow starts `uvicorn` by name: this environment's, also when its bin folder is not on PATH
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": path, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-           "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    # quiet: no progress bars while the model downloads, no line per request (uvicorn's access
+    # log; UVICORN_ACCESS_LOG=true in the environment brings it back), TensorFlow's errors only
+    env = {"UVICORN_ACCESS_LOG": "false", "TF_CPP_MIN_LOG_LEVEL": "2", **os.environ, "MLFLOW_TRACKING_URI": uri,
+           "PATH": path, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     args = command(model_uri, host, port, workers)
     os.execve(args[0], args, env)

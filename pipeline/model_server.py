@@ -18,18 +18,13 @@ def command(model_uri: str, host: str, port: int, workers: int) -> list[str]:
 
 
 def resolve(dataset: str, alias: str, version: Optional[int], metric: str) -> tuple[str, str]:
-    """(model URI, what it is) for `dataset`'s `version`, else its `alias`; DataError naming
-    the store when there is no such version or alias."""
+    """(model URI, what it is) for `dataset`'s `version`, else its `alias`: a ConfigError when
+    there is no such version, a DataError naming the store when no version has the alias."""
     from pipeline import registry
     from pipeline.tracking import store
 
-    known = registry.versions(dataset, metric)
     if version is not None:
-        found = next((v for v in known if v.number == version), None)
-        if found is None:
-            raise DataError(f"{dataset}: no version {version} in {store.tracking_uri()} "
-                            f"(versions {', '.join(str(v.number) for v in known)})")
-        return f"models:/{dataset}/{version}", found.describe(metric)
+        return f"models:/{dataset}/{version}", registry.version(dataset, version, metric).describe(metric)
     found = registry.by_alias(dataset, alias, metric)
     if found is None:
         hint = f"`pipeline promote {dataset}`" if alias == registry.CHAMPION else f"set the alias {alias!r}"

@@ -5,22 +5,30 @@ the deprecated stages) moves only through `promote`'s gate."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
+from pipeline.tracking.runs import tracked
 
 CHAMPION = "champion"
-# a version's tags: the test data's digest (DVC's hash of the prepared folder), to compare like with like
+# a version's tags: the test split's digest (evaluation.test_digest: its samples and labels),
+# to compare like with like
 TEST_DATA_TAG, RUN_TAG, EXPERIMENT_TAG = "test_data", "run_id", "dvc.experiment"
+# a gain counts when it is more than the margin by more than float noise: 10 more right answers
+# of 10,000 is a gain of 0.001, not 0.0010000000000000009
+TOLERANCE = 1e-9
+_AGAIN = "run the command again once the tracking store answers"
 
 
 def _client():
+    """A client of the store in force (a sqlite store made or migrated once, under its lock)."""
     from mlflow import MlflowClient
 
     from pipeline.tracking import store
 
-    return MlflowClient(store.tracking_uri())
+    return MlflowClient(store.use_store())
 
 
 def register(dataset: str, model_uri: str, run_id: str, metrics: dict, test_data: str, experiment: str,
@@ -59,11 +67,17 @@ class Version:
 
 
 def _version(found, metric: str) -> Version:
-    value = found.tags.get(metric)
-    return Version(int(found.version), float(value) if value is not None else None,
+    """A registered version and its figure (None when the tag is missing, or not a finite
+    number: a diverged model's NaN loss must not pass a gate)."""
+    try:
+        value = float(found.tags[metric])
+    except (KeyError, ValueError):
+        value = None
+    return Version(int(found.version), value if value is not None and math.isfinite(value) else None,
                    found.tags.get(TEST_DATA_TAG, ""), found.tags.get(RUN_TAG, found.run_id or ""))
 
 
+@tracked("the registered versions", "reading", _AGAIN)
 def versions(dataset: str, metric: str) -> list[Version]:
     from pipeline.tracking import store
 
@@ -74,10 +88,20 @@ def versions(dataset: str, metric: str) -> list[Version]:
     return sorted((_version(v, metric) for v in found), key=lambda v: v.number)
 
 
+def version(dataset: str, number: int, metric: str) -> Version:
+    """Version `number` of `dataset`, or a ConfigError listing those there are."""
+    known = versions(dataset, metric)
+    found = next((v for v in known if v.number == number), None)
+    if found is None:
+        raise ConfigError(f"{dataset}: no version {number} (versions {', '.join(str(v.number) for v in known)})")
+    return found
+
+
 def champion(dataset: str, metric: str) -> Optional[Version]:
     return by_alias(dataset, CHAMPION, metric)
 
 
+@tracked("the registered model's alias", "reading", _AGAIN)
 def by_alias(dataset: str, alias: str, metric: str) -> Optional[Version]:
     """The version `alias` points at, or None."""
     from mlflow.exceptions import MlflowException
@@ -97,22 +121,22 @@ class Decision:
     refused: bool = False  # the gate said no (not: the version is the champion already)
 
 
-def promote(dataset: str, cfg, version: Optional[int] = None, force: bool = False) -> Decision:
-    """Move `champion` to `version` (by default the best by cfg.metric) if it beats the champion
-    by cfg.margin on the same test data; with `force`, whatever it scores (a rollback)."""
+@tracked("the champion alias", "moving", _AGAIN)
+def promote(dataset: str, cfg, number: Optional[int] = None, force: bool = False) -> Decision:
+    """Move `champion` to version `number` (by default the best by cfg.metric on the champion's
+    test data, or on any when there is no champion) if it beats the champion by cfg.margin on
+    the same test data; with `force`, whatever it scores (a rollback)."""
     maximize = cfg.metric != "test_loss"
-    known = versions(dataset, cfg.metric)
-    if version is None:
-        scored = [v for v in known if v.value is not None]
+    current = champion(dataset, cfg.metric)
+    if number is not None:
+        candidate = version(dataset, number, cfg.metric)
+    else:
+        scored = [v for v in versions(dataset, cfg.metric) if v.value is not None]
+        comparable = [v for v in scored if current is None or v.test_data == current.test_data]
         if not scored:
             raise DataError(f"{dataset}: no version has {cfg.metric}; name one: pipeline promote {dataset} VERSION")
-        # the best, the latest among equals
-        candidate = max(scored, key=lambda v: ((v.value if maximize else -v.value), v.number))
-    else:
-        candidate = next((v for v in known if v.number == version), None)
-        if candidate is None:
-            raise DataError(f"{dataset}: no version {version} (versions {', '.join(str(v.number) for v in known)})")
-    current = champion(dataset, cfg.metric)
+        # the best (the latest among equals), among those the gate can compare when it can
+        candidate = max(comparable or scored, key=lambda v: ((v.value if maximize else -v.value), v.number))
     if current is not None and current.number == candidate.number:
         return Decision(False, f"{dataset}: {candidate.describe(cfg.metric)} is the champion already")
     if current is not None and not force:
@@ -132,9 +156,9 @@ def _refusal(dataset: str, candidate: Version, current: Version, cfg, maximize: 
         return f"{cfg.metric} is missing on version {(candidate if candidate.value is None else current).number}"
     if candidate.test_data != current.test_data:
         return (f"it was tested on other test data than the champion, {current.describe(cfg.metric)} "
-                f"(prepared folder {candidate.test_data or 'unknown'} vs {current.test_data or 'unknown'})")
+                f"(test split {candidate.test_data or 'unknown'} vs {current.test_data or 'unknown'})")
     gain = candidate.value - current.value if maximize else current.value - candidate.value
-    if gain <= cfg.margin:
+    if not gain > cfg.margin + TOLERANCE:
         return (f"it does not beat the champion, {current.describe(cfg.metric)}, by more than the margin "
                 f"{cfg.margin:g} (promote.{dataset}.margin)")
     return ""

@@ -169,10 +169,15 @@ class Classifier(mlflow.pyfunc.PythonModel):
                                for s in range(0, len(x), SLICE)])
 
 
+def probabilities(logits: np.ndarray) -> np.ndarray:
+    """The softmax of each row of logits (the models end in logits)."""
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
 def answers(logits: np.ndarray, names: list[str], k: int):
-    """Each row's label, class, probability (softmax of the logits) and top k."""
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    """Each row's label, class, probability and top k."""
+    probs = probabilities(logits)
     order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
     best = order[:, 0]
     return pd.DataFrame({
@@ -260,22 +265,34 @@ def signature(dataset: str, top_k: int):
                           params=ParamSchema([ParamSpec("top_k", DataType.long, top_k)]))
 
 
-def example(dataset: str, data: Path, stats: dict):
-    """A real input from the test split: its first newswire as text, or its first image as PNG."""
-    from pipeline.data import arrays
-
-    x, _ = arrays.load_split(data, "test")
-    if dataset == "reuters":
-        from pipeline.data import reuters
-
-        index = reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
-        (text,) = reuters.texts(x[:1], index, stats["encoding"]["index_from"])
-        return pd.DataFrame({"text": [" ".join(text.split()[:60])]})
+def raw_rows(dataset: str, data: Path, count: int) -> list[dict]:
+    """The first `count` samples of the prepared test split as a user has them: Reuters' as
+    text (`reuters.texts`), MNIST's as PNG bytes. The input example; the load benchmark's."""
     from PIL import Image
 
-    png = io.BytesIO()
-    Image.fromarray(x[0], "L").save(png, format="PNG")
-    return pd.DataFrame({"image": [png.getvalue()]})
+    from pipeline.data import arrays, reuters
+    from pipeline.io import read_json
+
+    x = arrays.load_split(data, "test")[0][:count]
+    if dataset == "reuters":
+        index = reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
+        offset = read_json(Path(data) / "stats.json")["encoding"]["index_from"]
+        return [{"text": text} for text in reuters.texts(x, index, offset)]
+    rows = []
+    for image in x:
+        png = io.BytesIO()
+        Image.fromarray(image, "L").save(png, format="PNG")
+        rows.append({"image": png.getvalue()})
+    return rows
+
+
+def example(dataset: str, data: Path):
+    """A real input from the test split: its first newswire (60 words of it), or its first
+    image as PNG."""
+    (row,) = raw_rows(dataset, data, 1)
+    if "text" in row:
+        row = {"text": " ".join(row["text"].split()[:60])}
+    return pd.DataFrame([row])
 
 
 def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
@@ -316,7 +333,7 @@ def log_model(dataset: str, model_dir: Path, data: Path, top_k: int, requirement
         return mlflow.pyfunc.log_model(
             name="model", python_model=str(Path(__file__).with_name("served_model.py")), artifacts=artifacts,
             code_paths=[str(Path(pipeline.__file__).parent)],
-            signature=signature(dataset, found["top_k"]), input_example=example(dataset, data, stats),
+            signature=signature(dataset, found["top_k"]), input_example=example(dataset, data),
             pip_requirements=requirements,
             metadata={"keras_version": keras.__version__, "tensorflow_version": tf.__version__,
                       "pipeline.dataset": dataset})

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import io
 import json
 import sys
 import time
@@ -29,24 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rows(dataset: str, data: Path, count: int) -> list[dict]:
-    """`count` request rows of the test split, raw as a user has them."""
-    from pipeline.data import arrays, reuters
-    from pipeline.io import read_json
+    """`count` request rows of the test split, raw as a user has them (images as base64)."""
+    from pipeline.serving import raw_rows
 
-    x, _ = arrays.load_split(data, "test")
-    x = x[:count]
-    if dataset == "reuters":
-        index = reuters.load_word_index(data / reuters.WORD_INDEX_NAME)
-        offset = read_json(data / "stats.json")["encoding"]["index_from"]
-        return [{"text": text} for text in reuters.texts(x, index, offset)]
-    from PIL import Image
-
-    found = []
-    for image in x:
-        png = io.BytesIO()
-        Image.fromarray(image, "L").save(png, format="PNG")
-        found.append({"image": base64.b64encode(png.getvalue()).decode("ascii")})
-    return found
+    return [{k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for k, v in row.items()}
+            for row in raw_rows(dataset, data, count)]
 
 
 async def _client(url, bodies: list[bytes], queue: asyncio.Queue, latencies: list, failures: list) -> None:
@@ -59,7 +45,7 @@ async def _client(url, bodies: list[bytes], queue: asyncio.Queue, latencies: lis
             except asyncio.QueueEmpty:
                 return
             body = bodies[i % len(bodies)]
-            head = (f"POST {parts.path or '/'}invocations HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            head = (f"POST {parts.path.rstrip('/')}/invocations HTTP/1.1\r\nHost: {parts.netloc}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
             started = time.perf_counter()
             writer.write(head + body)
@@ -109,9 +95,13 @@ def main(argv=None) -> int:
     host = urllib.parse.urlsplit(args.url).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         parser.error(f"{args.url}: the load goes to this host only (127.0.0.1)")
+    if min(args.requests, args.concurrency, *(args.batch or [1])) < 1 or args.warmup < 0:
+        parser.error("--requests, --concurrency and --batch take positive numbers, --warmup 0 or more")
     batches = args.batch or [1, 32]
     data = args.data or Path("data/prepared") / args.dataset
     pool = rows(args.dataset, data, max(batches) * 8)
+    if len(pool) < max(batches):
+        parser.error(f"{data}: the test split has {len(pool)} samples, fewer than --batch {max(batches)}")
     results = []
     for batch in batches:
         bodies = [json.dumps({"dataframe_records": pool[i:i + batch]}).encode()

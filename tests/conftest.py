@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):
         shutil.rmtree(Path(os.environ.pop(images.OUTCOME_VARIABLE)).parent, ignore_errors=True)
         _stop_slurm(session.config)
+        _stop_trained_server(session.config)
 
 
 # --- datasets and services -------------------------------------------------------------------
@@ -239,13 +241,30 @@ def train_project(repo: Path, served: Path, server: str) -> TrainedProject:
 def trained_project(tmp_path_factory, request) -> TrainedProject:
     """The project trained once for the whole session: the first worker that needs it trains
     it (under a lock, in the folder all workers share), the others read its record. Its
-    MLflow server lives as long as that worker, which is to the end of the session."""
+    MLflow server lives to the end of the session (pytest_sessionfinish stops it)."""
     shared = shared_folder(tmp_path_factory)
     record = shared / "trained-project.json"
     with open(shared / "trained-project.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not record.exists():
             served = request.getfixturevalue("dataset_files")
-            server = request.getfixturevalue("mlflow_server")
+            (shared / TRAINED_SERVER).mkdir(exist_ok=True)
+            proc, server = start_mlflow_server(shared / TRAINED_SERVER, free_ports(1)[0])
+            (shared / TRAINED_SERVER / "pid").write_text(str(proc.pid))
             train_project(shared / "trained-project", served, server).save(record)
     return TrainedProject.load(record)
+
+
+# The trained project's tracking server, made by the worker that trains the project, lives to
+# the end of the session: xdist stops a worker (and its session fixtures) once its share of
+# modules is done, while the other may still use the server (tests/test_serve.py).
+TRAINED_SERVER = "trained-mlflow"
+
+
+def _stop_trained_server(config) -> None:
+    pid = config._tmp_path_factory.getbasetemp() / TRAINED_SERVER / "pid"
+    if pid.exists():
+        try:
+            os.killpg(int(pid.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass

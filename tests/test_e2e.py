@@ -139,7 +139,11 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
                      if v.tags.get("run_id") == run.info.run_id]
     metrics = json.loads((repo["path"] / "reports" / "reuters" / "metrics.json").read_text())
     assert float(registered.tags["test_accuracy"]) == pytest.approx(metrics["test_accuracy"], rel=1e-9)
-    assert registered.tags["test_data"] and registered.tags["dvc.experiment"] == ""
+    from pipeline.data.arrays import load_split
+    from pipeline.evaluation import test_digest
+
+    assert registered.tags["test_data"] == test_digest(*load_split(repo["path"] / "data/prepared/reuters", "test"))
+    assert registered.tags["dvc.experiment"] == ""
     (mnist_run,) = runs_of(repo["server"], "mnist")
     assert mnist_run.data.params["distribute.replicas"] == "1"
     assert "test_top5_accuracy" not in mnist_run.data.metrics

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import ROOT, run_command, subprocess_env
 from pipeline import model_server, registry
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
 
 METRIC = "test_accuracy"
 
@@ -26,7 +26,8 @@ def store(tmp_path, monkeypatch):
     with mlflow.start_run() as run:
         mlflow.log_text("a stand-in for a model", "model/MLmodel")
     registry.register("reuters", f"runs:/{run.info.run_id}/model", run.info.run_id, {METRIC: 0.6}, "d", "")
-    return uri
+    yield uri
+    mlflow.set_tracking_uri(None)  # MLflow's process-wide URI: back to the environment's
 
 
 def test_the_champion_a_version_or_a_clear_refusal(store):
@@ -34,7 +35,7 @@ def test_the_champion_a_version_or_a_clear_refusal(store):
     with pytest.raises(DataError, match=r"^reuters: no version has the alias 'champion' in sqlite:///.*: "
                                         r"`pipeline promote reuters` first \(or serve a version: --version N\)$"):
         model_server.resolve("reuters", "champion", None, METRIC)
-    with pytest.raises(DataError, match=r"^reuters: no version 3 in sqlite:///.* \(versions 1\)$"):
+    with pytest.raises(ConfigError, match=r"^reuters: no version 3 \(versions 1\)$"):
         model_server.resolve("reuters", "champion", 3, METRIC)
     assert registry.promote("reuters", type("Gate", (), {"metric": METRIC, "margin": 0.0})()).promoted
     assert model_server.resolve("reuters", "champion", None, METRIC)[0] == "models:/reuters@champion"

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ROOT
 from pipeline import registry
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
 from pipeline.schema import PromoteConfig
 
 GATE = PromoteConfig(metric="test_accuracy", margin=0.005)
@@ -28,6 +28,17 @@ def store(request, tmp_path, monkeypatch):
         uri = request.getfixturevalue("mlflow_server")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
+
+
+@pytest.fixture(autouse=True)
+def process_wide_uri():
+    """MLflow's process-wide tracking URI follows MLFLOW_TRACKING_URI in these tests, and is
+    left so for the next module on this worker."""
+    import mlflow
+
+    mlflow.set_tracking_uri(None)
+    yield
+    mlflow.set_tracking_uri(None)
 
 
 def register(name: str, accuracy: float, data: str = "d1", loss: float = 1.0) -> int:
@@ -87,14 +98,31 @@ def test_the_gate_wants_the_margin_on_the_same_test_data_and_force_rolls_back(st
     assert int(MlflowClient(store).get_model_version_by_alias(name, "champion").version) == 1
 
 
-def test_a_loss_gate_wants_a_lower_loss(tmp_path, monkeypatch):
+def test_a_loss_gate_wants_a_lower_loss_and_a_nan_never_passes(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     gate = PromoteConfig(metric="test_loss", margin=0.01)
     register("reuters", 0.6, loss=1.50)
     register("reuters", 0.5, loss=1.20)
     register("reuters", 0.7, loss=1.45)
+    register("reuters", 0.1, loss=float("nan"))  # a diverged training
     assert registry.promote("reuters", gate).message.startswith("reuters: version 2 (test_loss 1.2000) is the champion")
     assert registry.promote("reuters", gate, 3).refused
+    nan = registry.promote("reuters", gate, 4)
+    assert nan.refused and "test_loss is missing on version 4" in nan.message
+
+
+def test_the_default_candidate_is_the_best_the_gate_can_compare(tmp_path, monkeypatch):
+    """A better version on other test data is not the default candidate while the champion's
+    test data has one that beats it; the margin counts whole answers, not float noise."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    gate = PromoteConfig(metric="test_accuracy", margin=0.001)
+    register("mnist", 0.9859)
+    assert registry.promote("mnist", gate).promoted
+    register("mnist", 0.9990, data="other-split")
+    register("mnist", 0.9869)  # 10 more right of 10,000: exactly the margin, not more
+    assert registry.promote("mnist", gate).message.startswith("mnist: version 3 (test_accuracy 0.9869) not promoted")
+    register("mnist", 0.9870)  # 11 more
+    assert registry.promote("mnist", gate).message.startswith("mnist: version 4 (test_accuracy 0.9870) is the champion")
 
 
 def test_what_is_not_there_is_one_error(tmp_path, monkeypatch):
@@ -102,7 +130,7 @@ def test_what_is_not_there_is_one_error(tmp_path, monkeypatch):
     with pytest.raises(DataError, match=r"no registered model 'reuters': run `dvc repro`"):
         registry.promote("reuters", GATE)
     register("reuters", 0.6)
-    with pytest.raises(DataError, match=r"^reuters: no version 7 \(versions 1\)$"):
+    with pytest.raises(ConfigError, match=r"^reuters: no version 7 \(versions 1\)$"):
         registry.promote("reuters", GATE, 7)
 
 
@@ -126,6 +154,6 @@ def test_pipeline_promote_exits_1_when_the_gate_says_no(tmp_path, monkeypatch):
     assert refused.returncode == 1 and "version 2 (test_accuracy 0.6010) not promoted" in refused.stdout
     assert refused.stderr.strip().endswith("False")  # no TensorFlow
     missing = promote("reuters", "5")
-    assert missing.returncode == 1 and missing.stderr.startswith("error: reuters: no version 5 (versions 1, 2)\n")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: reuters: no version 5 (versions 1, 2)\n")
     usage = promote("reuters", "0")
     assert usage.returncode == 2 and usage.stderr.startswith("error: pipeline promote: Invalid value for '[VERSION]'")

@@ -53,11 +53,13 @@ def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     texts = [text_of(sequences[i], index) for i in test_rows]
     encoded = reuters.encode_texts(texts, index, cfg_nosplit, stats["vocab_size"])
     np.testing.assert_array_equal(encoded, splits["test"][0])
-    # and Keras' own sequences (start mark, shifted ids) as load_data gives them
+    # and Keras' own sequences as load_data gives them (start mark, shifted ids; capped by
+    # load_data's num_words, or not: the model caps them as the splits were)
     keras_form = [np.concatenate(([reuters.START], sequences[i] + cfg.index_from)) for i in test_rows]
-    if not (cfg.num_words or cfg.skip_top):
-        np.testing.assert_array_equal(reuters.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]),
-                                      splits["test"][0])
+    np.testing.assert_array_equal(reuters.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]),
+                                  splits["test"][0])
+    np.testing.assert_array_equal(reuters.encode_sequences(list(splits["test"][0]), cfg_nosplit, stats["vocab_size"]),
+                                  splits["test"][0])
 
 
 def test_words_the_index_lacks_are_out_of_vocabulary():
@@ -90,6 +92,17 @@ def test_a_digit_of_any_size_and_kind_becomes_a_dataset_image():
     back = mnist.read_digit(buf.getvalue(), "photo.jpg", 28)
     assert back.shape == (28, 28) and back.dtype == np.uint8
     assert np.abs(back.astype(int) - digit.astype(int)).mean() < 3
+    # drawn on a transparent canvas (an HTML canvas's PNG): black ink, alpha 0 around it
+    rgba = np.zeros((56, 56, 4), np.uint8)
+    rgba[..., 3] = np.kron(digit > 128, np.ones((2, 2), bool)) * 255
+    canvas = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(canvas, format="PNG")
+    drawn = mnist.read_digit(canvas.getvalue(), "canvas.png", 28)
+    assert (drawn[digit > 128] > 200).all() and (drawn[digit <= 128] < 50).all()
+    huge = io.BytesIO()
+    Image.new("L", (5000, 4000)).save(huge, format="PNG")
+    with pytest.raises(DataError, match=r"^h: a 5000x4000 image; expected one digit, at most 4096x4096 pixels$"):
+        mnist.read_digit(huge.getvalue(), "h", 28)
     with pytest.raises(DataError, match=r"^x: unreadable image: not a PNG or JPEG file$"):
         mnist.read_digit(b"GIF89a not really", "x", 28)
     gif = io.BytesIO()

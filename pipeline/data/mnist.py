@@ -25,6 +25,10 @@ SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing":
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 NUM_CLASSES = 10
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+# a picture of one digit larger than this is refused before it is decoded (a 4096x4096 image
+# already decodes to 16 MB of grey)
+MAX_DIGIT_SIDE = 4096
+MAX_DIGIT_PIXELS = MAX_DIGIT_SIDE * MAX_DIGIT_SIDE
 
 
 def find_archive(raw_dir: Path | str) -> Path:
@@ -65,11 +69,17 @@ def decode_image(data: bytes, name: str, image_size: int) -> np.ndarray:
 def read_digit(data: bytes, name: str, image_size: int) -> np.ndarray:
     """Any PNG or JPEG of one digit -> uint8 [image_size, image_size] as the dataset holds its
     images: grayscale by the same rule, a light digit on a dark ground (a dark digit on a light
-    ground, as a photographed or scanned one, is inverted: told by the border's mean), resized
-    with Pillow's area-averaging filter. The digit should fill the picture, as MNIST's do."""
+    ground, as a photographed or scanned one, is inverted: told by the border's mean; one drawn
+    on a transparent canvas is laid on white first), resized with Pillow's area-averaging
+    filter. The digit should fill the picture, as MNIST's do."""
     from PIL import Image
 
-    with _opened(data, name) as img:
+    with _opened(data, name, MAX_DIGIT_PIXELS) as img:
+        if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
+            # drawn on a transparent canvas: the ink over white paper, not over black
+            flat = Image.new("RGBA", img.size, "white")
+            flat.alpha_composite(img.convert("RGBA"))
+            img = flat
         gray = _gray(img)
     border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
     if border.mean() > 127:
@@ -80,7 +90,7 @@ def read_digit(data: bytes, name: str, image_size: int) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def _opened(data: bytes, name: str):
+def _opened(data: bytes, name: str, max_pixels: int | None = None):
     from PIL import Image, UnidentifiedImageError
 
     with reading(name, "unreadable image"):
@@ -91,6 +101,9 @@ def _opened(data: bytes, name: str):
     with reading(name, "unreadable image"), opened as img:
         if img.format not in ("PNG", "JPEG"):
             raise DataError(f"{name}: expected a PNG or JPEG image, got {img.format}")
+        if max_pixels is not None and img.width * img.height > max_pixels:  # read from the header: not decoded
+            raise DataError(f"{name}: a {img.width}x{img.height} image; expected one digit, at most "
+                            f"{MAX_DIGIT_SIDE}x{MAX_DIGIT_SIDE} pixels")
         img.load()
         yield img
 

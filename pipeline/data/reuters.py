@@ -92,9 +92,15 @@ def assets(raw_dir: Path | str) -> dict:
 
 
 def index_sequence(ranks: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
-    """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`, and
-    the out-of-vocabulary mark for ids outside [skip_top, vocab_size), as Keras' load_data."""
-    ids = np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from))
+    """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`,
+    then `in_vocabulary`, as Keras' load_data."""
+    return in_vocabulary(np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from)), cfg,
+                         vocab_size)
+
+
+def in_vocabulary(ids: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
+    """Ids outside [skip_top, vocab_size) become the out-of-vocabulary mark."""
+    ids = np.asarray(ids, dtype=np.int64)
     return np.where((ids >= cfg.skip_top) & (ids < vocab_size), ids, OOV)
 
 
@@ -121,9 +127,11 @@ def texts(sequences, word_index: dict[str, int], index_from: int) -> list[str]:
 
 def encode_sequences(sequences: list, cfg, vocab_size: int) -> np.ndarray:
     """Sequences as Keras' load_data gives them (start mark, shifted ids, any length, padded or
-    not) -> int32 [n, max_len]; ids past the vocabulary become out-of-vocabulary."""
-    capped = [np.where(np.asarray(s, np.int64) < vocab_size, np.asarray(s, np.int64), OOV) for s in sequences]
-    return pad(capped, cfg.max_len, cfg.padding, cfg.truncating)
+    not) -> int32 [n, max_len], through `in_vocabulary` as the splits' were. Padding (0) stays
+    padding."""
+    kept = [np.asarray(s, np.int64) for s in sequences]
+    return pad([np.where(s == PAD, PAD, in_vocabulary(s, cfg, vocab_size)) for s in kept], cfg.max_len, cfg.padding,
+               cfg.truncating)
 
 
 def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict, dict]:

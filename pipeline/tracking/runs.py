@@ -37,10 +37,15 @@ def device_params(figures: dict) -> dict:
             for key, value in figures.items()}
 
 
-def tracked(what: str):
-    """Make an MLflow failure of the decorated call (a TrainingRun's method, a study's run) one
-    TrackingError: MLflow's client retries a server that does not answer for minutes (a blink
-    passes unnoticed), then gives up."""
+RESUME_ADVICE = ("run the stage again once the tracking store answers (a training resumes from its backup and "
+                 "logs each epoch once)")
+
+
+def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE):
+    """Make an MLflow failure of the decorated call (a TrainingRun's method, a study's run, a
+    registry call) one TrackingError, `<store>: <doing> <what> failed: <reason>; <advice>`:
+    MLflow's client retries a server that does not answer for minutes (a blink passes
+    unnoticed), then gives up."""
     def wrap(method):
         @functools.wraps(method)
         def call(self, *args, **kwargs):
@@ -54,10 +59,8 @@ def tracked(what: str):
                 message = exc.message if isinstance(exc, MlflowException) else str(exc)
                 # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
                 reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
-                raise TrackingError(
-                    f"{store.tracking_uri()}: logging {what} failed: {reason[-1] if reason else message[:300]}; "
-                    f"run the stage again once the tracking store answers (a training resumes from its "
-                    f"backup and logs each epoch once)") from None
+                raise TrackingError(f"{store.tracking_uri()}: {doing} {what} failed: "
+                                    f"{reason[-1] if reason else message[:300]}; {advice}") from None
         return call
     return wrap
 

@@ -434,8 +434,9 @@ def test_the_serve_profile_serves_the_champion_from_the_server(stack, repro):
     serve-reuters`: the champion, from the server's registry, answers a newswire's text on
     the published port."""
     promoted = in_stack(stack, "pipeline", "promote", "reuters")
+    # after the image's banner
     assert re.match(r"reuters: version \d+ \(test_accuracy 0\.\d{4}\) is the champion \(there was none\)$",
-                    promoted.stdout.strip()), promoted.stdout + promoted.stderr
+                    promoted.stdout.strip().splitlines()[-1]), promoted.stdout + promoted.stderr
     (port,) = free_ports(1)
     env = {**stack["env"], "SERVE_REUTERS_PUBLISH": f"127.0.0.1:{port}"}
     run([*stack["compose"], "--profile", "serve", "up", "-d", "--no-build", "serve-reuters"], env)

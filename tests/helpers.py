@@ -288,3 +288,17 @@ def wait_for_url(url: str, timeout: float, why_not=lambda: "", alive=lambda: Tru
             raise AssertionError(f"{url} did not answer ({'gave up' if alive() else 'its server ended'}):\n"
                                  f"{why_not()}")
         time.sleep(1)
+
+
+def stand_in_run(uri: str) -> str:
+    """A run holding a stand-in model file, made through a client of `uri` (not MLflow's
+    process-wide active experiment, which an earlier test on this worker may have set)."""
+    import uuid
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment(f"stand-ins-{uuid.uuid4().hex[:8]}"))
+    client.log_text(run.info.run_id, "a stand-in for a model", "model/MLmodel")
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id

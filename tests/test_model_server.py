@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, run_command, subprocess_env
+from helpers import ROOT, run_command, stand_in_run, subprocess_env
 from pipeline import model_server, registry
 from pipeline.errors import ConfigError, DataError
 
@@ -22,12 +22,10 @@ def store(tmp_path, monkeypatch):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
-    with mlflow.start_run() as run:
-        mlflow.log_text("a stand-in for a model", "model/MLmodel")
-    registry.register("reuters", f"runs:/{run.info.run_id}/model", run.info.run_id, {METRIC: 0.6}, "d", "")
+    run_id = stand_in_run(uri)
+    registry.register("reuters", f"runs:/{run_id}/model", run_id, {METRIC: 0.6}, "d", "")
     yield uri
-    mlflow.set_tracking_uri(None)  # MLflow's process-wide URI: back to the environment's
+    mlflow.set_tracking_uri(None)  # MLflow's process-wide URI (use_store sets it): the environment's again
 
 
 def test_the_champion_a_version_or_a_clear_refusal(store):

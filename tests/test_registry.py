@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, stand_in_run
 from pipeline import registry
 from pipeline.errors import ConfigError, DataError
 from pipeline.schema import PromoteConfig
@@ -43,12 +43,11 @@ def process_wide_uri():
 
 def register(name: str, accuracy: float, data: str = "d1", loss: float = 1.0) -> int:
     """A version as evaluate registers one: from a run's artifact `model` (a stand-in file)."""
-    import mlflow
+    import os
 
-    with mlflow.start_run() as run:
-        mlflow.log_text("a stand-in for a model", "model/MLmodel")
-    return registry.register(name, f"runs:/{run.info.run_id}/model", run.info.run_id,
-                             {"test_accuracy": accuracy, "test_loss": loss}, data, "exp-a")
+    run_id = stand_in_run(os.environ["MLFLOW_TRACKING_URI"])
+    return registry.register(name, f"runs:/{run_id}/model", run_id, {"test_accuracy": accuracy, "test_loss": loss},
+                             data, "exp-a")
 
 
 def unique(name: str) -> str:

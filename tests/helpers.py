@@ -5,6 +5,7 @@ browser's flags. Fixtures live in conftest.py."""
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import typing
@@ -119,9 +120,24 @@ def copy_project(dest: Path, exclude: tuple[str, ...] = ()) -> Path:
 
 
 def sh(*args, cwd, env, check=True, timeout=1200):
-    """Run a command; with `check`, a failure shows its command, exit code and output's end."""
-    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=timeout)
+    """Run a command; with `check`, a failure shows its command, exit code and output's end.
+
+    The command runs in a process group of its own: past `timeout` seconds the whole group is
+    killed (a shell's children and DVC's queue workers too, which would otherwise go on loading
+    the machine under the next tests) and the failure shows what the command had printed."""
+    proc = subprocess.Popen([str(a) for a in args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the group had ended meanwhile
+            pass
+        out, err = proc.communicate()
+        raise AssertionError(f"{' '.join(map(str, args))} still running after {timeout} s, killed:\n"
+                             f"{out[-3000:]}\n{err[-5000:]}") from None
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
                              f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")

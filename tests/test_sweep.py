@@ -39,7 +39,9 @@ def swept(tmp_path_factory, dataset_files):
     sh("git", "add", "-A", cwd=repo, env=env)
     sh("git", "commit", "-qm", "prepared data", cwd=repo, env=env)
     assert not (repo / "mlflow.db").exists()
-    result = sh("bash", "-euo", "pipefail", "-c", readme_sweep(), cwd=repo, env=env)
+    # Eight stage processes, two at a time: 105 s alone, 431 s in a full run (beside the trained
+    # project's repro and the image builds, on 2 cores), over 1,200 s once on a slower host.
+    result = sh("bash", "-euo", "pipefail", "-c", readme_sweep(), cwd=repo, env=env, timeout=3000)
     states = [line.split()[-1] for line in result.stdout.splitlines() if line.split()[-1:] in (["Success"], ["Failed"])]
     assert states == ["Success"] * 4, result.stdout[-3000:]  # dvc queue status: each experiment's state
     return {"path": repo, "env": env, "result": result}

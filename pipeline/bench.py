@@ -30,6 +30,8 @@ COLUMNS = (
     ("samples_per_second_per_replica", "per replica", "{:,.0f}"),
     ("step_ms_median", "step ms p50", "{:.2f}"),
     ("step_ms_p95", "p95", "{:.2f}"),
+    ("gflops", "GFLOP/s", "{:,.1f}"),
+    ("percent_of_peak", "% of peak", "{:.1f}"),
     ("input_wait_percent", "input wait %", "{:.1f}"),
     ("cpu_percent", "CPU %", "{:.0f}"),
     ("peak_rss_mb", "peak RSS MB", "{:,.0f}"),
@@ -44,7 +46,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
     import tensorflow as tf
 
-    from pipeline import training
+    from pipeline import capacity, training
     from pipeline.data import arrays
 
     splits, stats = arrays.load_prepared(data, ("train",))
@@ -54,6 +56,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     # execution of several steps it would retrace the compiled call at each new position.
     batch = prepared.global_batch_size
     model = prepared.model
+    flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])
     dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
     per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
     execute = _executor(cfg, model, strategy, dataset, warmup, per_call)
@@ -80,8 +83,24 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
         times.append(took)
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
+    peak = capacity.devices_peak(gpu_names(setup.facts["devices"]), cfg.precision)
     return _figures(params, setup.facts, strategy.num_replicas_in_sync, batch=batch, per_call=per_call,
-                    warm_calls=warm_calls, waits=waits, times=times, wall=wall, cpu=cpu)
+                    warm_calls=warm_calls, waits=waits, times=times, wall=wall, cpu=cpu, flops=flops, peak=peak)
+
+
+def gpu_names(devices: list[str]) -> list[str]:
+    """The names of the GPUs among a strategy's `devices` (TensorFlow's device details), one
+    per device; none for CPU devices."""
+    import tensorflow as tf
+
+    physical = tf.config.list_physical_devices("GPU")
+    names = []
+    for device in devices:
+        if "GPU:" in device and physical:
+            index = int(device.rsplit(":", 1)[1]) % len(physical)
+            details = tf.config.experimental.get_device_details(physical[index])
+            names.append(details.get("device_name") or physical[index].name)
+    return names
 
 
 def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
@@ -108,9 +127,10 @@ def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
 
 
 def _figures(params, facts: dict, replicas: int, *, batch: int, per_call: int, warm_calls: int, waits: list,
-             times: list, wall: float, cpu: float) -> dict:
-    """What a measurement reports: its settings, then throughput, step times, input wait, CPU
-    and memory."""
+             times: list, wall: float, cpu: float, flops: int, peak) -> dict:
+    """What a measurement reports: its settings, then throughput, arithmetic done against the
+    devices' peak (`pipeline.capacity`; none where the peak is unknown), step times, input
+    wait, CPU and memory."""
     cfg = params.train
     step_ms = sorted(1000 * t / per_call for t in times)
     calls = len(times)
@@ -131,6 +151,11 @@ def _figures(params, facts: dict, replicas: int, *, batch: int, per_call: int, w
         "seconds": wall,
         "samples_per_second": samples / wall,
         "samples_per_second_per_replica": samples / wall / replicas,
+        "flops_per_sample": flops,
+        "gflops": samples / wall * flops / 1e9,
+        "peak_gflops": peak.gflops if peak else None,
+        "peak": peak.how if peak else None,
+        "percent_of_peak": 100 * samples / wall * flops / 1e9 / peak.gflops if peak else None,
         "step_ms_median": statistics.median(step_ms),
         "step_ms_p95": step_ms[min(len(step_ms) - 1, int(round(0.95 * (len(step_ms) - 1))))],
         "input_wait_percent": 100 * sum(waits) / wall,
@@ -216,7 +241,7 @@ def table(results: list[dict]) -> str:
     columns = list(COLUMNS)
     if "scaling_efficiency" in results[0]:
         columns.append(("scaling_efficiency", "efficiency", "{:.2f}"))
-    cells = [[fmt.format(r[key]) for key, _, fmt in columns] for r in results]
+    cells = [["-" if r[key] is None else fmt.format(r[key]) for key, _, fmt in columns] for r in results]
     widths = [max(len(head), *(len(row[i]) for row in cells)) for i, (_, head, _) in enumerate(columns)]
     lines = ["  ".join(head.rjust(w) for (_, head, _), w in zip(columns, widths))]
     lines += ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in cells]
@@ -228,7 +253,15 @@ def headline(result: dict) -> str:
     return (f"{result['dataset']}: {result['model']}, {result['loop']}, {result['strategy']} on "
             f"{', '.join(result['devices'])}; global batch {result['global_batch_size']}, {result['precision']}, "
             f"XLA {'on' if result['jit_compile'] else 'off'}, steps_per_execution {result['steps_per_execution']}; "
-            f"{result['timed_steps']} steps timed after {result['warmup_steps']} warm-up steps")
+            f"{result['timed_steps']} steps timed after {result['warmup_steps']} warm-up steps; "
+            f"{result['flops_per_sample'] / 1e6:,.1f} MFLOP per training sample")
+
+
+def peak_line(result: dict) -> str:
+    """Under the table: the peak its "% of peak" is a fraction of, and how it is reached."""
+    if result["peak"] is None:
+        return "peak: unknown for these devices (no % of peak)"
+    return f"peak: {result['peak_gflops']:,.1f} GFLOP/s = {result['peak']}"
 
 
 def gpu_count() -> int:

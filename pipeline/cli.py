@@ -142,8 +142,10 @@ def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflo
     """Measure training throughput with the params in force.
 
     Warm-up steps, then timed steps of the train stage's model on its real input pipeline:
-    samples per second (global and per replica), step time (median, 95th percentile), the
-    share of time spent waiting for input, CPU use of the process, peak memory. Each
+    samples per second (global and per replica), the arithmetic done (the model's FLOPs per
+    training sample, GFLOP/s) as a share of the devices' peak, step time (median, 95th
+    percentile), the share of time spent waiting for input, CPU use of the process, peak
+    memory. Each
     measurement is logged as an MLflow run tagged pipeline.benchmark, in the dataset's
     experiment."""
     from pipeline import bench as benchmark
@@ -156,6 +158,7 @@ def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflo
         write_json(json_path, results if replicas is not None else results[0])
     click.echo(benchmark.headline(results[0]))
     click.echo(benchmark.table(results))
+    click.echo(benchmark.peak_line(results[0]))
 
 
 @cli.command("doctor")

@@ -1,6 +1,7 @@
 """`pipeline bench`: real measurements on small prepared data, through the real CLI."""
 
 import json
+import re
 
 import pytest
 
@@ -40,11 +41,22 @@ def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
     assert 0 < figures["step_ms_median"] <= figures["step_ms_p95"]
     assert 0 <= figures["input_wait_percent"] < 100
     assert figures["cpu_percent"] > 0 and figures["peak_rss_mb"] > 100
-    # the terminal: what was measured, then the table
-    headline, header, row = result.stdout.splitlines()
+    # the arithmetic: the model's FLOPs as TensorFlow counts them (max_len 80: Keras' lookup
+    # compares and shifts each id; each convolution's products and bias; a pooling compares
+    # each input; the dense layer), three times for training, against this CPU's peak
+    forward = (2 * 80 + (2 * 76 * 5 * 7 * 64 + 76 * 64) + 76 * 64 + (2 * 36 * 3 * 64 * 32 + 36 * 32) + 36 * 32
+               + (2 * 576 * 46 + 46))
+    assert figures["flops_per_sample"] == 3 * forward
+    assert figures["gflops"] == pytest.approx(figures["samples_per_second"] * 3 * forward / 1e9)
+    assert figures["percent_of_peak"] == pytest.approx(100 * figures["gflops"] / figures["peak_gflops"])
+    # the terminal: what was measured, then the table, then the peak
+    headline, header, row, peak = result.stdout.splitlines()
     assert headline.startswith("reuters: reuters_conv1d, fit, DefaultStrategy on /device:CPU:0; global batch 32")
-    assert header.split()[:2] == ["replicas", "samples/s"]
+    assert headline.endswith(f"; {3 * forward / 1e6:.1f} MFLOP per training sample")
+    assert header.split()[:4] == ["replicas", "samples/s", "per", "replica"] and "GFLOP/s" in header
     assert row.split()[1] == f"{figures['samples_per_second']:,.0f}"
+    assert peak == f"peak: {figures['peak_gflops']:,.1f} GFLOP/s = {figures['peak']}"
+    assert re.search(r" = \d+ cores? x \d+\.\d\d GHz \((max )?clock\) x ", peak), peak
 
     import mlflow
 
@@ -54,6 +66,8 @@ def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
     assert run.data.tags["pipeline.benchmark"] == "true"
     assert run.data.tags["pipeline.stage"] == "bench"
     assert run.data.metrics["bench.samples_per_second"] == pytest.approx(figures["samples_per_second"])
+    assert run.data.metrics["bench.percent_of_peak"] == pytest.approx(figures["percent_of_peak"])
+    assert run.data.metrics["bench.flops_per_sample"] == figures["flops_per_sample"]
     assert run.data.params["bench.timed_steps"] == "16"
     assert run.data.params["train.reuters.batch_size_per_replica"] == "32"
 
@@ -82,7 +96,9 @@ def test_scaling_over_replicas_each_in_its_own_process(prepared, tmp_path):
     assert one["scaling_efficiency"] == 1.0
     assert two["scaling_efficiency"] == pytest.approx(two["samples_per_second"] / (2 * one["samples_per_second"]))
     assert result.stdout.splitlines()[1].split()[-1] == "efficiency"
-    assert len(result.stdout.splitlines()) == 4
+    lines = result.stdout.splitlines()  # headline, header, a row per count, the peak (the same CPU)
+    assert len(lines) == 5 and lines[-1].startswith("peak: ")
+    assert one["peak_gflops"] == two["peak_gflops"] and one["flops_per_sample"] == two["flops_per_sample"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -103,3 +119,28 @@ def test_missing_prepared_data_is_a_data_error(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith("error: data/prepared/reuters"), result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_step_breakdown_times_each_part_of_a_step(prepared):
+    """benchmarks/step_breakdown.py on the same model: a row per part, the forward pass's
+    arithmetic a third of a training step's."""
+    import sys
+
+    from helpers import ROOT, sh
+
+    result = sh(sys.executable, ROOT / "benchmarks" / "step_breakdown.py", "reuters", "--data", prepared / "prepared",
+                "--steps", 6, "--spe", 2, cwd=prepared, env=subprocess_env())
+    headline, header, *rows, peak = result.stdout.splitlines()
+    assert "; 2.5 MFLOP per training sample;" in headline
+    mflop = 2544234 / 1e6  # test_measures_and_logs_a_benchmark_run's count
+    names = [row[:32].strip() for row in rows]
+    assert names == ["input pipeline alone", "forward", "forward + backward", "whole step (update, metrics)",
+                     "fit, steps_per_execution 1", "fit, steps_per_execution 2"]
+    figures = {name: [float(v.replace(",", "")) for v in row[32:].split()] for name, row in zip(names, rows)}
+    for name, values in figures.items():
+        assert values[0] > 0 and values[1] == pytest.approx(32 / values[0] * 1000, rel=0.01, abs=1)
+    samples, gflops = figures["forward"][1:3]
+    assert gflops == pytest.approx(samples * mflop / 3 / 1000, rel=0.01, abs=0.06)
+    samples, gflops = figures["whole step (update, metrics)"][1:3]
+    assert gflops == pytest.approx(samples * mflop / 1000, rel=0.01, abs=0.06)
+    assert peak.startswith("peak: ")

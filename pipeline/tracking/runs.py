@@ -263,8 +263,9 @@ class TrainingRun:
 
 
 # The figures of `pipeline bench` that become MLflow metrics (the rest are params or tags).
-BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "step_ms_median", "step_ms_p95",
-                     "input_wait_percent", "cpu_percent", "peak_rss_mb", "seconds", "scaling_efficiency")
+BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "flops_per_sample", "gflops",
+                     "peak_gflops", "percent_of_peak", "step_ms_median", "step_ms_p95", "input_wait_percent",
+                     "cpu_percent", "peak_rss_mb", "seconds", "scaling_efficiency")
 
 
 @tracked("the benchmark")
@@ -273,9 +274,11 @@ def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
 
     store.use_experiment(params.dataset)
     with mlflow.start_run(run_name=name, tags=lineage.source_tags("bench", params.dataset)) as run:
-        settings = {k: v for k, v in figures.items() if k not in BENCHMARK_METRICS and k != "devices"}
+        settings = {k: v for k, v in figures.items()
+                    if k not in BENCHMARK_METRICS and k != "devices" and v is not None}
         mlflow.log_params({**params.flat(), **{f"bench.{k}": v for k, v in settings.items()}})
-        mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if k in figures})
+        # (no peak where the devices' is unknown: no metric rather than a made-up one)
+        mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if figures.get(k) is not None})
         mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(), "pipeline.stage": "bench",
                          "pipeline.benchmark": "true", "pipeline.dataset": params.dataset,
                          "bench.devices": ", ".join(figures["devices"])})

@@ -1,0 +1,118 @@
+"""Where a training step's time goes: the train stage's model, split into what it does.
+
+On the prepared data and the params in force (one device, no distribution), each part timed
+over the same number of steps, in one process:
+
+- input: batches pulled from the train stage's tf.data pipeline alone;
+- forward: the model on one batch already in memory (training mode);
+- forward + backward: the loss and every weight's gradient;
+- whole step: Keras' own `train_step` (the above, then the optimizer's update and the
+  metrics), one compiled call per step on a batch in memory;
+- fit, `steps_per_execution` 1 and N: what `pipeline bench` measures, batches taken from the
+  pipeline, one compiled call per step or per N steps.
+
+The differences between rows are the backward pass, the update and metrics, the handover of
+batches from the input pipeline and the cost of a call into TensorFlow; the model's FLOPs per
+sample against the CPU's peak say how far the arithmetic is from the machine's.
+
+    dvc repro preprocess@reuters
+    python benchmarks/step_breakdown.py reuters [--steps 200] [-S train.reuters.key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def timed(fn, steps: int, repeats: int = 3) -> float:
+    """Seconds per call of `fn` (which returns a tensor to wait for): the median of `repeats`
+    runs of `steps` calls, after a warm-up that traces it."""
+    for _ in range(5):
+        fn()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            out = fn()
+        float(out.numpy().ravel()[0])  # the last call finished
+        runs.append((time.perf_counter() - start) / steps)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", choices=("reuters", "mnist"))
+    parser.add_argument("--steps", type=int, default=200, help="Steps per timing (each repeated 3 times).")
+    parser.add_argument("--spe", type=int, default=32, help="The larger steps_per_execution compared with 1.")
+    parser.add_argument("--data", type=Path, default=None, help="The prepared data (default: data/prepared/DATASET).")
+    parser.add_argument("-S", "--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE")
+    opts = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    from pipeline.config import load_params
+
+    params = load_params(ROOT / "params.yaml", opts.dataset, opts.assignments)
+    cfg = params.train
+    from pipeline import bench, capacity, distribute
+
+    setup = distribute.setup(cfg, where=f"train.{opts.dataset}")
+    import tensorflow as tf
+
+    from pipeline import training
+    from pipeline.data import arrays
+
+    data = opts.data or ROOT / "data" / "prepared" / opts.dataset
+    splits, stats = arrays.load_prepared(data, ("train",))
+    prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=setup.strategy)
+    model, batch = prepared.model, prepared.global_batch_size
+    dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
+    x, y = next(iter(dataset))
+    forward_flops = capacity.forward_flops(model, prepared.train_ds.element_spec[0])
+    flops = capacity.TRAINING_PER_FORWARD * forward_flops
+    peak = capacity.devices_peak([], cfg.precision)
+
+    pulled = iter(dataset)
+    input_only = timed(lambda: next(pulled)[1], opts.steps)
+    forward = timed(tf.function(lambda: model(x, training=True)), opts.steps)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x, y, model(x, training=True))
+        return tf.add_n([tf.reduce_sum(g if not isinstance(g, tf.IndexedSlices) else g.values)
+                         for g in tape.gradient(loss, model.trainable_variables)])
+
+    backward = timed(gradients, opts.steps)
+    model.fit(dataset, steps_per_epoch=5, epochs=1, verbose=0)  # Keras builds its metrics and state
+    step = timed(tf.function(lambda: model.train_step((x, y))["loss"]), opts.steps)
+    rows = [("input pipeline alone", input_only), ("forward", forward), ("forward + backward", backward),
+            ("whole step (update, metrics)", step)]
+    for spe in (1, opts.spe):
+        figures = bench.measure(load_params(ROOT / "params.yaml", opts.dataset,
+                                            [*opts.assignments, f"train.{opts.dataset}.steps_per_execution={spe}"]),
+                                data=data, warmup=2 * spe, steps=opts.steps)
+        rows.append((f"fit, steps_per_execution {spe}", figures["step_ms_median"] / 1000))
+    print(f"{opts.dataset}: {cfg.model}, global batch {batch}, {cfg.precision}; "
+          f"{flops / 1e6:,.1f} MFLOP per training sample; {opts.steps} steps per timing, median of 3")
+    print(f"{'':32}{'ms/step':>9}{'samples/s':>11}{'GFLOP/s':>9}" + ("  % of peak" if peak else ""))
+    for name, seconds in rows:
+        rate = batch / seconds
+        line = f"{name:32}{1000 * seconds:9.2f}{rate:11,.0f}"
+        if name != "input pipeline alone":  # the forward pass is a third of a training step's arithmetic
+            gflops = rate * (forward_flops if name == "forward" else flops) / 1e9
+            line += f"{gflops:9.1f}" + (f"{100 * gflops / peak.gflops:11.1f}" if peak else "")
+        print(line)
+    if peak:
+        print(f"peak: {peak.gflops:,.1f} GFLOP/s = {peak.how}")
+
+
+if __name__ == "__main__":
+    main()

@@ -89,18 +89,11 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
 
 
 def gpu_names(devices: list[str]) -> list[str]:
-    """The names of the GPUs among a strategy's `devices` (TensorFlow's device details), one
-    per device; none for CPU devices."""
-    import tensorflow as tf
+    """The names of the GPUs among a strategy's `devices`, one per device; none for CPU devices."""
+    from pipeline import environment
 
-    physical = tf.config.list_physical_devices("GPU")
-    names = []
-    for device in devices:
-        if "GPU:" in device and physical:
-            index = int(device.rsplit(":", 1)[1]) % len(physical)
-            details = tf.config.experimental.get_device_details(physical[index])
-            names.append(details.get("device_name") or physical[index].name)
-    return names
+    names = environment.gpu_names()
+    return [names[int(device.rsplit(":", 1)[1]) % len(names)] for device in devices if "GPU:" in device and names]
 
 
 def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
@@ -135,6 +128,7 @@ def _figures(params, facts: dict, replicas: int, *, batch: int, per_call: int, w
     step_ms = sorted(1000 * t / per_call for t in times)
     calls = len(times)
     samples = batch * per_call * calls
+    gflops = samples / wall * flops / 1e9
     return {
         "dataset": params.dataset,
         "model": cfg.model,
@@ -152,10 +146,10 @@ def _figures(params, facts: dict, replicas: int, *, batch: int, per_call: int, w
         "samples_per_second": samples / wall,
         "samples_per_second_per_replica": samples / wall / replicas,
         "flops_per_sample": flops,
-        "gflops": samples / wall * flops / 1e9,
+        "gflops": gflops,
         "peak_gflops": peak.gflops if peak else None,
         "peak": peak.how if peak else None,
-        "percent_of_peak": 100 * samples / wall * flops / 1e9 / peak.gflops if peak else None,
+        "percent_of_peak": 100 * gflops / peak.gflops if peak else None,
         "step_ms_median": statistics.median(step_ms),
         "step_ms_p95": step_ms[min(len(step_ms) - 1, int(round(0.95 * (len(step_ms) - 1))))],
         "input_wait_percent": 100 * sum(waits) / wall,

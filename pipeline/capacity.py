@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from pipeline.environment import cpuinfo_fields
+
 TRAINING_PER_FORWARD = 3
 
 
@@ -67,19 +69,6 @@ class Peak:
 
 # --- CPUs ----------------------------------------------------------------------------------
 
-def _cpuinfo(path: Path) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return fields
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), value.strip())  # the first processor's
-    return fields
-
-
 def _quota_cores(cgroup: Path) -> Optional[float]:
     """A container's CPU quota in cores (cgroup v2 `cpu.max`), None without one."""
     try:
@@ -107,7 +96,7 @@ def cpu_peak(precision: str = "float32", *, cpuinfo: Path = Path("/proc/cpuinfo"
              logical: Optional[int] = None) -> Optional[Peak]:
     """The CPU's peak for `precision` (see the module's doc), or None where it cannot be known.
     `logical`: the logical CPUs this process may use (default: its affinity)."""
-    fields = _cpuinfo(cpuinfo)
+    fields = cpuinfo_fields(cpuinfo)
     flags = set(fields.get("flags", "").split())
     ghz, clock_source = _clock_ghz(fields, sysfs)
     if not flags or ghz is None:

@@ -138,22 +138,37 @@ INSTRUCTION_SETS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "A
                     ("amx_bf16", "AMX-BF16"), ("asimd", "NEON"), ("sve", "SVE"))
 
 
-def cpu(cpuinfo: Path | str = "/proc/cpuinfo") -> tuple[str, list[str]]:
-    """(the CPU's model name, its INSTRUCTION_SETS present) from `cpuinfo` (Linux); where that
-    has no model name, platform.processor() (or the architecture), and no instruction sets
-    where it has no flags."""
+def cpuinfo_fields(cpuinfo: Path | str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's fields of `cpuinfo` (Linux), by name; none where it cannot be read."""
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        text = ""
+        return {}
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             fields.setdefault(key.strip(), value.strip())  # the first processor's
+    return fields
+
+
+def cpu(cpuinfo: Path | str = "/proc/cpuinfo") -> tuple[str, list[str]]:
+    """(the CPU's model name, its INSTRUCTION_SETS present) from `cpuinfo` (Linux); where that
+    has no model name, platform.processor() (or the architecture), and no instruction sets
+    where it has no flags."""
+    fields = cpuinfo_fields(cpuinfo)
     flags = set((fields.get("flags") or fields.get("Features") or "").split())
     model = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
     return model, [name for flag, name in INSTRUCTION_SETS if flag in flags]
+
+
+def gpu_names() -> list[str]:
+    """The name of each GPU TensorFlow sees (its device details; the device's own name where
+    they have none), in TensorFlow's order."""
+    import tensorflow as tf
+
+    return [tf.config.experimental.get_device_details(gpu).get("device_name") or gpu.name
+            for gpu in tf.config.list_physical_devices("GPU")]
 
 
 def machine() -> dict:
@@ -166,9 +181,7 @@ def machine() -> dict:
     import tensorflow as tf
 
     model, instruction_sets = cpu()
-    gpus = [tf.config.experimental.get_device_details(gpu).get("device_name") or gpu.name
-            for gpu in tf.config.list_physical_devices("GPU")]
-    return {"cpu": model, "cpu_cores": os.cpu_count(), "instruction_sets": instruction_sets, "gpus": gpus,
+    return {"cpu": model, "cpu_cores": os.cpu_count(), "instruction_sets": instruction_sets, "gpus": gpu_names(),
             "tensorflow_version": tf.__version__, "keras_version": keras.__version__,
             "python_version": platform.python_version(),
             "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat()}

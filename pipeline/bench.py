@@ -54,7 +54,9 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=strategy)
     # Full batches only: the short last batch of each pass has another shape, and in an
     # execution of several steps it would retrace the compiled call at each new position.
-    batch = prepared.global_batch_size
+    # A split smaller than the global batch is one batch of its own size (else none is full).
+    batch = training.train_batches(prepared.train_samples, prepared.global_batch_size,
+                                   strategy.num_replicas_in_sync)[0]
     model = prepared.model
     flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])
     dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)

@@ -86,8 +86,8 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     assert params["distribute.workers"] == "1"
     assert params["devices.physical_gpus"] == "0"
     assert params["distribute.strategy"] == "DefaultStrategy"
-    assert params["train.reuters.batch_size_per_replica"] == "32"
-    assert params["train.global_batch_size"] == "32"
+    assert params["train.reuters.batch_size_per_replica"] == "256"
+    assert params["train.global_batch_size"] == "256"
     assert params["preprocess.reuters.max_len"] == "300"
     assert params["download.reuters.files.0.sha256"] == hashlib.sha256(
         (repo["path"] / "data/raw/reuters/reuters.npz").read_bytes()).hexdigest()
@@ -245,7 +245,7 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     assert two.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
     params = two.data.params  # two replicas under MirroredStrategy, as the params asked
     assert (params["devices.logical_devices"], params["distribute.replicas"], params["distribute.workers"],
-            params["distribute.strategy"], params["train.global_batch_size"]) == ("2", "2", "1", "MirroredStrategy", "64")
+            params["distribute.strategy"], params["train.global_batch_size"]) == ("2", "2", "1", "MirroredStrategy", "512")
     runs = json.dumps([one.info.run_id, two.info.run_id]).replace(" ", "")
     experiments = json.dumps([one.info.experiment_id]).replace(" ", "")
     with sync_playwright() as p:

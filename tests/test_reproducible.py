@@ -12,7 +12,9 @@ from helpers import reuters_files_of, run_pipeline, subprocess_env, write_params
 pytestmark = [pytest.mark.slow]
 
 TRAIN = {
-    "reuters": {"train.reuters.epochs": 2},
+    # batch 32: the fixture's split is smaller than the defaults' 256, and two replicas must
+    # take twice the global batch for the different training to show
+    "reuters": {"train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 32},
     "mnist": {"train.mnist.epochs": 2, "train.mnist.lr_decay_epochs": [1]},
 }
 

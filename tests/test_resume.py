@@ -84,7 +84,7 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
 def test_custom_loop_draws_a_progress_bar_on_a_terminal(tmp_path):
     make_reuters_raw(tmp_path / "raw", n=400)
     write_params(tmp_path, {"train.reuters.loop": "custom", "train.reuters.epochs": 2,
-                            "preprocess.reuters.max_len": 60})
+                            "train.reuters.batch_size_per_replica": 32, "preprocess.reuters.max_len": 60})
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
     env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
     code, shown = run_on_terminal([sys.executable, "-m", "pipeline", *TRAIN_ARGS], tmp_path, env)

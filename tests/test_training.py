@@ -37,7 +37,7 @@ def test_short_training_run_records_each_epoch(tmp_path):
     make_reuters_npz(tmp_path / "reuters.npz", n=200)
     params = load_params(ROOT / "params.yaml", "reuters")
     splits, stats = reuters.prepare(tmp_path, dataclasses.replace(params.preprocess, max_len=60))
-    cfg = dataclasses.replace(params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16)
+    cfg = dataclasses.replace(params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16, learning_rate=1e-3)
     seen = []
     result = training.train(cfg, splits=splits, stats=stats, strategy=tf.distribute.get_strategy(),
                             on_epoch=lambda epoch, row: seen.append(epoch), verbose=0)

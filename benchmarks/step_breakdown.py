@@ -73,9 +73,7 @@ def main() -> None:
     splits, stats = arrays.load_prepared(data, ("train",))
     prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=setup.strategy)
     model = prepared.model
-    batch = training.train_batches(prepared.train_samples, prepared.global_batch_size,
-                                   setup.strategy.num_replicas_in_sync)[0]  # the whole split when it is smaller
-    dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
+    batch, dataset = bench.full_batches(prepared, setup.strategy.num_replicas_in_sync)
     x, y = next(iter(dataset))
     forward_flops = capacity.forward_flops(model, prepared.train_ds.element_spec[0])
     flops = capacity.TRAINING_PER_FORWARD * forward_flops

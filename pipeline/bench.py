@@ -44,22 +44,15 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     from pipeline import distribute
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
-    import tensorflow as tf
-
     from pipeline import capacity, training
     from pipeline.data import arrays
 
     splits, stats = arrays.load_prepared(data, ("train",))
     strategy = setup.strategy
     prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=strategy)
-    # Full batches only: the short last batch of each pass has another shape, and in an
-    # execution of several steps it would retrace the compiled call at each new position.
-    # A split smaller than the global batch is one batch of its own size (else none is full).
-    batch = training.train_batches(prepared.train_samples, prepared.global_batch_size,
-                                   strategy.num_replicas_in_sync)[0]
+    batch, dataset = full_batches(prepared, strategy.num_replicas_in_sync)
     model = prepared.model
     flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])
-    dataset = prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
     per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
     execute = _executor(cfg, model, strategy, dataset, warmup, per_call)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
@@ -88,6 +81,21 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     peak = capacity.devices_peak(gpu_names(setup.facts["devices"]), cfg.precision)
     return _figures(params, setup.facts, strategy.num_replicas_in_sync, batch=batch, per_call=per_call,
                     warm_calls=warm_calls, waits=waits, times=times, wall=wall, cpu=cpu, flops=flops, peak=peak)
+
+
+def full_batches(prepared, replicas: int):
+    """(the batch a training step takes, `prepared`'s training batches of that size, repeated).
+
+    Full batches only: the short last batch of each pass has another shape, and in an
+    execution of several steps it would retrace the compiled call at each new position. A split
+    smaller than the global batch is one batch of its own size, as training takes it.
+    """
+    import tensorflow as tf
+
+    from pipeline import training
+
+    batch = training.train_batches(prepared.train_samples, prepared.global_batch_size, replicas)[0]
+    return batch, prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
 
 
 def gpu_names(devices: list[str]) -> list[str]:

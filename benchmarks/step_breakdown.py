@@ -73,7 +73,7 @@ def main() -> None:
     splits, stats = arrays.load_prepared(data, ("train",))
     prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=setup.strategy)
     model = prepared.model
-    batch, dataset = bench.full_batches(prepared, setup.strategy.num_replicas_in_sync)
+    batch, dataset = bench.full_batches(prepared)
     x, y = next(iter(dataset))
     forward_flops = capacity.forward_flops(model, prepared.train_ds.element_spec[0])
     flops = capacity.TRAINING_PER_FORWARD * forward_flops

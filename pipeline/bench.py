@@ -50,7 +50,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     splits, stats = arrays.load_prepared(data, ("train",))
     strategy = setup.strategy
     prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=strategy)
-    batch, dataset = full_batches(prepared, strategy.num_replicas_in_sync)
+    batch, dataset = full_batches(prepared)
     model = prepared.model
     flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])
     per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
@@ -83,7 +83,7 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
                     warm_calls=warm_calls, waits=waits, times=times, wall=wall, cpu=cpu, flops=flops, peak=peak)
 
 
-def full_batches(prepared, replicas: int):
+def full_batches(prepared):
     """(the batch a training step takes, `prepared`'s training batches of that size, repeated).
 
     Full batches only: the short last batch of each pass has another shape, and in an
@@ -92,9 +92,7 @@ def full_batches(prepared, replicas: int):
     """
     import tensorflow as tf
 
-    from pipeline import training
-
-    batch = training.train_batches(prepared.train_samples, prepared.global_batch_size, replicas)[0]
+    batch = prepared.step_batch
     return batch, prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
 
 
@@ -257,8 +255,12 @@ def headline(result: dict) -> str:
     return (f"{result['dataset']}: {result['model']}, {result['loop']}, {result['strategy']} on "
             f"{', '.join(result['devices'])}; global batch {result['global_batch_size']}, {result['precision']}, "
             f"XLA {'on' if result['jit_compile'] else 'off'}, steps_per_execution {result['steps_per_execution']}; "
-            f"{result['timed_steps']} steps timed after {result['warmup_steps']} warm-up steps; "
+            f"{_steps(result['timed_steps'])} timed after {_steps(result['warmup_steps'])} of warm-up; "
             f"{result['flops_per_sample'] / 1e6:,.1f} MFLOP per training sample")
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
 
 
 def peak_line(result: dict) -> str:

@@ -94,6 +94,7 @@ class Prepared:
     val_ds: Optional[tf.data.Dataset]
     global_batch_size: int
     train_samples: int
+    step_batch: int  # the batch a training step takes: the global batch, or a smaller split whole
 
 
 def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
@@ -120,7 +121,7 @@ def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
     if "val" in splits and len(splits["val"][1]):
         val_ds = make_dataset(*splits["val"], batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
                               shuffle=False, image_size=image_size)
-    return Prepared(model, train_ds, val_ds, global_batch, len(y_train))
+    return Prepared(model, train_ds, val_ds, global_batch, len(y_train), batch)
 
 
 def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher) -> list:

@@ -23,7 +23,7 @@ def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding
     return keras.Model(inputs, logits, name="reuters_conv1d")
 
 
-def mobilenet_v2(*, img_size: int, num_classes: int, dense_units: int,
+def mobilenet_v2(*, img_size: int, num_classes: int, alpha: float, dense_units: int,
                  batchnorm_momentum: float) -> keras.Model:
     """MobileNetV2 from scratch (no top, no pretrained weights), global pooling, Dense, Dense.
 
@@ -40,7 +40,7 @@ def mobilenet_v2(*, img_size: int, num_classes: int, dense_units: int,
     """
     inputs = keras.Input(shape=(img_size, img_size, 3), name="image")
     backbone = keras.applications.MobileNetV2(
-        input_shape=(img_size, img_size, 3), include_top=False, weights=None, pooling="avg"
+        input_shape=(img_size, img_size, 3), alpha=alpha, include_top=False, weights=None, pooling="avg"
     )
     backbone = keras.models.clone_model(backbone, clone_function=_pointwise_as_dense)
     for layer in backbone.layers:
@@ -75,7 +75,7 @@ def build_model(cfg, stats: dict) -> keras.Model:
             conv_filters=cfg.conv_filters, conv_kernel_sizes=cfg.conv_kernel_sizes, pool_size=cfg.pool_size,
         )
     if cfg.model == "mobilenet_v2":
-        return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"],
+        return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"], alpha=cfg.alpha,
                             dense_units=cfg.dense_units, batchnorm_momentum=cfg.batchnorm_momentum)
     raise ValueError(f"unknown model {cfg.model!r}")
 

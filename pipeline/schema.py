@@ -231,6 +231,10 @@ class MnistTrainConfig(TrainConfig):
     img_size: int = _spec("an integer >= 32", lambda v: v >= 32,
                           help="Side the images are resized to in the input pipeline (MobileNetV2 needs "
                                "at least 32); the reference settings train at 112.")
+    alpha: float = _spec("a positive number", lambda v: v > 0,
+                         help="MobileNetV2's width multiplier (Keras' alpha): each layer's filters times "
+                              "alpha, rounded to a multiple of 8; 1.0 is the published network, whose "
+                              "pointwise layers cost about alpha squared.")
     dense_units: int = _positive_int(help="Units of the Dense layer on the pooled features.")
     batchnorm_momentum: float = _fraction(
         help="Moving-average momentum of the backbone's BatchNormalization layers (Keras' 0.999 "

@@ -40,7 +40,7 @@ def test_drop_remainder_and_sharding_by_data():
 
 
 def test_the_prepared_stats_say_whether_a_dataset_is_images():
-    images = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=8, batchnorm_momentum=0.9)
+    images = models.mobilenet_v2(img_size=32, num_classes=10, alpha=1.0, dense_units=8, batchnorm_momentum=0.9)
     sequences = reuters_model(max_len=20, vocab_size=50)
     assert image_size_for({"input": "images"}, images) == 32
     assert image_size_for({"input": "sequences"}, sequences) is None

@@ -38,7 +38,7 @@ def test_the_reuters_layers_follow_their_params():
 
 
 def test_mobilenet_model_has_no_top_and_logits():
-    model = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=512, batchnorm_momentum=0.9)
+    model = models.mobilenet_v2(img_size=32, num_classes=10, alpha=1.0, dense_units=512, batchnorm_momentum=0.9)
     assert model.input_shape == (None, 32, 32, 3)
     assert model.output_shape == (None, 10)
     backbone = model.layers[1]
@@ -49,11 +49,13 @@ def test_mobilenet_model_has_no_top_and_logits():
     assert norms and {layer.momentum for layer in norms} == {0.9}
 
 
-def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes():
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(alpha):
     keras = models.keras
-    reference = keras.applications.MobileNetV2(input_shape=(32, 32, 3), include_top=False, weights=None,
-                                               pooling="avg")
-    backbone = models.mobilenet_v2(img_size=32, num_classes=10, dense_units=8, batchnorm_momentum=0.9).layers[1]
+    reference = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=alpha, include_top=False,
+                                               weights=None, pooling="avg")
+    backbone = models.mobilenet_v2(img_size=32, num_classes=10, alpha=alpha, dense_units=8,
+                                   batchnorm_momentum=0.9).layers[1]
     assert backbone.count_params() == reference.count_params()
     dense = {layer.name for layer in backbone.layers if type(layer) is keras.layers.Dense}
     pointwise = {layer.name for layer in reference.layers
@@ -71,6 +73,19 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
     images = rng.uniform(-1, 1, (4, 32, 32, 3)).astype("float32")
     np.testing.assert_allclose(backbone(images, training=False), reference(images, training=False),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_the_mnist_model_follows_its_width_multiplier():
+    cfg = load_params(ROOT / "params.yaml", "mnist").train
+    stats = {"num_classes": 10, "input": "images"}
+    widths = {}
+    for alpha in (1.0, 0.5):
+        model = models.build_model(dataclasses.replace(cfg, alpha=alpha, dense_units=16), stats)
+        backbone = model.layers[1]
+        widths[alpha] = (backbone.get_layer("Conv1").filters, backbone.get_layer("block_16_project").units,
+                         backbone.output_shape[-1])
+    # Keras rounds each width to a multiple of 8 and keeps the last layer's 1280 for alpha <= 1.
+    assert widths == {1.0: (32, 320, 1280), 0.5: (16, 160, 1280)}
 
 
 def test_build_model_sizes_the_model_from_the_prepared_stats():

@@ -255,8 +255,9 @@ def test_params_command_reports_a_config_error_in_one_line(tmp_path):
 
 def test_params_rewrite_puts_a_hand_edited_file_back_in_dvcs_form(tmp_path):
     path = tmp_path / "params.yaml"
-    path.write_text(PARAMS.read_text().replace("    lr_decay_epochs:\n    - 2\n",
-                                               "    lr_decay_epochs: [2]  # a comment\n"))
+    # MNIST's one-epoch decay list, in flow style with a comment, as a hand edit would write it
+    path.write_text(re.sub(r"    lr_decay_epochs:\n    - (\d+)\n", r"    lr_decay_epochs: [\1]  # a comment\n",
+                           PARAMS.read_text(), count=1))
     assert path.read_text() != PARAMS.read_text()
     result = run_pipeline("params", "--params", path, "--rewrite")
     assert result.returncode == 0 and "rewritten" in result.stdout

@@ -91,11 +91,14 @@ def test_a_split_smaller_than_the_batch_is_measured_as_one_batch(prepared, tmp_p
     import numpy as np
 
     out = tmp_path / "bench.json"
-    result = bench(prepared, "--steps", 4, "--json", out, "--no-mlflow", "-S", "train.reuters.batch_size_per_replica=4096")
+    result = bench(prepared, "--steps", 4, "--warmup", 1, "--json", out, "--no-mlflow",
+                   "-S", "train.reuters.batch_size_per_replica=4096")
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
     train_samples = len(np.load(prepared / "prepared" / "train.npz")["y"])
     assert 0 < train_samples < 4096 and figures["global_batch_size"] == train_samples
+    assert f"; global batch {train_samples}, " in result.stdout.splitlines()[0]
+    assert "; 4 steps timed after 1 step of warm-up; " in result.stdout.splitlines()[0]
     assert figures["samples_per_second"] == pytest.approx(train_samples * 4 / figures["seconds"])
 
 

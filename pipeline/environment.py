@@ -131,7 +131,7 @@ def describe(lock: Path = Path(LOCK_FILE)) -> dict[str, str]:
     return tags
 
 
-# The vector instruction sets that change which kernels oneDNN (TensorFlow's CPU backend) runs,
+# The vector instruction sets that change which CPU kernels TensorFlow runs (Eigen's, oneDNN's),
 # and so the order in which sums are added: /proc/cpuinfo's flag (x86 "flags", Arm "Features")
 # -> the name a reader knows. Two hosts that differ here may differ in a result's last digits.
 INSTRUCTION_SETS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"),

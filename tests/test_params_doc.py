@@ -105,7 +105,9 @@ def other_value(value, tp, key):
     if tp is float:
         return value / 2 if value else 0.05
     if tp is typing.Any:  # an item of a search dimension's choices: another value its key takes
-        return value + 1 if isinstance(value, int) else next(v for v in ("sgd", "adam") if v != value)
+        if isinstance(value, (int, float)):
+            return value + 1 if isinstance(value, int) else value / 2
+        return next(v for v in ("sgd", "adam") if v != value)
     if typing.get_origin(tp) is tuple:
         item = typing.get_args(tp)[0]
         if value:  # change the first item, keep the length

@@ -13,7 +13,10 @@ over the same number of steps, in one process:
 
 The differences between rows are the backward pass, the update and metrics, the handover of
 batches from the input pipeline and the cost of a call into TensorFlow; the model's FLOPs per
-sample against the CPU's peak say how far the arithmetic is from the machine's.
+sample against the CPU's peak say how far the arithmetic is from the machine's. A last line
+gives the first call of the forward pass, of forward + backward and of the whole step: its
+tracing into a graph, TensorFlow's optimization of that graph, and one run, which a training
+run pays once.
 
     dvc repro preprocess@reuters
     python benchmarks/step_breakdown.py reuters [--steps 200] [-S train.reuters.key=value ...]
@@ -32,10 +35,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def timed(fn, steps: int, repeats: int = 3) -> float:
-    """Seconds per call of `fn` (which returns a tensor to wait for): the median of `repeats`
-    runs of `steps` calls, after a warm-up that traces it."""
-    for _ in range(5):
+def timed(fn, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """(seconds of the first call of `fn`, which traces it; seconds per call after it: the
+    median of `repeats` runs of `steps` calls, after a warm-up). `fn` returns a tensor to wait
+    for."""
+    start = time.perf_counter()
+    float(fn().numpy().ravel()[0])
+    first = time.perf_counter() - start
+    for _ in range(4):
         fn()
     runs = []
     for _ in range(repeats):
@@ -44,7 +51,7 @@ def timed(fn, steps: int, repeats: int = 3) -> float:
             out = fn()
         float(out.numpy().ravel()[0])  # the last call finished
         runs.append((time.perf_counter() - start) / steps)
-    return statistics.median(runs)
+    return first, statistics.median(runs)
 
 
 def main() -> None:
@@ -80,8 +87,8 @@ def main() -> None:
     peak = capacity.devices_peak([], cfg.precision)
 
     pulled = iter(dataset)
-    input_only = timed(lambda: next(pulled)[1], opts.steps)
-    forward = timed(tf.function(lambda: model(x, training=True)), opts.steps)
+    _, input_only = timed(lambda: next(pulled)[1], opts.steps)
+    first_forward, forward = timed(tf.function(lambda: model(x, training=True)), opts.steps)
 
     @tf.function
     def gradients():
@@ -90,9 +97,9 @@ def main() -> None:
         return tf.add_n([tf.reduce_sum(g if not isinstance(g, tf.IndexedSlices) else g.values)
                          for g in tape.gradient(loss, model.trainable_variables)])
 
-    backward = timed(gradients, opts.steps)
-    model.fit(dataset, steps_per_epoch=5, epochs=1, verbose=0)  # Keras builds its metrics and state
-    step = timed(tf.function(lambda: model.train_step((x, y))["loss"]), opts.steps)
+    first_backward, backward = timed(gradients, opts.steps)
+    model.fit(dataset, steps_per_epoch=5, epochs=1, verbose=0, shuffle=False)  # Keras builds its metrics and state
+    first_step, step = timed(tf.function(lambda: model.train_step((x, y))["loss"]), opts.steps)
     rows = [("input pipeline alone", input_only), ("forward", forward), ("forward + backward", backward),
             ("whole step (update, metrics)", step)]
     for spe in (1, opts.spe):
@@ -112,6 +119,8 @@ def main() -> None:
         print(line)
     if peak:
         print(f"peak: {peak.gflops:,.1f} GFLOP/s = {peak.how}")
+    print(f"first call (trace, graph optimization, one run), s: forward {first_forward:.2f}, "
+          f"forward + backward {first_backward:.2f}, whole step {first_step:.2f}")
 
 
 if __name__ == "__main__":

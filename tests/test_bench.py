@@ -148,7 +148,7 @@ def test_the_step_breakdown_times_each_part_of_a_step(prepared):
 
     result = sh(sys.executable, ROOT / "benchmarks" / "step_breakdown.py", "reuters", "--data", prepared / "prepared",
                 "--steps", 6, "--spe", 2, "-S", "train.reuters.batch_size_per_replica=32", cwd=prepared, env=subprocess_env())
-    headline, header, *rows, peak = result.stdout.splitlines()
+    headline, header, *rows, peak, first = result.stdout.splitlines()
     assert "; 2.5 MFLOP per training sample;" in headline
     mflop = 2544234 / 1e6  # test_measures_and_logs_a_benchmark_run's count
     names = [row[:32].strip() for row in rows]
@@ -163,3 +163,8 @@ def test_the_step_breakdown_times_each_part_of_a_step(prepared):
     samples, gflops = figures["whole step (update, metrics)"][1:3]
     assert gflops == pytest.approx(samples * mflop / 1000, rel=0.01, abs=0.06)
     assert peak.startswith("peak: ")
+    label, seconds = first.split(": ", 1)
+    assert label == "first call (trace, graph optimization, one run), s", first
+    parts = dict(part.rsplit(" ", 1) for part in seconds.split(", "))
+    assert list(parts) == ["forward", "forward + backward", "whole step"], first
+    assert all(float(value) > 0 for value in parts.values()), first

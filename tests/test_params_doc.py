@@ -105,8 +105,8 @@ def other_value(value, tp, key):
     if tp is float:
         return value / 2 if value else 0.05
     if tp is typing.Any:  # an item of a search dimension's choices: another value its key takes
-        if isinstance(value, (int, float)):
-            return value + 1 if isinstance(value, int) else value / 2
+        if isinstance(value, (bool, int, float)):  # another of the same type, as for a typed param
+            return other_value(value, type(value), key)
         return next(v for v in ("sgd", "adam") if v != value)
     if typing.get_origin(tp) is tuple:
         item = typing.get_args(tp)[0]

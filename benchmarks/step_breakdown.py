@@ -25,7 +25,6 @@ run pays once.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -62,8 +61,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="The prepared data (default: data/prepared/DATASET).")
     parser.add_argument("-S", "--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE")
     opts = parser.parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from pipeline import log
 
+    log.configure(0)  # before TensorFlow: its C++ start-up lines filtered as in a `pipeline` command
     from pipeline.config import load_params
 
     params = load_params(ROOT / "params.yaml", opts.dataset, opts.assignments)

@@ -397,7 +397,18 @@ def test_two_dvc_repro_at_once(repo):
     path, env = repo["path"], repo["env"]
     args = [sys.executable, "-m", "dvc", "repro", "-f", "-s", "evaluate@reuters"]
     first = subprocess.Popen(args, cwd=path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+    # The second starts once the first holds the stage's outputs (DVC's .dvc/tmp/rwlock names its
+    # PID): a fixed pause let a slow start hand the race to the second.
+    rwlock = path / ".dvc" / "tmp" / "rwlock"
+    deadline, holding = time.monotonic() + 300, False
+    while not holding and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            writers = json.loads(rwlock.read_text()).get("write", {}).values()
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        holding = any(w["pid"] == first.pid for w in writers)
+    assert holding, f"the first dvc repro never held the stage's outputs: {first.poll()=}"
     second = subprocess.run(args, cwd=path, env=env, capture_output=True, text=True, timeout=600)
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err

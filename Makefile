@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup system-deps repro test lock clean-venv
+.PHONY: setup system-deps repro test coverage lock clean-venv
 
 $(UV):
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.10 or newer is required") if sys.version_info < (3, 10) else None'
@@ -46,10 +46,14 @@ system-deps:
 
 # The whole test suite: unit, multi-replica, multi-worker, faults, end-to-end (dvc repro +
 # mlflow server), the shell blocks of the README and docs/, the docs site, the containers and
-# the MLflow UI in headless Chromium (Debian's packages installed when missing); then the line
-# coverage of pipeline/ and stages/, measured in every process the tests started
-# (pyproject.toml, [tool.coverage]).
+# the MLflow UI in headless Chromium (Debian's packages installed when missing).
 test: setup system-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+
+# The same suite under coverage.py, then the line coverage of pipeline/ and stages/, measured in
+# every process the tests started (pyproject.toml, [tool.coverage]). Its tracer makes the
+# suite's TensorFlow processes about 1.4x as long (docs/testing.md), so `make test` runs without.
+coverage: setup system-deps
 	rm -f .coverage .coverage.*
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/coverage run -m pytest; status=$$?; \
 	$(BIN)/coverage combine --quiet && $(BIN)/coverage report; exit $$status

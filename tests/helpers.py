@@ -214,7 +214,7 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
     import urllib.request
 
     # without MLflow's GenAI job runners (huey consumers: about 1 GB and a share of a core
-    # while idle), which nothing here uses; and without coverage (make test): a server runs no
+    # while idle), which nothing here uses; and without coverage (make coverage): a server runs no
     # code of the project, and coverage's tracer costs a process about a fifth of its CPU
     env = subprocess_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     env.pop("COVERAGE_PROCESS_CONFIG", None)

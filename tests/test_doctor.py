@@ -38,7 +38,7 @@ def doctor(folder, *args, env=None, user=None):
     env = dict(env or subprocess_env())
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-        # `make test` measures coverage in every process it starts, and writes each one's data
+        # `make coverage` measures coverage in every process it starts, and writes each one's data
         # beside the project, where another user cannot: not in this one
         env.pop("COVERAGE_PROCESS_CONFIG", None)
     out = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=300)

@@ -210,9 +210,6 @@ def reuters_files_of(served: Path) -> list:
 def start_mlflow_server(root: Path, port: int, timeout: float = 120):
     """A real MLflow tracking server on 127.0.0.1:`port` (one worker, artifacts proxied), its
     store and artifacts in `root`; (process, URL) once /health answers."""
-    import time
-    import urllib.request
-
     # without MLflow's GenAI job runners (huey consumers: about 1 GB and a share of a core
     # while idle), which nothing here uses; and without coverage (make coverage): a server runs no
     # code of the project, and coverage's tracer costs a process about a fifth of its CPU
@@ -227,18 +224,13 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
     )
     log.close()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            raise RuntimeError(f"mlflow server did not start: {(Path(root) / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.5)
+    try:
+        wait_for_url(f"{url}/health", timeout, why_not=lambda: (Path(root) / "server.log").read_text()[-2000:],
+                     alive=lambda: proc.poll() is None)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, url
 
 
 def config_classes() -> list[type]:
@@ -303,7 +295,7 @@ def wait_for_url(url: str, timeout: float, why_not=lambda: "", alive=lambda: Tru
         if time.time() > deadline or not alive():
             raise AssertionError(f"{url} did not answer ({'gave up' if alive() else 'its server ended'}):\n"
                                  f"{why_not()}")
-        time.sleep(1)
+        time.sleep(0.5)
 
 
 def stand_in_run(uri: str) -> str:

@@ -3,10 +3,10 @@ exp run --queue` with DVC's grid syntax, then `--run-all -j 2`, then `dvc queue 
 as it stands, as the repository's first trainings, into MLflow's default store. The README's
 session does not run that block again: this is the one place the queued sweep runs."""
 
+import contextlib
 import json
-import os
-import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,38 +23,38 @@ def readme_sweep() -> str:
     return block.code
 
 
-def run_unless_the_queue_hangs(repo, env, code: str, timeout: float):
-    """Run the shell `code` (its output kept), and do what docs/sweeps.md tells a user to when
-    `dvc exp run --run-all` keeps waiting after its queue is done: a queue worker whose monitor
-    thread died reading an empty broker message (iterative/dvc#10428) never leaves by itself,
-    so once every experiment has ended, `dvc queue stop` ends it. Said on stdout when needed."""
-    import subprocess
-    import time
-
+@contextlib.contextmanager
+def a_worker_left_behind_stopped(repo, env):
+    """While the body runs `dvc exp run --run-all`, do what docs/sweeps.md tells a user to when
+    it keeps waiting after its queue is done: a queue worker whose monitor thread died reading
+    an empty broker message (iterative/dvc#10428) never leaves by itself, so once no experiment
+    is Queued or Running, `dvc queue stop` ends it (and says so on stdout)."""
     logs = repo / ".dvc" / "tmp" / "exps" / "celery"
-    with open(repo.parent / "sweep.out", "w+") as out, open(repo.parent / "sweep.err", "w+") as err:
-        proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", code], cwd=repo, env=env, stdout=out, stderr=err,
-                                text=True, start_new_session=True)
-        deadline, stopped = time.monotonic() + timeout, ""
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                stopped = f"still running after {timeout} s, killed\n"
-                break
-            time.sleep(5)
-            dead = [f.name for f in logs.glob("*.out") if "(monitor)" in f.read_text(errors="replace")]
-            if dead and not stopped:
+    done = threading.Event()
+
+    def lost_its_monitor(log) -> bool:
+        try:
+            return "(monitor)" in log.read_text(errors="replace")
+        except FileNotFoundError:  # DVC cleaned it up meanwhile
+            return False
+
+    def watch():
+        while not done.wait(5):
+            dead = [f.name for f in logs.glob("*.out") if lost_its_monitor(f)]
+            if dead:
                 status = dvc("queue", "status", cwd=repo, env=env, check=False).stdout
                 if not any(line.split()[-1:] in (["Queued"], ["Running"]) for line in status.splitlines()):
                     dvc("queue", "stop", cwd=repo, env=env)
-                    stopped = f"the queue was done but {', '.join(dead)} had lost its monitor: dvc queue stop\n"
-        out.seek(0), err.seek(0)
-        result = subprocess.CompletedProcess(proc.args, proc.returncode, stopped + out.read(), err.read())
-    assert proc.returncode == 0, f"the sweep failed ({proc.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    if stopped:
-        print(stopped, end="")
-    return result
+                    print(f"the queue was done but {', '.join(dead)} had lost its monitor: dvc queue stop")
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,8 @@ def swept(tmp_path_factory, dataset_files):
     assert not (repo / "mlflow.db").exists()
     # Eight stage processes, two at a time: 105 s alone, 431 s in a full run (beside the trained
     # project's repro and the image builds, on 2 cores), over 1,200 s once on a slower host.
-    result = run_unless_the_queue_hangs(repo, env, readme_sweep(), timeout=3000)
+    with a_worker_left_behind_stopped(repo, env):
+        result = sh("bash", "-euo", "pipefail", "-c", readme_sweep(), cwd=repo, env=env, timeout=3000)
     states = [line.split()[-1] for line in result.stdout.splitlines() if line.split()[-1:] in (["Success"], ["Failed"])]
     assert states == ["Success"] * 4, result.stdout[-3000:]  # dvc queue status: each experiment's state
     return {"path": repo, "env": env, "result": result}

@@ -3,6 +3,7 @@ overrides, copies of the project, git and dvc commands, a pseudo-terminal, free 
 browser's flags. Fixtures live in conftest.py."""
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -68,10 +69,39 @@ def run_command(args, cwd=None, env=None):
     off result.stdout."""
     result = run_python(_COMMAND_THEN_PROBE, cwd=cwd, env=env, args=args)
     *printed, probe = result.stdout.splitlines() or [""]
-    assert probe.startswith("EXIT "), result.stdout + result.stderr
+    if not probe.startswith("EXIT "):
+        raise _child_failed(result, "no exit line")
     _, code, *imported = probe.split()
     result.stdout = "".join(f"{line}\n" for line in printed)
     return result, int(code), set(imported)
+
+
+def _child_failed(done, why: str) -> AssertionError:
+    args = done.args if isinstance(done.args, str) else " ".join(map(str, done.args))
+    return AssertionError(f"{why} from {args} (exit {done.returncode}):\n"
+                          f"stdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-5000:]}")
+
+
+def child_lines(done, n: int = 1) -> list[str]:
+    """The last `n` lines a finished child printed on stdout; when it printed fewer, a failure
+    that shows its exit code and stderr (why it printed nothing), not an IndexError."""
+    lines = (done.stdout or "").strip().splitlines()
+    if len(lines) < n:
+        raise _child_failed(done, f"expected {n} line(s) of output, got {len(lines)},")
+    return lines[-n:]
+
+
+def child_json(done, last_line: bool = False, start: str = ""):
+    """What a finished child printed on stdout, parsed as JSON (its last line only with
+    `last_line`; from the first `start` on, when given); when that fails, a failure that shows
+    the child's exit code and stderr, not only the parse error."""
+    text = child_lines(done)[0] if last_line else (done.stdout or "")
+    if start:
+        text = text[text.find(start):] if start in text else ""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise _child_failed(done, f"no JSON ({exc})") from None
 
 
 def use_sqlite(tmp_path: Path, monkeypatch) -> str:

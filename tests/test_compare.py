@@ -3,11 +3,10 @@ and a real `mlflow server`; only what differs, unless --all; text, JSON and CSV.
 
 import csv
 import io
-import json
 
 import pytest
 
-from helpers import free_ports, run_pipeline, run_python, start_mlflow_server, subprocess_env
+from helpers import child_json, free_ports, run_pipeline, run_python, start_mlflow_server, subprocess_env
 
 PARAMS = {"train.reuters.learning_rate": "0.001", "train.reuters.epochs": "10", "distribute.replicas": "1"}
 
@@ -68,7 +67,7 @@ def test_two_runs_that_differ_in_one_param_show_that_param_only(store):
 
 def test_json_and_csv_for_scripts(store):
     folder, env, ids = store
-    data = json.loads(compare(folder, env, "--json", "reuters-fit-1rep-float32-1111111", ids["exp"]).stdout)
+    data = child_json(compare(folder, env, "--json", "reuters-fit-1rep-float32-1111111", ids["exp"]))
     assert [r["run_id"] for r in data["runs"]] == [ids["base"], ids["exp"]]
     assert data["params"] == {"train.reuters.learning_rate": ["0.001", "0.002"]}
     assert data["tags"] == {"git.commit": ["1" * 40, "2" * 40]}
@@ -105,7 +104,7 @@ def test_runs_on_a_tracking_server(tmp_path):
         ids = log_runs(url)
         result = compare(tmp_path, subprocess_env(MLFLOW_TRACKING_URI=url), "--json", ids["base"], "bold-cat")
         assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["params"] == {"train.reuters.learning_rate": ["0.001", "0.002"]}
+        assert child_json(result)["params"] == {"train.reuters.learning_rate": ["0.001", "0.002"]}
     finally:
         proc.terminate()
         proc.wait(timeout=30)

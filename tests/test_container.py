@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, copy_project, free_ports, marker_env, run_python, wait_for_url, write_params
+from helpers import ROOT, child_json, child_lines, copy_project, free_ports, marker_env, run_python, wait_for_url, write_params
 from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, STANDIN_TF, run, wait_for_images
 from pipeline import environment
 from readme import shell_blocks
@@ -102,7 +102,7 @@ def installed(docker, image: str, python: str = "python3") -> dict[str, str]:
                    entrypoint=python)
     from packaging.utils import canonicalize_name
 
-    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(out.stdout.strip().splitlines()[-1])
+    return {canonicalize_name(p["name"]): p["version"] for p in child_json(out, last_line=True)
             if canonicalize_name(p["name"]) not in ("pip", "setuptools", "wheel")}
 
 
@@ -115,14 +115,14 @@ def lock_for(path: Path, python: str) -> dict[str, str]:
 def test_image_keeps_the_bases_tensorflow_and_pip_check_is_clean(docker, image):
     out = in_image(docker, "python", "-c",
                    "import tensorflow as tf, keras; print(tf.__version__, keras.__version__, tf.__file__)")
-    version, keras_version, where = out.stdout.strip().splitlines()[-1].split()
+    version, keras_version, where = child_lines(out)[0].split()
     assert version == "2.17.0"
     assert keras_version == "3.8.0"
     # NVIDIA's copy, from the base's site-packages, not a second one in the project's venv
     assert where.startswith("/usr/local/lib/python3.11/dist-packages/"), where
     assert in_image(docker, "pip", "check").returncode == 0
     listed = in_image(docker, "pip", "list", "--format=json", "--path", "/opt/pipeline/venv/lib/python3.11/site-packages")
-    in_venv = {p["name"].lower() for p in json.loads(listed.stdout.strip().splitlines()[-1])}
+    in_venv = {p["name"].lower() for p in child_json(listed, last_line=True)}
     assert {"mlflow", "dvc", "pipeline"} <= in_venv
     assert not in_venv & {"tensorflow", "tensorflow-cpu", "keras", "numpy", "protobuf", "h5py", "ml-dtypes"}
 
@@ -173,7 +173,7 @@ def test_source_change_rebuilds_from_the_cached_dependency_layer(image):
 
 
 def test_image_labels_and_lineage_environment(docker, image):
-    labels = json.loads(run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", IMAGE], docker).stdout)
+    labels = child_json(run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", IMAGE], docker))
     assert labels["org.opencontainers.image.base.name"] == STANDIN_TF
     assert labels["org.opencontainers.image.version"] == "ctest"
     assert labels["org.opencontainers.image.title"] == "pipeline"
@@ -367,7 +367,7 @@ def test_compose_runs_reach_the_server_with_the_image_tag(stack, repro):
 def test_doctor_in_the_pipeline_service(stack, repro):
     # as root on a clone owned by another uid: git's "dubious ownership" must not bite
     out = in_stack(stack, "pipeline", "doctor", "--json", extra=["--user", "0:0"], check=False)
-    checks = {c["name"]: c for c in json.loads(out.stdout[out.stdout.index("["):])}
+    checks = {c["name"]: c for c in child_json(out, start="[")}
     assert checks["tracking"]["status"] == "pass", checks["tracking"]
     assert "http://mlflow:5000" in checks["tracking"]["detail"]
     assert checks["git"]["status"] == "pass", checks["git"]
@@ -421,7 +421,7 @@ def test_database_down_is_reported_by_doctor(stack, repro):
     run([*stack["compose"], "stop", "db"], stack["env"])
     try:
         out = in_stack(stack, "pipeline", "doctor", "--json", check=False, extra=["--no-deps"])
-        checks = {c["name"]: c for c in json.loads(out.stdout[out.stdout.index("["):])}
+        checks = {c["name"]: c for c in child_json(out, start="[")}
         assert out.returncode == 1
         assert checks["tracking"]["status"] == "fail", checks["tracking"]
         assert "database" in checks["tracking"]["detail"] + checks["tracking"]["fix"]

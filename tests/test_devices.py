@@ -1,10 +1,9 @@
 """pipeline/devices.py: `pipeline devices` on the repository's params, as text and as JSON."""
 
-import json
 
 import pytest
 
-from helpers import run_pipeline
+from helpers import child_json, run_pipeline
 from pipeline import devices
 
 @pytest.mark.slow
@@ -19,7 +18,7 @@ def test_devices_reads_the_shipped_params():
 def test_the_json_report_lists_the_devices_and_the_strategy():
     result = run_pipeline("devices", "--dataset", "mnist", "--json")
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = child_json(result)
     assert {"name": "/physical_device:CPU:0", "type": "CPU"} in report["physical"]
     assert {"name": "/device:CPU:0", "type": "CPU"} in report["logical"]
     assert (report["strategy"], report["replicas"], report["workers"]) == ("DefaultStrategy", 1, 1)

@@ -1,10 +1,9 @@
 """Device configuration and strategies; each case runs in its own process (tensorflow#61314)."""
 
-import json
 
 import pytest
 
-from helpers import run_command, run_pipeline, run_python, subprocess_env, write_params
+from helpers import child_json, run_command, run_pipeline, run_python, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -18,7 +17,7 @@ def devices_json(tmp_path, **overrides):
 def test_two_logical_cpu_devices_give_two_replicas(tmp_path):
     result = devices_json(tmp_path, **{"devices.logical_devices": 2})
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = child_json(result)
     assert report["strategy"] == "MirroredStrategy"
     assert report["replicas"] == 2
     assert report["logical_devices"] == 2 and report["physical_gpus"] == 0
@@ -29,19 +28,19 @@ def test_two_logical_cpu_devices_give_two_replicas(tmp_path):
 
 def test_one_device_strategy(tmp_path):
     result = devices_json(tmp_path, strategy="one_device", **{"devices.logical_devices": 2})
-    report = json.loads(result.stdout)
+    report = child_json(result)
     assert (report["strategy"], report["replicas"]) == ("OneDeviceStrategy", 1)
 
 
 def test_auto_on_one_device_distributes_nothing_and_on_two_mirrors(tmp_path):
     # one device: TensorFlow's default strategy (a one-replica MirroredStrategy is 2x slower)
-    one = json.loads(devices_json(tmp_path).stdout)
+    one = child_json(devices_json(tmp_path))
     assert (one["strategy"], one["replicas"], one["devices"]) == ("DefaultStrategy", 1, ["/device:CPU:0"])
     # one device that is not the default one: placed there, not on the default device
-    picked = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 2,
-                                                  "devices.device_list": ["/cpu:1"]}).stdout)
+    picked = child_json(devices_json(tmp_path, **{"devices.logical_devices": 2,
+                                                  "devices.device_list": ["/cpu:1"]}))
     assert (picked["strategy"], picked["devices"]) == ("OneDeviceStrategy", ["/job:localhost/replica:0/task:0/device:CPU:1"])
-    two = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 2}).stdout)
+    two = child_json(devices_json(tmp_path, **{"devices.logical_devices": 2}))
     assert (two["strategy"], two["replicas"]) == ("MirroredStrategy", 2)
 
 
@@ -104,16 +103,16 @@ def test_logical_devices_out_of_range_is_a_config_error(tmp_path):
 
 
 def test_all_reduce_choice_is_reported(tmp_path):
-    report = json.loads(devices_json(tmp_path, cross_device_ops="reduction_to_one_device",
-                                     **{"devices.logical_devices": 2}).stdout)
+    report = child_json(devices_json(tmp_path, cross_device_ops="reduction_to_one_device",
+                                     **{"devices.logical_devices": 2}))
     assert report["cross_device_ops"] == "ReductionToOneDevice"
-    report = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 2}).stdout)
+    report = child_json(devices_json(tmp_path, **{"devices.logical_devices": 2}))
     assert report["cross_device_ops"].startswith("CollectiveAllReduce")  # TensorFlow's pick on CPUs
 
 
 def test_explicit_device_list(tmp_path):
-    report = json.loads(devices_json(tmp_path, **{"devices.logical_devices": 3,
-                                                  "devices.device_list": ["/cpu:0", "/cpu:2"]}).stdout)
+    report = child_json(devices_json(tmp_path, **{"devices.logical_devices": 3,
+                                                  "devices.device_list": ["/cpu:0", "/cpu:2"]}))
     assert report["replicas"] == 2
     assert [d.split("/")[-1] for d in report["devices"]] == ["device:CPU:0", "device:CPU:2"]
 
@@ -128,8 +127,8 @@ def test_device_list_naming_a_missing_device(tmp_path):
 
 def test_steps_per_execution_on_replicas_is_for_the_custom_loop(tmp_path):
     # with fit, a config error: test_what_needs_no_tensorflow_stops_a_command_before_its_import
-    report = json.loads(devices_json(tmp_path, steps_per_execution=4, loop="custom",
-                                     **{"devices.logical_devices": 2}).stdout)
+    report = child_json(devices_json(tmp_path, steps_per_execution=4, loop="custom",
+                                     **{"devices.logical_devices": 2}))
     assert report["replicas"] == 2
 
 

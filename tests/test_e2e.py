@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, dvc, sh
+from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, dvc, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
@@ -68,7 +68,7 @@ def test_second_repro_does_nothing(repo):
 
 
 def test_dvc_metrics_and_plots(repo):
-    shown = json.loads(dvc("metrics", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout)
+    shown = child_json(dvc("metrics", "show", "--json", cwd=repo["path"], env=repo["env"]))
     data = next(iter(shown.values()))["data"]
     assert "test_accuracy" in data["reports/reuters/metrics.json"]["data"]
     assert data["reports/reuters/train.json"]["data"]["replicas"] == 1

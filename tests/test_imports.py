@@ -2,9 +2,8 @@
 scikit-learn (for its wrappers) and matplotlib (for its image galleries), and both stay
 importable for anything else."""
 
-import json
 
-from helpers import run_python
+from helpers import child_json, run_python
 
 # `pipeline devices` imports TensorFlow (and so Keras) in the command's own process; what
 # that process holds is read after it.
@@ -28,7 +27,7 @@ print(json.dumps({"held": held, "wrapper": wrapper, "gallery": gallery, "sklearn
 def test_a_pipeline_command_imports_tensorflow_without_keras_extras_and_they_still_import(tmp_path):
     done = run_python(DEVICES_THEN_PROBE, args=[tmp_path / "c.png"])
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = child_json(done, last_line=True)
     assert report["held"] == []  # TensorFlow and Keras imported; scikit-learn, SciPy's stats, matplotlib not
     assert "sklearn.base" not in report["wrapper"]  # Keras' wrappers as where scikit-learn is missing
     assert report["gallery"] is None  # Keras' galleries as where matplotlib is missing

@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, free_ports, run_python, start_mlflow_server, subprocess_env
+from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, free_ports, run_python, start_mlflow_server, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -50,7 +50,7 @@ def sweep(tmp_path_factory):
                                          DVC_STAGE="train@reuters"))
     assert made.returncode == 0, made.stderr[-3000:]
     proc, url = start_mlflow_server(root, free_ports(1)[0])  # on the same mlflow.db
-    yield {"url": url, **json.loads(made.stdout.strip().splitlines()[-1])}
+    yield {"url": url, **child_json(made, last_line=True)}
     proc.terminate()
     proc.wait(timeout=30)
 

@@ -4,7 +4,6 @@ inlines vega, vega-lite and vega-embed. The browser tests open the written page 
 headless Chromium that lets nothing but local files load, on the committed reports/."""
 
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, GIT_IDENTITY, ROOT, dvc, subprocess_env
+from helpers import CHROMIUM, CHROMIUM_ARGS, GIT_IDENTITY, ROOT, child_json, dvc, subprocess_env
 
 TEMPLATE = ROOT / ".dvc" / "plots" / "offline.html"
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
@@ -95,7 +94,7 @@ def shown(tmp_path_factory):
     for name in files + sorted({f for read in plots.values() for f in read}):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)
-    listed = json.loads(dvc("plots", "show", "--json", cwd=repo, env=env).stdout)
+    listed = child_json(dvc("plots", "show", "--json", cwd=repo, env=env))
     assert not listed.get("errors"), listed["errors"]
     dvc("plots", "show", cwd=repo, env=env)
     (repo / "default.html").write_text(PAGE_HTML, encoding="utf-8")

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import ROOT, free_ports, project_env, wait_for_url
+from helpers import ROOT, child_json, free_ports, project_env, wait_for_url
 
 pytestmark = pytest.mark.slow
 
@@ -229,7 +229,7 @@ def test_the_load_benchmark_reports_rates_and_latencies(served):
                            "--batch", "4", "--json"], capture_output=True, text=True, timeout=300,
                           env=served["env"])
     assert done.returncode == 0, done.stderr
-    figures = json.loads(done.stdout)
+    figures = child_json(done)
     assert [f["batch"] for f in figures] == [1, 4] and all(f["ok"] == 12 and not f["failed"] for f in figures)
     for f in figures:
         assert 0 < f["p50_ms"] <= f["p99_ms"] and f["rows_per_second"] == pytest.approx(f["requests_per_second"] * f["batch"])

@@ -6,7 +6,6 @@ experiments with their metrics, their outputs come from the DVC remote, and the 
 has one run per experiment. Before it, the script's refusals, run with bash alone (no Slurm,
 no root)."""
 
-import json
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
+from helpers import ROOT, child_json, copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
 
 SCRIPT = ROOT / "deploy" / "slurm" / "sweep.sbatch"
 # as a user writes one: a comment and a blank line, which are not experiments
@@ -134,7 +133,7 @@ def swept(tmp_path_factory, dataset_files, slurm):
     fresh = root / "fresh"
     sh("git", "clone", "-q", remote, fresh, cwd=root, env=env)
     pulled = dvc("exp", "pull", "origin", cwd=fresh, env=env)
-    shown = json.loads(dvc("exp", "show", "--json", cwd=fresh, env=env).stdout)
+    shown = child_json(dvc("exp", "show", "--json", cwd=fresh, env=env))
     return {"root": root, "fresh": fresh, "env": env, "job": job, "commit": commit, "logs": logs,
             "pulled": pulled, "shown": shown, "mlflow_db": mlflow_db, "scratch": scratch}
 

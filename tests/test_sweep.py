@@ -4,14 +4,13 @@ as it stands, as the repository's first trainings, into MLflow's default store. 
 session does not run that block again: this is the one place the queued sweep runs."""
 
 import contextlib
-import json
 import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from helpers import copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
+from helpers import child_json, copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
 from readme import shell_blocks
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -88,7 +87,7 @@ def test_every_experiment_of_the_queue_is_a_complete_run(swept):
     from mlflow import MlflowClient
 
     path = swept["path"]
-    shown = json.loads(dvc("exp", "show", "--json", cwd=path, env=swept["env"]).stdout)
+    shown = child_json(dvc("exp", "show", "--json", cwd=path, env=swept["env"]))
     experiments = {exp["name"]: exp for baseline in shown for exp in (baseline.get("experiments") or [])}
     assert len(experiments) == 4, swept["result"].stdout[-3000:]
     c = MlflowClient(f"sqlite:///{path / 'mlflow.db'}")

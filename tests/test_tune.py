@@ -3,7 +3,6 @@ its git repository and DVC cache), into MLflow's default store: two worker proce
 study, a rerun that continues it, the best trial applied as a DVC experiment, a worker killed
 mid-trial, and two Slurm array tasks feeding one study through deploy/slurm/tune.sbatch."""
 
-import json
 import os
 import signal
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, dvc, run_command, sh
+from helpers import ROOT, child_json, dvc, run_command, sh
 
 pytestmark = [pytest.mark.slow]
 
@@ -125,7 +124,7 @@ def test_the_best_trial_becomes_a_named_dvc_experiment(tuned):
                              cwd=project, env=env, capture_output=True, text=True, timeout=900)
     assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-3000:]
     best = load(project, "reuters").best_trial
-    shown = json.loads(dvc("exp", "show", "--json", cwd=project, env=env).stdout)
+    shown = child_json(dvc("exp", "show", "--json", cwd=project, env=env))
     experiments = {e["name"]: e for b in shown for e in (b.get("experiments") or [])}
     assert "tune-reuters-best" in experiments
     (rev,) = experiments["tune-reuters-best"]["revs"]

@@ -50,6 +50,31 @@ def _output_of(name) -> Optional[Path]:
     return path
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask can only be read by setting it,
+    which would race with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _plain_mode(tmp: Path) -> None:
+    """Give a finished temporary file or folder the mode a plain `open()` or `mkdir()` would
+    have given it under the umask: mkstemp and mkdtemp make them 0600 and 0700 whatever the
+    umask, and a rename keeps that, so a teammate, a web server or another uid in a container
+    could not read the outputs. A file that was made executable stays so."""
+    mode = tmp.stat().st_mode
+    full = 0o777 if tmp.is_dir() or mode & 0o111 else 0o666
+    os.chmod(tmp, full & ~_umask())
+
+
 def _clear_stale(path: Path) -> None:
     """Remove the temporary siblings that a killed writer of `path` left (SIGKILL leaves no
     chance to clean up): its next write starts clean. One writer per output: DVC locks the
@@ -72,6 +97,7 @@ def atomic_dir(out: Path | str) -> Iterator[Path]:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         try:
             yield tmp
+            _plain_mode(tmp)
             replace_dir(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -98,6 +124,7 @@ def atomic_file(path: Path | str) -> Iterator[Path]:
         os.close(fd)
         try:
             yield Path(tmp)
+            _plain_mode(Path(tmp))
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):

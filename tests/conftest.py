@@ -57,6 +57,9 @@ def pytest_collection_modifyitems(config, items):
 # --- the container images, made in the background (tests/images.py) -------------------------
 
 def pytest_sessionstart(session):
+    # the umask Debian and most distributions give a user: what the tests of output modes
+    # expect of the session's trained project (tests/test_e2e.py), whatever the caller's
+    os.umask(0o022)
     # before xdist starts its workers, which inherit the variable: where the outcome will be
     if not hasattr(session.config, "workerinput"):
         os.environ[images.OUTCOME_VARIABLE] = str(Path(tempfile.mkdtemp(prefix="pipeline-images-")) / "made.json")

@@ -3,6 +3,7 @@ overrides, copies of the project, git and dvc commands, a pseudo-terminal, free 
 browser's flags. Fixtures live in conftest.py."""
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -104,6 +105,21 @@ def child_json(done, last_line: bool = False, start: str = ""):
         raise _child_failed(done, f"no JSON ({exc})") from None
 
 
+def unlike_plain_files(root: Path, names: typing.Iterable[str], umask: int) -> list[str]:
+    """The files and folders under `root`'s `names` (outputs) whose mode is not the one a
+    plain `open()` or `mkdir()` gives under `umask`, each with its mode: [] when all are."""
+    found = []
+    for name in names:
+        for path in [root / name, *sorted((root / name).rglob("*"))]:
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode & 0o777
+            full = 0o777 if path.is_dir() or mode & 0o111 else 0o666
+            if mode != full & ~umask:
+                found.append(f"{path.relative_to(root)} {mode:o}")
+    return found
+
+
 def use_sqlite(tmp_path: Path, monkeypatch) -> str:
     """Point this process's MLflow at a new sqlite store in `tmp_path` and work there; its URI."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -112,14 +128,30 @@ def use_sqlite(tmp_path: Path, monkeypatch) -> str:
     return uri
 
 
+@functools.lru_cache(maxsize=None)
+def fixture_images_sha256() -> str:
+    """preprocess.mnist.images_sha256 of the tests' MNIST archive (`make_mnist_archive` with
+    its defaults, what `dataset_files` serves): the shipped value pins the real 70,000 images."""
+    import tempfile
+
+    from fixtures import make_mnist_archive
+    from pipeline.data import mnist
+
+    with tempfile.TemporaryDirectory() as tmp:
+        images = mnist.read_archive(make_mnist_archive(Path(tmp) / "mnist_png.tar.gz"), 28)
+    return mnist.images_digest(images)
+
+
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
-    """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied."""
+    """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied; MNIST's
+    images digest is the test archive's (`fixture_images_sha256`) unless an override sets it."""
     import yaml
 
     from pipeline.params_doc import format_params
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    for key, value in (overrides or {}).items():
+    overrides = {"preprocess.mnist.images_sha256": fixture_images_sha256(), **(overrides or {})}
+    for key, value in overrides.items():
         node = raw
         *parents, last = key.split(".")
         for part in parents:
@@ -146,6 +178,8 @@ def copy_project(dest: Path, exclude: tuple[str, ...] = ()) -> Path:
             continue
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, dest / name)
+    if (dest / "params.yaml").exists():  # the shipped params, but for the test archive's digest
+        write_params(dest)
     return dest
 
 

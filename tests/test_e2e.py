@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, dvc, sh
+from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, dvc, sh, unlike_plain_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 
@@ -59,6 +59,15 @@ def test_repro_downloads_over_http_and_writes_every_output(repo):
     assert "test_top5_accuracy" in json.loads((path / "reports/reuters/metrics.json").read_text())
     manifest = json.loads((path / "data/raw/reuters.manifest.json").read_text())
     assert all(f["fetched_from"].startswith("http://127.0.0.1:") for f in manifest["files"])
+
+
+def test_every_output_is_readable_like_a_file_the_user_makes(repo):
+    """Under umask 022 (the session's), every output of every stage of both datasets is 0644
+    and every folder 0755, as `open()` and `mkdir()` make them; umask 002: tests/test_faults.py."""
+    outputs = [out for stage in yaml.safe_load((repo["path"] / "dvc.lock").read_text())["stages"].values()
+               for out in (o["path"] for o in stage.get("outs", []))]
+    assert {"models/reuters", "data/prepared/mnist", "reports/mnist/metrics.json"} <= set(outputs)
+    assert unlike_plain_files(repo["path"], outputs, 0o022) == []
 
 
 def test_second_repro_does_nothing(repo):

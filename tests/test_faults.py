@@ -4,6 +4,7 @@ the moment each stage's outputs are at risk, then a rerun that completes; the tr
 gone during a training."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import free_ports, reuters_files_of, run_pipeline, start_mlflow_server, subprocess_env, write_params
+from helpers import free_ports, reuters_files_of, run_pipeline, start_mlflow_server, subprocess_env, unlike_plain_files, write_params
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.faults,
@@ -40,10 +41,33 @@ def project(tmp_path_factory, dataset_files):
     write_params(root, {"train.reuters.epochs": 3, "download.reuters.files": reuters_files_of(dataset_files)})
     env = subprocess_env(PIPELINE_DATA_MIRROR=dataset_files.as_uri(),
                          MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
-    for stage, outputs in STAGE_OUTPUTS.items():
-        result = run_pipeline(stage, "reuters", *outputs(root), cwd=root, env=env)
-        assert result.returncode == 0, result.stderr
+    old = os.umask(0o002)  # a group-shared umask: the modes test below checks what it gives
+    try:
+        for stage, outputs in STAGE_OUTPUTS.items():
+            result = run_pipeline(stage, "reuters", *outputs(root), cwd=root, env=env)
+            assert result.returncode == 0, result.stderr
+    finally:
+        os.umask(old)
     return root, env
+
+
+def test_under_umask_002_every_output_is_group_writable_like_a_file_the_user_makes(project, tmp_path):
+    """mkstemp and mkdtemp make 0600 files and 0700 folders whatever the umask: each stage's
+    outputs, the model folder and the prepared data get what `open()` and `mkdir()` give
+    (0664, 0775 here; umask 022: tests/test_e2e.py)."""
+    root, env = project
+    names = [str(Path(o).relative_to(root)) for outputs in STAGE_OUTPUTS.values() for o in outputs(root)
+             if isinstance(o, Path)]
+    assert unlike_plain_files(root, names, 0o002) == []
+    shutil.copy(root / "params.yaml", tmp_path)
+    old = os.umask(0o002)
+    try:  # MNIST's prepared data: its own writer (decoded images)
+        for stage, args in (("download", ["--out", "raw", "--manifest", "raw.json"]), ("preprocess", ["--raw", "raw", "--out", "prepared"])):
+            result = run_pipeline(stage, "mnist", *args, cwd=tmp_path, env=env)
+            assert result.returncode == 0, result.stderr
+    finally:
+        os.umask(old)
+    assert unlike_plain_files(tmp_path, ["raw", "raw.json", "prepared"], 0o002) == []
 
 
 @pytest.fixture

@@ -1,3 +1,6 @@
+import os
+import stat
+
 import pytest
 
 from pipeline.errors import DataError
@@ -96,3 +99,27 @@ def test_csv_has_unix_line_ends_and_floats_in_full_unless_told(tmp_path):
     assert (tmp_path / "a.csv").read_bytes() == b"k,v\n1,0.3333333333333333\n"
     write_csv(tmp_path / "b.csv", [{"k": 1, "v": 1 / 3}], ["k", "v"], digits=6)
     assert (tmp_path / "b.csv").read_bytes() == b"k,v\n1,0.333333\n"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_outputs_get_the_mode_a_plain_open_or_mkdir_gives_under_the_umask(tmp_path, umask):
+    """mkstemp and mkdtemp make 0600 files and 0700 folders whatever the umask: renamed into
+    place as they are, no teammate or other uid could read an output."""
+    plain_file, plain_dir = tmp_path / "plain.txt", tmp_path / "plain"
+    old = os.umask(umask)
+    try:
+        plain_file.write_text("x")
+        plain_dir.mkdir()
+        write_json(tmp_path / "a.json", {"b": 1})
+        with atomic_dir(tmp_path / "model") as tmp:
+            write_json(tmp / "inner.json", {})
+        with atomic_file(tmp_path / "run.sh") as tmp:
+            tmp.write_text("#!/bin/sh\n")
+            tmp.chmod(0o700)
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(tmp_path / "a.json") == mode(plain_file) == 0o666 & ~umask
+    assert mode(tmp_path / "model" / "inner.json") == 0o666 & ~umask
+    assert mode(tmp_path / "model") == mode(plain_dir) == 0o777 & ~umask
+    assert mode(tmp_path / "run.sh") == 0o777 & ~umask  # an executable stays executable

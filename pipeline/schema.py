@@ -114,6 +114,11 @@ class MnistPreprocessConfig:
                                          "the file). Colour images are converted to grayscale.")
     validation_split: float = _validation_split()
     validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
+    images_sha256: Optional[str] = _spec(
+        "a 64-digit hex sha256 or null", is_sha256,
+        help="What the archive holds, not how it is packed: the sha256 of every decoded image and its "
+             "label, per split (any faithful re-packing of the same images shares it; docs/stages.md). "
+             "Checked before anything is written; null: not checked (a warning, and the digest is printed).")
 
 
 # --------------------------------------------------------------------------- train
@@ -354,6 +359,16 @@ class DatasetParams:
     serve: ServeConfig
     promote: PromoteConfig
     raw: dict = field(repr=False, compare=False)
+
+    def unpinned(self) -> list[str]:
+        """One line per download that nothing pins (its file's sha256, or the preprocess
+        stage's digest of what the files hold): the same params could fetch other bytes."""
+        if getattr(self.preprocess, "images_sha256", None):
+            return []
+        return [f"download.{self.dataset}.files[{i}] ({f.url}): no sha256 configured, so other bytes "
+                "could be downloaded and trained on without a word; pin it"
+                + (f" or preprocess.{self.dataset}.images_sha256" if hasattr(self.preprocess, "images_sha256") else "")
+                for i, f in enumerate(self.download.files) if not f.sha256]
 
     def flat(self) -> dict[str, Any]:
         """Every param of this dataset's stages as flat dotted keys (for MLflow): not `tune`,

@@ -19,8 +19,13 @@ def command(dataset, out, manifest, params_path):
     from pipeline.data.fetch import fetch_all
     from pipeline.io import write_json
 
-    results = fetch_all(load_params(params_path, dataset).download, out)
+    params = load_params(params_path, dataset)
+    results = fetch_all(params.download, out)
     write_json(manifest, {"dataset": dataset, "files": [r.__dict__ for r in results]})
+    pinned_by_content = not params.unpinned()
     for r in results:
-        state = "verified" if r.verified else "no sha256 configured"
+        state = ("verified" if r.verified else
+                 f"its images checked by preprocess.{dataset}.images_sha256" if pinned_by_content else "not pinned")
         log.result(f"{r.name}: {r.bytes} bytes, sha256 {r.sha256} ({state}) from {r.fetched_from}")
+    for line in params.unpinned():
+        log.log.warning("%s", line)

@@ -7,7 +7,7 @@ import pytest
 import sys
 
 from fixtures import make_reuters_npz
-from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env
+from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env, write_params
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 
@@ -166,7 +166,18 @@ def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
     assert entry["sha256"] == sha256(dataset_files / "mnist_png.tar.gz")
     assert entry["fetched_from"] == f"{file_server.url}/mnist_png.tar.gz"
     assert entry["url"].startswith("https://")
-    assert "no sha256 configured" in result.stdout
+    # the archive's sha256 is not published; its images are pinned by the preprocess stage
+    assert "(its images checked by preprocess.mnist.images_sha256)" in result.stdout
+    assert "warning" not in result.stderr
+    # pinned by nothing: said once, as a warning naming the key
+    write_params(tmp_path, {"preprocess.mnist.images_sha256": None})
+    result = run_pipeline("download", "mnist", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "(not pinned)" in result.stdout
+    assert [line for line in result.stderr.splitlines() if "warning" in line] == [
+        "warning: download.mnist.files[0] (https://github.com/myleott/mnist_png/raw/400fe88faba05ae79bbc2107071144e6f1ea2720/"
+        "mnist_png.tar.gz): no sha256 configured, so other bytes could be downloaded and trained on without a word; "
+        "pin it or preprocess.mnist.images_sha256"]
 
 
 def test_download_stage_error_is_one_line(tmp_path):

@@ -1,7 +1,9 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
 from fixtures import encode, make_mnist_archive, write_archive
 from pipeline.config import load_params
 from pipeline.data import mnist
@@ -10,7 +12,8 @@ from pipeline.errors import DataError
 
 @pytest.fixture(scope="module")
 def cfg():
-    return load_params(ROOT / "params.yaml", "mnist").preprocess
+    # archives of every layout: decoding is tested here, the digest below
+    return dataclasses.replace(load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None)
 
 
 @pytest.mark.parametrize("name,splits,top,ext", [
@@ -156,3 +159,45 @@ def test_corrupt_compressed_data_is_one_error(tmp_path, name):
     bad.write_bytes(bytes(data))
     with pytest.raises(DataError, match=rf"bad-{name}: truncated or corrupt archive: \S"):
         mnist.read_archive(bad, 28)
+
+
+def test_the_images_digest_is_what_the_archive_holds_not_how_it_is_packed(tmp_path):
+    """Any faithful re-packing of the same images (another format, other file names, another
+    order) shares the digest; one pixel or one label changed does not."""
+    packed = mnist.read_archive(make_mnist_archive(tmp_path / "a.tar.gz", per_class=(3, 1)), 28)
+    members = {}
+    for split, (x, y) in packed.items():
+        for i in reversed(range(len(y))):
+            members[f"other/{'train' if split == 'train' else 'test'}/{y[i]}/img{i:04d}.png"] = encode(x[i])
+    write_archive(tmp_path / "b.zip", members)
+    repacked = mnist.read_archive(tmp_path / "b.zip", 28)
+    assert mnist.images_digest(repacked) == mnist.images_digest(packed)
+    x, y = packed["train"]
+    flipped = x.copy()
+    flipped[0, 0, 0] ^= 1
+    assert mnist.images_digest({**packed, "train": (flipped, y)}) != mnist.images_digest(packed)
+    relabelled = y.copy()
+    relabelled[0] = (relabelled[0] + 1) % 10
+    assert mnist.images_digest({**packed, "train": (x, relabelled)}) != mnist.images_digest(packed)
+    moved = {"train": (x[1:], y[1:]), "test": (np.concatenate([packed["test"][0], x[:1]]),
+                                               np.concatenate([packed["test"][1], y[:1]]))}
+    assert mnist.images_digest(moved) != mnist.images_digest(packed)  # an image in the other split
+
+
+def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing_written(tmp_path):
+    (tmp_path / "raw").mkdir()
+    make_mnist_archive(tmp_path / "raw" / "mnist_png.tar.gz", per_class=(3, 1))  # not the test archive
+    write_params(tmp_path)
+    out = run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "error: raw/mnist_png.tar.gz: its images are not the ones preprocess.mnist.images_sha256 "
+        f"pins (expected {fixture_images_sha256()}, got "
+        f"{mnist.images_digest(mnist.read_archive(tmp_path / 'raw' / 'mnist_png.tar.gz', 28))}): another archive was downloaded"]
+    assert not (tmp_path / "prepared").exists()
+    # unpinned: it prepares, says which digest would pin these images, and the download warns
+    write_params(tmp_path, {"preprocess.mnist.images_sha256": None})
+    out = run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    digest = mnist.images_digest(mnist.read_archive(tmp_path / "raw" / "mnist_png.tar.gz", 28))
+    assert f"images sha256 {digest} (not checked: set preprocess.mnist.images_sha256" in out.stderr

@@ -11,7 +11,9 @@ is an error, so no sample is silently dropped.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import logging
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -29,6 +31,7 @@ ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 # already decodes to 16 MB of grey)
 MAX_DIGIT_SIDE = 4096
 MAX_DIGIT_PIXELS = MAX_DIGIT_SIDE * MAX_DIGIT_SIDE
+log = logging.getLogger("pipeline")
 
 
 def find_archive(raw_dir: Path | str) -> Path:
@@ -149,8 +152,33 @@ def assets(raw_dir: Path | str) -> dict:
 
 
 def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
-    """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point."""
-    return split(read_archive(find_archive(raw_dir), cfg.image_size), cfg)
+    """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point.
+    The images are checked against `cfg.images_sha256` first, when it is set."""
+    archive = find_archive(raw_dir)
+    images = read_archive(archive, cfg.image_size)
+    digest = images_digest(images)
+    pinned = getattr(cfg, "images_sha256", None)
+    if pinned and digest != pinned.lower():
+        raise DataError(f"{archive}: its images are not the ones preprocess.mnist.images_sha256 pins "
+                        f"(expected {pinned.lower()}, got {digest}): another archive was downloaded")
+    if not pinned:
+        log.info("images sha256 %s (not checked: set preprocess.mnist.images_sha256 to it to pin them)", digest)
+    return split(images, cfg)
+
+
+def images_digest(images: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+    """What an archive holds, not how it is packed: the sha256 of, per split (train, then
+    test), its image size and count, then each image's label and the sha256 of its pixels,
+    sorted. File names, their order, compression and the archive's format do not count, so
+    any faithful re-packing of the same images shares it."""
+    digest = hashlib.sha256()
+    for name in ("train", "test"):
+        x, y = images[name]
+        entries = sorted(f"{int(label)} {hashlib.sha256(np.ascontiguousarray(img).tobytes()).hexdigest()}\n"
+                         for img, label in zip(x, y))
+        digest.update(f"{name} {'x'.join(map(str, x.shape[1:]))} {len(entries)}\n".encode())
+        digest.update("".join(entries).encode())
+    return digest.hexdigest()
 
 
 def split(images: dict, cfg) -> tuple[dict, dict]:

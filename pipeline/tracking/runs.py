@@ -193,8 +193,9 @@ class TrainingRun:
 
         mlflow.log_params({**params.flat(), **device_params(figures),
                            **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()}})
+        unpinned = {"data.unpinned": "; ".join(params.unpinned())} if params.unpinned() else {}
         mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(),
-                         "pipeline.stage": "train", "pipeline.dataset": params.dataset})
+                         "pipeline.stage": "train", "pipeline.dataset": params.dataset, **unpinned})
         lineage.log_inputs(params.dataset, data, splits)
 
     @tracked("an epoch's metrics")

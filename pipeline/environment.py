@@ -49,15 +49,17 @@ def _distributions() -> dict[str, tuple[str, tuple[str, ...]]]:
     return found
 
 
-def installed_requirements(root: str = "pipeline") -> list[str]:
-    """`name==version` of every installed package that `root` needs, directly or through
-    another (extras followed, markers evaluated here), sorted by name; `root` itself left out."""
+def installed_requirements(root: str = "pipeline", *more: str) -> list[str]:
+    """`name==version` of every installed package that `root` (and the packages `more`, which
+    are listed themselves) needs, directly or through another (extras followed, markers
+    evaluated here), sorted by name; `root` itself left out. A name in `more` that is not
+    installed is skipped (`tensorflow` where `tensorflow-cpu` is the build installed)."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     installed = _distributions()
     found: dict[str, str] = {}
-    todo: list[tuple[str, tuple[str, ...]]] = [(canonicalize_name(root), ())]
+    todo: list[tuple[str, tuple[str, ...]]] = [(canonicalize_name(name), ()) for name in (root, *more)]
     seen: set[tuple[str, tuple[str, ...]]] = set()
     while todo:
         name, extras = todo.pop()

@@ -35,6 +35,12 @@ import numpy as np
 import pandas as pd
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+# The distributions whose modules the served model's code (this module, pipeline.data's
+# readers, pipeline.imports) imports when MLflow loads it and it predicts: with their own
+# dependencies, the logged model's requirements (tracking.runs.model_requirements). Both
+# TensorFlow builds are named; the one installed is taken.
+SERVED_MODEL_IMPORTS = ("mlflow", "tensorflow", "tensorflow-cpu", "keras", "numpy", "pandas", "pillow")
+
 MODEL_ARTIFACT, SETTINGS_ARTIFACT, WORD_INDEX_ARTIFACT = "model", "serving", "word_index"
 COLUMNS = {"reuters": ("text", "ids"), "mnist": ("image", "pixels")}
 # the first bytes of a PNG and of a JPEG file
@@ -306,6 +312,19 @@ def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
         found["image_size"] = stats["image_size"]
         found["model_image_size"] = image_size_for(stats, model)
     return found
+
+
+def check_inputs(data: Path) -> None:
+    """Read what `log_model` will read from the prepared folder besides the test split
+    (stats.json, and for texts the word index the served model encodes them with), so that
+    the evaluate stage fails on them before it writes any output, not after."""
+    from pipeline.io import read_json
+
+    stats = read_json(Path(data) / "stats.json")
+    if stats.get("input") == "sequences":
+        from pipeline.data import reuters
+
+        reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
 
 
 def log_model(dataset: str, model_dir: Path, data: Path, top_k: int, requirements: list[str], model=None):

@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -236,3 +237,47 @@ def test_the_load_benchmark_reports_rates_and_latencies(served):
     refused = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "http://10.1.2.3:5001",
                               "--dataset", "reuters"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "the load goes to this host only (127.0.0.1)" in refused.stderr
+
+
+def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_answers(served, offline, tmp_path,
+                                                                                      monkeypatch):
+    """`mlflow models predict --env-manager uv` on each champion: MLflow makes a new virtual
+    environment from the logged model's requirements alone (not the project's: no DVC, Optuna,
+    psycopg or NVML) and answers a newswire's text and a digit's PNG as the offline model does."""
+    import keras
+    from mlflow.artifacts import download_artifacts
+
+    env = {**served["env"], "MLFLOW_LOGGING_LEVEL": "INFO"}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", env["MLFLOW_TRACKING_URI"])  # models:/ resolves in its registry
+    requirements = {}
+    for dataset in ("reuters", "mnist"):
+        text = Path(download_artifacts(f"models:/{dataset}@champion/requirements.txt",
+                                       dst_path=str(tmp_path / dataset))).read_text()
+        requirements[dataset] = {line.split("==")[0] for line in text.split() if "==" in line}
+    assert requirements["reuters"] == requirements["mnist"]
+    assert {"mlflow", "tensorflow", "keras", "numpy", "pandas", "pillow"} <= requirements["reuters"]
+    assert not {"dvc", "optuna", "psycopg", "psycopg-binary", "nvidia-ml-py", "click-didyoumean"} & requirements["reuters"]
+    x, probs = offline["reuters"]
+    from pipeline.data import reuters
+    from pipeline.io import read_json
+
+    data = served["project"] / "data" / "prepared" / "reuters"
+    text = reuters.texts(x[:1], reuters.load_word_index(data / reuters.WORD_INDEX_NAME),
+                         read_json(data / "stats.json")["encoding"]["index_from"])[0]
+    (label, png), = list(digits(served["project"]).values())[:1]
+    inputs = {"reuters": {"dataframe_records": [{"text": text}]}, "mnist": {"dataframe_records": [{"image": b64(png)}]}}
+    expected = {"reuters": keras.datasets.reuters.get_label_names()[int(probs[0].argmax())],
+                "mnist": str(int(offline["mnist"][1][0].argmax()))}
+    for dataset, body in inputs.items():
+        (tmp_path / f"{dataset}.json").write_text(json.dumps(body))
+        done = subprocess.run([sys.executable, "-m", "mlflow", "models", "predict", "-m", f"models:/{dataset}@champion",
+                               "--env-manager", "uv", "-i", str(tmp_path / f"{dataset}.json"), "-t", "json",
+                               "-o", str(tmp_path / f"{dataset}.out")], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+        # a new environment (in a folder of its own, removed afterwards), from the requirements
+        made = re.search(r"Creating a new environment in (\S+) with python version \S+ using uv", done.stderr)
+        assert made and "Installing dependencies" in done.stderr, done.stderr[-5000:]
+        assert not made.group(1).startswith(sys.prefix)
+        (answer,) = json.loads((tmp_path / f"{dataset}.out").read_text())["predictions"]
+        assert answer["label"] == expected[dataset], answer

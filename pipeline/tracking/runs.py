@@ -23,12 +23,17 @@ def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: st
 
 
 def model_requirements() -> list[str]:
-    """The logged model's pip requirements: the exact installed version of every package the
-    pipeline needs (after `make setup`, requirements.lock's pins), stated rather than inferred
-    (inference reloads the model in a subprocess, which costs more than the rest of the logging)."""
+    """The logged model's pip requirements: what its code imports when it loads and predicts
+    (`serving.SERVED_MODEL_IMPORTS`: MLflow, TensorFlow, Keras, NumPy, pandas, Pillow) and
+    their own dependencies, at the exact versions installed here (after `make setup`,
+    requirements.lock's pins), not the whole project's (DVC, Optuna, ...): `mlflow models
+    serve --env-manager uv` or `build-docker` installs only what serving needs. Stated rather
+    than inferred (inference reloads the model in a subprocess, which costs more than the rest
+    of the logging)."""
     from pipeline import environment
+    from pipeline.serving import SERVED_MODEL_IMPORTS
 
-    return environment.installed_requirements()
+    return environment.installed_requirements("pipeline-served-model", *SERVED_MODEL_IMPORTS)
 
 
 def device_params(figures: dict) -> dict:

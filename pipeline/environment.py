@@ -49,17 +49,24 @@ def _distributions() -> dict[str, tuple[str, tuple[str, ...]]]:
     return found
 
 
-def installed_requirements(root: str = "pipeline", *more: str) -> list[str]:
-    """`name==version` of every installed package that `root` (and the packages `more`, which
-    are listed themselves) needs, directly or through another (extras followed, markers
-    evaluated here), sorted by name; `root` itself left out. A name in `more` that is not
-    installed is skipped (`tensorflow` where `tensorflow-cpu` is the build installed)."""
+def installed_requirements(root: str = "pipeline") -> list[str]:
+    """`name==version` of every installed package that `root` needs, directly or through
+    another (extras followed, markers evaluated here), sorted by name; `root` itself left out."""
+    from packaging.utils import canonicalize_name
+
+    return [pin for pin in requirements_of(root) if pin.split("==")[0] != canonicalize_name(root)]
+
+
+def requirements_of(*names: str) -> list[str]:
+    """`name==version` of the installed packages `names` and of every package they need,
+    directly or through another (extras followed, markers evaluated here), sorted by name. A
+    name that is not installed is skipped (`tensorflow` where `tensorflow-cpu` is the build)."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     installed = _distributions()
     found: dict[str, str] = {}
-    todo: list[tuple[str, tuple[str, ...]]] = [(canonicalize_name(name), ()) for name in (root, *more)]
+    todo: list[tuple[str, tuple[str, ...]]] = [(canonicalize_name(name), ()) for name in names]
     seen: set[tuple[str, tuple[str, ...]]] = set()
     while todo:
         name, extras = todo.pop()
@@ -67,8 +74,7 @@ def installed_requirements(root: str = "pipeline", *more: str) -> list[str]:
             continue
         seen.add((name, extras))
         version, requires = installed[name]
-        if name != canonicalize_name(root):
-            found[name] = version
+        found[name] = version
         for text in requires:
             requirement = Requirement(text)
             marker = requirement.marker

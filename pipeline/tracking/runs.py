@@ -33,7 +33,7 @@ def model_requirements() -> list[str]:
     from pipeline import environment
     from pipeline.serving import SERVED_MODEL_IMPORTS
 
-    return environment.installed_requirements("pipeline-served-model", *SERVED_MODEL_IMPORTS)
+    return environment.requirements_of(*SERVED_MODEL_IMPORTS)
 
 
 def device_params(figures: dict) -> dict:

@@ -29,7 +29,10 @@ from helpers import ROOT, copy_project, sh
 HERE = ROOT / "tests" / "container"
 STANDIN_DEBIAN = "pipeline-standin/debian:bookworm"
 STANDIN_TF = "pipeline-standin/tensorflow:25.02-tf2-py3"
+STANDIN_PY312 = "pipeline-standin/tensorflow:py312"  # NVIDIA's image where it differs from docker/ngc-base.txt
 IMAGE = "pipeline:ctest"
+PY312_IMAGE = "pipeline:py312"  # docker/Dockerfile on STANDIN_PY312, its lock resolved there
+PY312_PINNED_IMAGE = "pipeline:py312-pinned"  # the same after `scripts/base-packages.sh --pin` in a clone
 CUDA_IMAGE = "pipeline-cuda:ctest"  # docker/cuda.Dockerfile on the Debian stand-in, no CUDA wheels
 MLFLOW_IMAGE = "pipeline-mlflow:3.17.2"  # the name docker/compose.yaml gives it
 STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline-standins"))
@@ -49,6 +52,15 @@ def build(env, context: Path, dockerfile: str, tag: str, base: str, version="cte
     out = run(["docker", "build", "--network", "host", "-f", context / dockerfile,
                "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}", *extra,
                "-t", tag, context], env)
+    return out.stdout, time.time() - t0
+
+
+def build_labelled(env, context: Path, tag: str, base: str, version="ctest") -> tuple[str, float]:
+    """docker/Dockerfile built as the README says, by `scripts/build-image.sh` (the build, then
+    the label with its lock's digest) in `context` on `base`: (its output, seconds)."""
+    t0 = time.time()
+    out = run(["bash", context / "scripts" / "build-image.sh", "--network", "host", "--build-arg", f"BASE_IMAGE={base}",
+               "--build-arg", f"VERSION={version}", "-t", tag], env)
     return out.stdout, time.time() - t0
 
 
@@ -74,17 +86,26 @@ class Builder:
             env = {**os.environ, "DOCKER_HOST": started.stdout.strip(), "DOCKER_BUILDKIT": "0"}
             made["DOCKER_HOST"] = env["DOCKER_HOST"]
             run(["bash", HERE / "standins.sh", STANDIN_CACHE], env)
+            run(["bash", HERE / "py312-standin.sh", STANDIN_CACHE], env)
             made["standins_s"] = time.time() - t0
             context = copy_project(self.state / "context", exclude=("reports/", "models/"))
-            made["cold"], made["cold_s"] = build(env, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
+            made["cold"], made["cold_s"] = build_labelled(env, context, IMAGE, STANDIN_TF)
             with open(context / "pipeline" / "__init__.py", "a") as fh:
                 fh.write("# a source-only change\n")
-            made["warm"], made["warm_s"] = build(env, context, "docker/Dockerfile", IMAGE, STANDIN_TF)
+            made["warm"], made["warm_s"] = build_labelled(env, context, IMAGE, STANDIN_TF)
             made["size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], env).stdout)
             _, made["mlflow_s"] = build(env, context, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
             _, made["cuda_s"] = build(env, context, "docker/cuda.Dockerfile", CUDA_IMAGE, STANDIN_DEBIAN,
                                       CUDA_WHEELS=0)
             made["cuda_size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", CUDA_IMAGE], env).stdout)
+            # a base unlike docker/ngc-base.txt: the build resolves its lock there; then that lock and
+            # the base's list pinned in a clone by the documented line, and a strict rebuild from it
+            made["py312"], made["py312_s"] = build_labelled(env, context, PY312_IMAGE, STANDIN_PY312)
+            pinned = copy_project(self.state / "pinned", exclude=("reports/", "models/"))
+            made["pin"] = run(["bash", pinned / "scripts" / "base-packages.sh", "--pin", PY312_IMAGE], env).stdout
+            made["pinned_lock"] = (pinned / "docker" / "ngc.lock").read_text()
+            made["pinned_list"] = (pinned / "docker" / "ngc-base.txt").read_text()
+            made["py312_pinned"], made["py312_pinned_s"] = build_labelled(env, pinned, PY312_PINNED_IMAGE, STANDIN_PY312)
             made["seconds"] = time.time() - t0
         except Exception as exc:  # the container tests report it; the others go on
             made["error"] = f"{type(exc).__name__}: {exc}"
@@ -108,7 +129,8 @@ def summary(made: dict) -> str:
             f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
             f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
             f"{made['mlflow_s']:.0f} s, CUDA image (no CUDA wheels) cold {made['cuda_s']:.0f} s "
-            f"({made['cuda_size'] / 1e9:.2f} GB)")
+            f"({made['cuda_size'] / 1e9:.2f} GB), on the Python 3.12 stand-in {made['py312_s']:.0f} s (lock resolved "
+            f"there) and after pinning {made['py312_pinned_s']:.0f} s (strict)")
 
 
 def wait_for_images(poll: float = 2.0, hang: float = 3600) -> dict:

@@ -8,6 +8,7 @@ docker/mlflow.Dockerfile, docker/compose.yaml) are used as shipped; only the bas
 the database image differ, and the CUDA image is built without its CUDA wheels (no GPU here).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -23,7 +24,8 @@ import pytest
 import yaml
 
 from helpers import ROOT, child_json, child_lines, copy_project, free_ports, marker_env, run_python, wait_for_url, write_params
-from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, STANDIN_TF, run, wait_for_images
+from images import (CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, PY312_PINNED_IMAGE, STANDIN_PY312, STANDIN_TF, run,
+                    wait_for_images)
 from pipeline import environment
 from readme import shell_blocks
 
@@ -145,23 +147,94 @@ def test_every_image_holds_exactly_its_locks(docker, image, made):
         "tensorflow"]
 
 
-def test_a_base_with_other_packages_stops_the_build_in_one_line(docker, made, tmp_path):
-    """A base retagged since docker/ngc-base.txt was written (here: the stand-in with one more
-    package) stops the build before anything is installed."""
+def shown(output: str) -> list[str]:
+    """A build's output lines, without the colours the builder gives a step's stderr."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", output).splitlines()
+
+
+def image_file(docker, image: str, path: str) -> str:
+    return in_image(docker, path, image=image, entrypoint="cat").stdout
+
+
+def strict_line(base: str) -> str:
+    return f"base {base}: its Python packages are docker/ngc-base.txt's; installing docker/ngc.lock as locked"
+
+
+def test_a_base_unlike_the_list_builds_with_a_lock_resolved_against_it(docker, made, tmp_path):
+    """The stand-in that imitates NVIDIA's image where it differs from docker/ngc-base.txt
+    (Python 3.12, TensorFlow 2.17.0+nv25.2, JupyterLab, pyyaml/attrs/jinja2/psutil at other
+    versions than docker/ngc.lock's): the README's build succeeds, says so in one line, leaves
+    every package of the base as it was, adds exactly the lock it carries (its digest in a
+    label), and the documented pin makes the next build on that base strict."""
+    from packaging.utils import canonicalize_name
+
+    base = installed(docker, STANDIN_PY312)
+    committed = lock_for(ROOT / "docker" / "ngc.lock", "3.12")
+    listed = {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$",
+                                                             (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)}
+    # what the stand-in imitates
+    assert in_image(docker, "--version", image=STANDIN_PY312, entrypoint="python3").stdout.startswith("Python 3.12.")
+    assert base["tensorflow"] == "2.17.0+nv25.2" and "jupyterlab" in base and "jupyterlab" not in listed
+    assert [name for name in ("pyyaml", "attrs", "jinja2", "psutil") if base[name] != committed[name]] == \
+        ["pyyaml", "attrs", "jinja2", "psutil"]
+
+    lines = shown(made["py312"])
+    said = [line for line in lines if line.startswith(f"base {STANDIN_PY312}:")]
+    assert len(said) == 1 and "its Python packages are not docker/ngc-base.txt's" in said[0], said
+    assert "scripts/base-packages.sh --pin IMAGE" in said[0]
+    assert [line for line in lines if line.startswith("error:")] == []
+
+    lock_text = image_file(docker, PY312_IMAGE, "/opt/pipeline/ngc.lock")
+    (tmp_path / "ngc.lock").write_text(lock_text)
+    pins = environment.read_lock(tmp_path / "ngc.lock")
+    assert pins and all(hashes for _, _, _, hashes in pins), "a pin without its hashes"
+    lock = lock_for(tmp_path / "ngc.lock", "3.12")
+    assert not set(lock) & set(base), "the lock would replace the base's packages"
+    sees = installed(docker, PY312_IMAGE, python="/opt/pipeline/venv/bin/python")
+    assert {name: sees[name] for name in base} == base  # every package of the base, as it was
+    assert sees == {**base, **lock, "pipeline": sees["pipeline"]}
+    listed_venv = in_image(docker, "-m", "pip", "list", "--format=json", "--path",
+                           "/opt/pipeline/venv/lib/python3.12/site-packages", image=PY312_IMAGE,
+                           entrypoint="/opt/pipeline/venv/bin/python")
+    in_venv = {canonicalize_name(p["name"]): p["version"] for p in child_json(listed_venv, last_line=True)
+               if canonicalize_name(p["name"]) != "pip"}  # the venv's own pip, which `venv` puts there
+    assert in_venv == {**lock, "pipeline": sees["pipeline"]}  # what the image added: exactly its lock
+    where = child_lines(in_image(docker, "python", "-c", "import tensorflow as tf; print(tf.__file__)",
+                                 image=PY312_IMAGE))[-1]
+    assert where.startswith("/root/.pyenv/versions/3.12.1/lib/python3.12/site-packages/"), where
+    assert in_image(docker, "pip", "check", image=PY312_IMAGE).returncode == 0
+    labels = child_json(run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", PY312_IMAGE], docker))
+    assert labels["org.pipeline.lock.sha256"] == hashlib.sha256(lock_text.encode()).hexdigest()
+
+    # `scripts/base-packages.sh --pin IMAGE` wrote the image's lock and the base's list into the clone
+    assert made["pinned_lock"] == lock_text
+    assert made["pinned_list"] == image_file(docker, PY312_IMAGE, "/opt/pipeline/ngc-base.txt")
+    assert {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", made["pinned_list"], re.M)
+            } == {name: v for name, v in base.items()}
+    # and the next build on that base is strict: that lock, as committed, and the same packages
+    assert strict_line(STANDIN_PY312) in shown(made["py312_pinned"])
+    assert image_file(docker, PY312_PINNED_IMAGE, "/opt/pipeline/ngc.lock") == lock_text
+    again = installed(docker, PY312_PINNED_IMAGE, python="/opt/pipeline/venv/bin/python")
+    assert again == {**base, **lock, "pipeline": again["pipeline"]}
+
+
+def test_a_base_the_project_cannot_be_resolved_on_stops_the_build_in_one_line(docker, made, tmp_path):
+    """A base whose packages leave the project no solution (here: the stand-in with click 7,
+    where pyproject.toml needs 8) stops the build with one line, and no image is made."""
     (tmp_path / "Dockerfile").write_text(f"FROM {STANDIN_TF}\nRUN python3 -m pip install --no-cache-dir "
-                                         "--break-system-packages --no-deps six==1.16.0\n")
-    run(["docker", "build", "-q", "--network", "host", "-t", "pipeline-standin/retagged", tmp_path], docker)
+                                         "--break-system-packages --no-deps click==7.1.2\n")
+    run(["docker", "build", "-q", "--network", "host", "-t", "pipeline-standin/click7", tmp_path], docker)
     context = copy_project(tmp_path / "context", exclude=("reports/", "models/", "tests/"))
-    out = run(["docker", "build", "--network", "host", "-f", context / "docker/Dockerfile", "--build-arg",
-               "BASE_IMAGE=pipeline-standin/retagged", "-t", "pipeline:retagged", context], docker, check=False)
-    run(["docker", "image", "rm", "-f", "pipeline-standin/retagged", "pipeline:retagged"], docker, check=False)
-    assert out.returncode != 0
-    shown = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)  # the builder colours a step's stderr
-    errors = [line for line in shown.splitlines() if line.startswith("error:")]
-    assert errors == ["error: the base image's Python packages are not the ones /opt/pipeline/ngc-base.txt lists, "
-                      "which the lock was made against (six 1.17.0 in the list, 1.16.0 here): write the list from "
-                      "this base (scripts/base-packages.sh IMAGE > docker/ngc-base.txt), run `make lock`, and "
-                      "build again"]
+    out = run(["bash", context / "scripts" / "build-image.sh", "--network", "host", "--build-arg",
+               "BASE_IMAGE=pipeline-standin/click7", "-t", "pipeline:click7"], docker, check=False)
+    made_image = run(["docker", "image", "inspect", "pipeline:click7"], docker, check=False).returncode == 0
+    run(["docker", "image", "rm", "-f", "pipeline-standin/click7", "pipeline:click7"], docker, check=False)
+    assert out.returncode != 0 and not made_image
+    errors = [line for line in shown(out.stdout + out.stderr) if line.startswith("error:")]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("error: cannot resolve pyproject.toml's dependencies against the base's installed "
+                                "packages: "), errors
+    assert "click" in errors[0]
 
 
 def test_source_change_rebuilds_from_the_cached_dependency_layer(image):
@@ -177,6 +250,9 @@ def test_image_labels_and_lineage_environment(docker, image):
     assert labels["org.opencontainers.image.base.name"] == STANDIN_TF
     assert labels["org.opencontainers.image.version"] == "ctest"
     assert labels["org.opencontainers.image.title"] == "pipeline"
+    # the base is docker/ngc-base.txt's: the committed lock, installed as locked, is the label's
+    assert labels["org.pipeline.lock.sha256"] == hashlib.sha256((ROOT / "docker" / "ngc.lock").read_bytes()).hexdigest()
+    assert strict_line(STANDIN_TF) in shown(image["cold"])
     env = in_image(docker, "env").stdout
     assert "PIPELINE_IMAGE=pipeline:ctest" in env
     assert "NVIDIA_TENSORFLOW_VERSION=25.02-tf2-py3" in env

@@ -134,3 +134,39 @@ def test_deploy_examples_run_the_projects_image():
     assert container["workingDir"] == "/workspace/project"
     sbatch = (ROOT / "deploy" / "slurm" / "train.sbatch").read_text()
     assert "--container-image" in sbatch and "pipeline" in sbatch
+
+
+def check_base(folder: Path, image="site/tensorflow:1") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "docker" / "check-base.py"), str(folder), image],
+                          capture_output=True, text=True)
+
+
+def test_check_base_keeps_the_committed_lock_on_the_base_the_list_describes(tmp_path):
+    """This interpreter as the base, its packages as the list: the lock stays as committed.
+    (tests/test_container.py builds on stand-in bases, the listed one and another.)"""
+    freeze = subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+                            capture_output=True, text=True, check=True).stdout
+    (tmp_path / "ngc-base.txt").write_text("# a list\n" + freeze)
+    (tmp_path / "ngc.lock").write_text("committed\n")
+    out = check_base(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["base site/tensorflow:1: its Python packages are docker/ngc-base.txt's; "
+                                       "installing docker/ngc.lock as locked"]
+    assert (tmp_path / "ngc.lock").read_text() == "committed\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ngc-base.txt", "ngc.lock"]
+
+
+def test_check_base_without_its_list_stops_in_one_line(tmp_path):
+    out = check_base(tmp_path)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.splitlines() == [f"error: cannot read {tmp_path}/ngc-base.txt: No such file or directory"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_builds_resolver_is_the_projects_uv_with_its_hashes():
+    """docker/check-base.py installs uv at the Makefile's version, each wheel's sha256 given."""
+    text = (ROOT / "docker" / "check-base.py").read_text()
+    version = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    pinned = re.search(r'^UV = """uv==(\S+) \\\\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\\\)?\n)+)"""', text, re.M)
+    assert pinned and pinned.group(1) == version
+    assert len(pinned.group(2).splitlines()) >= 10  # one per platform's wheel, and the sdist

@@ -27,12 +27,13 @@ $(BIN)/pipeline: pyproject.toml requirements.lock | $(UV)
 
 setup: $(BIN)/pipeline
 
-# requirements.lock from pyproject.toml's ranges: every dependency and the test extra, for
-# every Python the project supports and every platform, with sha256 hashes and no index URL;
+# requirements.lock from pyproject.toml's ranges: every dependency and every extra (postgres,
+# gpu, test), for every Python the project supports and every platform, with sha256 hashes and
+# no index URL;
 # then the images' locks (docker/ngc.lock, docker/cuda.lock, docker/mlflow.lock: see
 # scripts/container-locks.sh).
 lock: | $(UV)
-	$(UV) pip compile pyproject.toml --extra test --universal --generate-hashes \
+	$(UV) pip compile pyproject.toml --all-extras --universal --generate-hashes \
 	    --python-version 3.10 --quiet --output-file requirements.lock
 	bash scripts/container-locks.sh $(UV)
 

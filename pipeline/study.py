@@ -67,9 +67,25 @@ def quiet_optuna():
     return optuna
 
 
+def database_url(url: str) -> str:
+    """The URL SQLAlchemy opens: a postgresql:// one with psycopg 3 (the `postgres` extra) as its
+    driver, which SQLAlchemy takes by default only from 2.1 (before, psycopg2); ConfigError
+    when psycopg is not installed."""
+    if not url.startswith(("postgresql://", "postgresql+psycopg://")):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(f"{shown(url)}: a study in PostgreSQL needs psycopg, which is not installed: "
+                          f"install pipeline[postgres] (make setup does)")
+    return "postgresql+psycopg://" + url.split("://", 1)[1]
+
+
 def open_storage(url: str, cfg):
     """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
-    dead workers retried cfg.retries times; StudyError when it cannot be opened."""
+    dead workers retried cfg.retries times; StudyError when it cannot be opened, ConfigError
+    when its driver is not installed."""
+    engine_url = database_url(url) if is_database(url) else url
     quiet_optuna()
     from optuna.storages import RDBStorage
 
@@ -81,7 +97,7 @@ def open_storage(url: str, cfg):
         return _journal_storage(path, cfg.heartbeat_seconds, retry)
     kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgres") else {}
     try:
-        return RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=cfg.heartbeat_seconds,
+        return RDBStorage(engine_url, engine_kwargs=kwargs, heartbeat_interval=cfg.heartbeat_seconds,
                           heartbeat_stale_trial_callback=retry)
     except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
         reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]

@@ -22,7 +22,7 @@ compile() {
 # same version stands for it while resolving.
 sed -E 's/\+[A-Za-z0-9.]+$//' docker/ngc-base.txt > "$tmp/ngc-base.txt"
 # shellcheck disable=SC2046  # one option per package name
-compile pyproject.toml --constraint "$tmp/ngc-base.txt" $(leave_out docker/ngc-base.txt) \
+compile pyproject.toml --extra postgres --extra gpu --constraint "$tmp/ngc-base.txt" $(leave_out docker/ngc-base.txt) \
     --output-file docker/ngc.lock
 echo "tensorflow[and-cuda]" > "$tmp/cuda.in"
 # shellcheck disable=SC2046

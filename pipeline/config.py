@@ -19,7 +19,7 @@ from typing import Any, Literal, Sequence, Union
 import yaml
 
 from pipeline.errors import ConfigError
-from pipeline.schema import DATASETS, SCHEMA, DatasetParams
+from pipeline.schema import DATASETS, NUM_CLASSES, SCHEMA, DatasetParams
 
 # --------------------------------------------------------------------------- loading
 
@@ -166,6 +166,11 @@ def _check_across(built: dict, source: str) -> None:
             raise ConfigError(f"{source}: train.{ds}.early_stopping.monitor: {monitor} needs a validation "
                               f"split, and preprocess.{ds}.validation_split is 0: monitor "
                               f"{monitor[4:]} or set a split")
+        for key in ("evaluate", "serve"):
+            top_k = built[key][ds].top_k
+            if top_k is not None and top_k > NUM_CLASSES[ds]:
+                raise ConfigError(f"{source}: {key}.{ds}.top_k: expected at most {NUM_CLASSES[ds]} ({ds} has "
+                                  f"{NUM_CLASSES[ds]} classes), got {top_k}")
     train = built["train"]["reuters"]
     if len(train.conv_kernel_sizes) != len(train.conv_filters):
         raise ConfigError(f"{source}: train.reuters.conv_kernel_sizes: expected one kernel size per "

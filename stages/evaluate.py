@@ -23,11 +23,12 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     """Test metrics and confusion matrix; log into the training run."""
     params = load_params(params_path, dataset)
     cfg = params.evaluate
-    from pipeline import evaluation, log, model_folder
+    from pipeline import evaluation, log, model_folder, serving
     from pipeline.tracking import probe, runs
 
     probe.check_tracking()  # every input checked before any output is written
     model_run = model_folder.read_run(model_dir)
+    serving.check_inputs(data)  # what the logged model carries besides the test split
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")

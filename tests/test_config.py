@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from helpers import ROOT, run_command
+from helpers import ROOT, run_command, write_params
 from pipeline.config import load_params, validate
 from pipeline.schema import DATASETS, STAGES
 from pipeline.errors import ConfigError
@@ -176,3 +176,23 @@ def test_a_kernel_size_for_each_conv_block(raw):
     raw["train"]["reuters"]["conv_filters"] = []
     assert error_of(raw).startswith("params.yaml: train.reuters.conv_filters: expected a non-empty list of "
                                     "positive integers")
+
+
+@pytest.mark.parametrize("key", ["evaluate", "serve"])
+@pytest.mark.parametrize("dataset,classes", [("reuters", 46), ("mnist", 10)])
+def test_a_top_k_past_the_datasets_classes_is_a_config_error(raw, key, dataset, classes):
+    raw[key][dataset]["top_k"] = classes
+    validate(raw)  # every class: allowed
+    raw[key][dataset]["top_k"] = classes + 1
+    assert error_of(raw) == (f"params.yaml: {key}.{dataset}.top_k: expected at most {classes} ({dataset} has "
+                             f"{classes} classes), got {classes + 1}")
+
+
+def test_serve_judges_its_params_before_it_asks_the_store(tmp_path):
+    """No store here (no mlflow.db, no champion): the params are what is wrong, and said first."""
+    write_params(tmp_path, {"serve.reuters.top_k": 50})
+    result, code, imported = run_command(["serve", "reuters"], cwd=tmp_path)
+    assert code == 2 and "tensorflow" not in imported and "mlflow" not in imported
+    assert result.stderr.strip().splitlines() == [
+        "error: params.yaml: serve.reuters.top_k: expected at most 46 (reuters has 46 classes), got 50"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

@@ -3,17 +3,21 @@ real tmpfs, mounted by the test): one `error:` line, exit 1, nothing written the
 the moment each stage's outputs are at risk, then a rerun that completes; the tracking server
 gone during a training."""
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+
+import yaml
 from pathlib import Path
 
 import pytest
 
-from helpers import free_ports, reuters_files_of, run_pipeline, start_mlflow_server, subprocess_env, unlike_plain_files, write_params
+from helpers import (child_json, free_ports, reuters_files_of, run_pipeline, run_python, start_mlflow_server, subprocess_env,
+                     unlike_plain_files, write_params)
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.faults,
@@ -68,6 +72,48 @@ def test_under_umask_002_every_output_is_group_writable_like_a_file_the_user_mak
     finally:
         os.umask(old)
     assert unlike_plain_files(tmp_path, ["raw", "raw.json", "prepared"], 0o002) == []
+
+
+# Each stage with every input it reads: removed one at a time, the stage must end in one
+# `error:` line having written nothing (its outputs here go to new paths under `new/`).
+NEW_OUTPUTS = {
+    "download": ["--out", "new/raw", "--manifest", "new/raw.json"],
+    "preprocess": ["--raw", "raw", "--out", "new/prepared"],
+    "train": ["--data", "prepared", "--model-dir", "new/model", "--history", "new/history.csv",
+              "--summary", "new/train.json", "--curves", "new/curves.png"],
+    "evaluate": ["--data", "prepared", "--model-dir", "model", "--metrics", "new/metrics.json",
+                 "--per-class", "new/per_class.csv", "--confusion", "new/confusion.csv",
+                 "--confusion-png", "new/confusion.png"],
+}
+READS = {
+    "download": ["params:download.reuters"],
+    "preprocess": ["raw/reuters.npz", "raw/reuters_word_index.json", "params:preprocess.reuters"],
+    "train": ["prepared/train.npz", "prepared/val.npz", "prepared/stats.json", "params:train.reuters"],
+    "evaluate": ["prepared/test.npz", "prepared/stats.json", "prepared/reuters_word_index.json",
+                 "model/model.keras", "model/run.json", "params:evaluate.reuters"],
+}
+def test_each_stage_without_each_input_it_reads_ends_in_one_line_having_written_nothing(project, tmp_path):
+    """Each removed in a copy of the project, one at a time; each case a stage process of its own."""
+    root, env = project
+    for stage, inputs in READS.items():
+        for missing in inputs:
+            case = Path(shutil.copytree(root, tmp_path / f"{stage}-{len(list(tmp_path.iterdir()))}",
+                                        ignore=shutil.ignore_patterns("mlflow.db*", "place*", "new")))
+            if missing.startswith("params:"):
+                section, name = missing.removeprefix("params:").split(".")
+                raw = yaml.safe_load((case / "params.yaml").read_text())
+                del raw[section][name]
+                (case / "params.yaml").write_text(yaml.safe_dump(raw))
+            else:
+                (case / missing).unlink()
+            done = run_pipeline(stage, "reuters", *NEW_OUTPUTS[stage], cwd=case, env=env)
+            what = f"{stage} without {missing}: "
+            errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+            assert done.returncode == (2 if missing.startswith("params:") else 1), what + done.stderr
+            assert len(errors) == 1 and "Traceback" not in done.stderr, what + done.stderr
+            assert missing.removeprefix("params:").split("/")[-1] in errors[0], what + errors[0]  # named
+            written = sorted(str(p.relative_to(case)) for p in (case / "new").rglob("*")) if (case / "new").exists() else []
+            assert written == [], what + f"wrote {written}"
 
 
 @pytest.fixture

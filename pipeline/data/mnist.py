@@ -22,10 +22,11 @@ from pipeline.data import archives
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
 from pipeline.io import reading
+from pipeline.schema import NUM_CLASSES as NUM_CLASSES_OF
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-NUM_CLASSES = 10
+NUM_CLASSES = NUM_CLASSES_OF["mnist"]
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 # a picture of one digit larger than this is refused before it is decoded (a 4096x4096 image
 # already decodes to 16 MB of grey)

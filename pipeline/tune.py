@@ -12,7 +12,6 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import ROOT, write_params
+from helpers import write_params
 from pipeline.config import load_params
 from pipeline.schema import DATASETS
 from pipeline.data import prepare

@@ -3,7 +3,6 @@ real tmpfs, mounted by the test): one `error:` line, exit 1, nothing written the
 the moment each stage's outputs are at risk, then a rerun that completes; the tracking server
 gone during a training."""
 
-import json
 import os
 import shutil
 import signal
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (child_json, free_ports, reuters_files_of, run_pipeline, run_python, start_mlflow_server, subprocess_env,
+from helpers import (free_ports, reuters_files_of, run_pipeline, start_mlflow_server, subprocess_env,
                      unlike_plain_files, write_params)
 
 pytestmark = [

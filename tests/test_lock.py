@@ -23,9 +23,12 @@ MACHINES = ("x86_64", "aarch64")
 
 
 def project_requirements(test_extra: bool = True) -> list[Requirement]:
+    """The dependencies and every extra's (the features' extras, postgres and gpu, which `make
+    setup` and the images install), the test extra's with `test_extra`."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in project["dependencies"] + (project["optional-dependencies"]["test"] if test_extra
-                                                               else [])]
+    extras = [r for name, found in project["optional-dependencies"].items() if test_extra or name != "test"
+              for r in found]
+    return [Requirement(r) for r in project["dependencies"] + extras]
 
 
 DOCKER = ROOT / "docker"

@@ -134,8 +134,8 @@ def check_disk(folder: Path) -> Check:
 def check_tracking() -> Check:
     from pipeline.tracking import probe, store
 
-    uri = store.tracking_uri()
     try:
+        uri = store.tracking_uri()
         detail = probe.check_tracking(uri)
     except PipelineError as exc:
         what, _, fix = str(exc).partition("; ")

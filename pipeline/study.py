@@ -81,10 +81,27 @@ def database_url(url: str) -> str:
     return "postgresql+psycopg://" + url.split("://", 1)[1]
 
 
+# The storages a study can live in: a journal file (a path, or file://PATH) for the workers of
+# one host, a database for several (SQLAlchemy's URL; psycopg 3 for PostgreSQL).
+STORAGE_SCHEMES = ("file", "sqlite", "postgresql", "postgresql+psycopg")
+
+
+def check_storage_url(url: str) -> None:
+    """A ConfigError (usage: exit 2) for a storage URL of a scheme no study can live in, naming
+    the ones that work, before any driver or server is asked."""
+    if "://" not in url:
+        return
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in STORAGE_SCHEMES:
+        raise ConfigError(f"{shown(url)}: a study cannot live in a {scheme}:// storage: expected a journal file "
+                          f"(a path, or file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE")
+
+
 def open_storage(url: str, cfg):
     """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
     dead workers retried cfg.retries times; StudyError when it cannot be opened, ConfigError
-    when its driver is not installed."""
+    when its scheme is none a study can live in or its driver is not installed."""
+    check_storage_url(url)
     engine_url = database_url(url) if is_database(url) else url
     quiet_optuna()
     from optuna.storages import RDBStorage
@@ -201,11 +218,37 @@ def pruner(cfg, epochs: int):
     return optuna.pruners.NopPruner()
 
 
-def identity(params) -> dict:
-    """What a study must agree on with every worker that joins it."""
+def identity(params, name: str) -> dict:
+    """What a study must agree on with every worker that joins it: the search (dataset, space,
+    metric, direction) and the name it was created under (a study copied or renamed in its
+    storage is another one)."""
     cfg = params.tune
     return {"dataset": params.dataset, "space": search_space.as_json(cfg.space), "metric": cfg.metric,
-            "direction": cfg.direction}
+            "direction": cfg.direction, "study": name}
+
+
+def check_same_search(study, params, name: str, url: str, *, settled: bool) -> None:
+    """A ConfigError (exit 2, nothing written to the storage) unless the study `name` loaded
+    from `url` is the search the params in force ask for, whoever made it: Optuna's own
+    direction first (a study made by a script or a teammate's minimizes what this one
+    maximizes: its worst trial would be reported as the best), then what the project records
+    in a study it creates. `settled`: its creator has had time to record that; a study that
+    still records none of it was not made by `pipeline tune`."""
+    mine = identity(params, name)
+    fix = f"name a new study with --study, or put tune.{params.dataset}.{{key}} back"
+    (direction,) = [d.name.lower() for d in study.directions] if len(study.directions) == 1 else ["several"]
+    if direction != mine["direction"]:
+        raise ConfigError(f"study {name!r} in {shown(url)} has another direction (Optuna's: {direction}, not "
+                          f"{mine['direction']}): " + fix.format(key="direction"))
+    theirs = study.user_attrs
+    missing = [key for key in ATTRS if key not in theirs]
+    if missing and (settled or study.trials):
+        raise ConfigError(f"study {name!r} in {shown(url)} records no {', '.join(missing)}: it was not made by "
+                          f"`pipeline tune`, so it may be another search: name a new study with --study")
+    for key, value in mine.items():
+        if key in theirs and theirs[key] != value:
+            raise ConfigError(f"study {name!r} in {shown(url)} has another {key} ({_brief(theirs[key])}, not "
+                              f"{_brief(value)}): " + fix.format(key=key))
 
 
 @dataclass
@@ -222,7 +265,7 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
     of that name with another dataset, space, metric or direction is a ConfigError; so is a
     study that does not exist when `create` is false."""
     optuna = quiet_optuna()
-    cfg, mine = params.tune, identity(params)
+    cfg, mine = params.tune, identity(params, name)
     storage = open_storage(url, cfg)
     chosen = dict(sampler=sampler(cfg), pruner=pruner(cfg, params.train.epochs), storage=storage, study_name=name)
     try:
@@ -240,18 +283,16 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
             study.set_user_attr(key, value)
         return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
     deadline = time.monotonic() + wait_seconds
+    check_same_search(study, params, name, url, settled=False)
     while RUN_ATTR not in study.user_attrs:  # its creator is setting it up (a moment)
-        if time.monotonic() > deadline:  # and died doing so
+        if time.monotonic() > deadline:  # and died doing so, or it was made elsewhere
+            check_same_search(study, params, name, url, settled=True)
             _make_run(study, params, name, url)
             break
         time.sleep(0.5)
-    theirs = study.user_attrs
-    for key, value in mine.items():
-        if key in theirs and theirs[key] != value:
-            raise ConfigError(f"study {name!r} in {shown(url)} has another {key} ({_brief(theirs[key])}, not "
-                              f"{_brief(value)}): name a new study with --study, or put tune.{params.dataset}.{key} "
-                              f"back")
-    run_id = theirs[RUN_ATTR]
+        check_same_search(study, params, name, url, settled=False)
+    check_same_search(study, params, name, url, settled=True)
+    run_id = study.user_attrs[RUN_ATTR]
     if store.find_run(run_id) is None:
         raise ConfigError(f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
                           f"({store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to")

@@ -36,6 +36,8 @@ class Target:
     @classmethod
     def make(cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], data) -> "Target":
         params = load_params(params_path, dataset, overrides)
+        if storage:  # a usage error before the data, the store or a driver is asked
+            studying.check_storage_url(storage)
         return cls(dataset, str(params_path), tuple(overrides), study or params.tune.study,
                    storage or studying.default_storage(), str(data))
 

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from helpers import ROOT, run_command, write_params
+from helpers import ROOT, run_command, subprocess_env, write_params
 from pipeline.config import load_params, validate
 from pipeline.schema import DATASETS, STAGES
 from pipeline.errors import ConfigError
@@ -195,4 +195,17 @@ def test_serve_judges_its_params_before_it_asks_the_store(tmp_path):
     assert code == 2 and "tensorflow" not in imported and "mlflow" not in imported
     assert result.stderr.strip().splitlines() == [
         "error: params.yaml: serve.reuters.top_k: expected at most 46 (reuters has 46 classes), got 50"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+@pytest.mark.parametrize("command", [["promote", "reuters"], ["serve", "reuters"], ["compare", "some-run", "another-run"]])
+def test_a_tracking_uri_of_no_store_mlflow_has_is_a_usage_error_naming_those_that_work(tmp_path, command):
+    write_params(tmp_path)
+    env = subprocess_env(MLFLOW_TRACKING_URI="ftp://files.example.org/mlflow")
+    result, code, imported = run_command(command, cwd=tmp_path, env=env)
+    assert code == 2 and "tensorflow" not in imported
+    assert result.stderr.strip().splitlines() == [
+        "error: MLFLOW_TRACKING_URI: ftp:// is no MLflow tracking store: expected sqlite:///PATH, a tracking "
+        "server's http(s)://HOST:PORT or a database URL (postgresql://, mysql://); set it to one, or unset it "
+        "for mlflow.db here"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, use_sqlite
+from helpers import ROOT, run_command, use_sqlite, write_params
 from pipeline import search_space, study as studying
 from pipeline.config import load_params
 from pipeline.errors import ConfigError
@@ -125,3 +125,88 @@ def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
     opened.study.tell(second, state=studying.quiet_optuna().trial.TrialState.FAIL)
     assert studying.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 0, "running": 1, "waiting": 0}
     assert studying.within_budget(opened.study, first, 1)
+
+
+def storage_of(kind: str, tmp_path, request) -> str:
+    return {"journal": lambda: str(tmp_path / "optuna.journal"),
+            "sqlite": lambda: f"sqlite:///{tmp_path / 'optuna.db'}",
+            "postgresql": lambda: request.getfixturevalue("postgres")}[kind]()
+
+
+def optunas_own(url: str, cfg):
+    """The storage as a script of the user's would open it: Optuna's, none of the project's."""
+    import optuna
+
+    if studying.is_database(url):
+        return optuna.storages.RDBStorage(studying.database_url(url))
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(url))
+
+
+def snapshot(url: str, name: str):
+    """What the storage holds of the study `name`: its direction, attributes and trials."""
+    import optuna
+
+    found = optuna.load_study(study_name=name, storage=optunas_own(url, None))
+    return ([d.name for d in found.directions], found.user_attrs,
+            [(t.number, t.state.name, t.values, t.params) for t in found.trials])
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
+def test_a_study_made_outside_the_project_is_joined_only_if_it_is_the_same_search(tmp_path, monkeypatch, request, kind):
+    """A study named as the params' that Optuna made directly (a script, an older version, a
+    teammate's study of another metric): refused in one line, exit 2, its storage untouched."""
+    import optuna
+
+    studying.quiet_optuna()
+    use_sqlite(tmp_path, monkeypatch)
+    url = storage_of(kind, tmp_path, request)
+    name = f"outside-{kind}-{tmp_path.name}"[:60]
+    # made to minimize, with a trial: the params' search maximizes val_accuracy
+    made = optuna.create_study(study_name=name, storage=optunas_own(url, None), direction="minimize")
+    made.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions={
+        "x": optuna.distributions.FloatDistribution(0, 1)}, value=0.0))
+    before = snapshot(url, name)
+    with pytest.raises(ConfigError) as info:
+        studying.open_study(params(), name, url)
+    assert str(info.value) == (f"study {name!r} in {studying.shown(url)} has another direction (Optuna's: minimize, "
+                               "not maximize): name a new study with --study, or put tune.reuters.direction back")
+    assert info.value.exit_code == 2 and snapshot(url, name) == before
+    # the same direction, but none of what the project records: another search, perhaps
+    same = f"{name}-max"
+    made = optuna.create_study(study_name=same, storage=optunas_own(url, None), direction="maximize")
+    with pytest.raises(ConfigError) as info:  # empty: its creator may be recording it; not for long
+        studying.open_study(params(), same, url, wait_seconds=1)
+    assert str(info.value) == (f"study {same!r} in {studying.shown(url)} records no dataset, space, metric, direction: "
+                               "it was not made by `pipeline tune`, so it may be another search: name a new study "
+                               "with --study")
+    made.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.9))
+    before = snapshot(url, same)
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError):  # with a trial: at once
+        studying.open_study(params(), same, url)
+    assert time.monotonic() - t0 < 30 and snapshot(url, same) == before
+
+
+def test_a_study_copied_under_another_name_is_another_study(tmp_path, monkeypatch):
+    import optuna
+
+    use_sqlite(tmp_path, monkeypatch)
+    journal = str(tmp_path / "optuna.journal")
+    studying.open_study(params(), "original", journal)
+    optuna.copy_study(from_study_name="original", from_storage=optunas_own(journal, None),
+                      to_storage=optunas_own(journal, None), to_study_name="copy")
+    with pytest.raises(ConfigError) as info:
+        studying.open_study(params(), "copy", journal)
+    assert str(info.value).startswith(f"study 'copy' in {journal} has another study (original, not copy): ")
+
+
+@pytest.mark.parametrize("url", ["ftp://host/optuna", "mysql://u@db/optuna", "redis://localhost:6379"])
+def test_a_storage_no_study_can_live_in_is_a_usage_error_naming_those_that_work(tmp_path, url):
+    write_params(tmp_path)
+    result, code, imported = run_command(["tune", "reuters", "--storage", url], cwd=tmp_path)
+    scheme = url.split("://")[0]
+    assert code == 2 and "tensorflow" not in imported
+    assert result.stderr.strip().splitlines() == [
+        f"error: {url}: a study cannot live in a {scheme}:// storage: expected a journal file (a path, or "
+        "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

@@ -59,6 +59,7 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     from pipeline.errors import TrackingError
 
     uri = uri or store.tracking_uri()
+    store.check_scheme(uri)
     scheme = urllib.parse.urlsplit(uri).scheme
     if scheme == "sqlite":
         path = store.sqlite_path(uri)

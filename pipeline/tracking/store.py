@@ -20,12 +20,31 @@ def repo_root(start: Optional[Path] = None) -> Path:
     return here
 
 
+# The tracking stores MLflow opens (a database through SQLAlchemy, a server, a folder), by
+# scheme; `+driver` (postgresql+psycopg) is SQLAlchemy's.
+TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "file", "databricks")
+
+
 def tracking_uri() -> str:
-    """MLFLOW_TRACKING_URI when set; otherwise sqlite:///<repo root>/mlflow.db."""
+    """MLFLOW_TRACKING_URI when set (checked by `check_scheme`); otherwise
+    sqlite:///<repo root>/mlflow.db."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
+        check_scheme(uri)
         return uri
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def check_scheme(uri: str) -> None:
+    """A ConfigError (usage: exit 2) naming the stores that work, for a tracking URI of a scheme
+    MLflow has no store for, before MLflow is asked."""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    if scheme and scheme not in TRACKING_SCHEMES:
+        from pipeline.errors import ConfigError
+
+        raise ConfigError(f"MLFLOW_TRACKING_URI: {uri.split('://', 1)[0]}:// is no MLflow tracking store: "
+                          "expected sqlite:///PATH, a tracking server's http(s)://HOST:PORT or a database "
+                          "URL (postgresql://, mysql://); set it to one, or unset it for mlflow.db here")
 
 
 def sqlite_path(uri: str) -> Optional[Path]:

@@ -79,7 +79,9 @@ def _clear_stale(path: Path) -> None:
     """Remove the temporary siblings that a killed writer of `path` left (SIGKILL leaves no
     chance to clean up): its next write starts clean. One writer per output: DVC locks the
     repository while a stage runs."""
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+    # `..<name>.<random>.tmp.<random>.tmp` too: a temporary of the temporary, which a writer
+    # inside `atomic_outputs` (write_csv, write_json) leaves when it is killed mid-write
+    for stale in [*path.parent.glob(f".{path.name}.*.tmp"), *path.parent.glob(f"..{path.name}.*.tmp")]:
         if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale, ignore_errors=True)
         else:

@@ -34,9 +34,9 @@ imports.skip_keras_extras()
 # trained project that the README's session and others read); the container tests once the
 # images the session builds in the background are likely made, beside trainings; every module
 # not named here (seconds each) after these, in name order.
-LONGEST_FIRST = ("test_e2e", "test_sweep", "test_tune", "test_serve", "test_slurm_sweep", "test_faults", "test_readme", "test_distribute", "test_container",
-                 "test_lowest_versions",
-                 "test_equivalence", "test_doctor", "test_multiworker", "test_reproducible", "test_selftest",
+LONGEST_FIRST = ("test_e2e", "test_sweep", "test_tune", "test_serve", "test_slurm_sweep", "test_faults", "test_readme", "test_distribute",
+                 "test_lowest_versions", "test_equivalence", "test_container",
+                 "test_doctor", "test_multiworker", "test_reproducible", "test_selftest",
                  "test_resume", "test_cli", "test_early_stopping", "test_store", "test_compare", "test_bench_loops",
                  "test_bench", "test_log", "test_mlflow_ui", "test_params_doc")
 

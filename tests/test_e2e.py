@@ -128,16 +128,19 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     assert run_json["run_id"] == run.info.run_id
     models = client(repo["server"]).search_logged_models(experiment_ids=[run.info.experiment_id])
     assert [m.source_run_id for m in models] == [run.info.run_id]
-    # the environment: the lock's, which the model states package by package
+    # the environment: the lock's; the model states, package by package at the lock's versions,
+    # what serving it needs, not the whole project
     import mlflow
 
     from pipeline import environment
+    from pipeline.tracking.runs import model_requirements
 
     assert tags["python.environment"] == "requirements.lock"
     mlflow.set_tracking_uri(repo["server"])
     stated = Path(mlflow.pyfunc.get_model_dependencies(f"models:/{models[0].model_id}")).read_text().split()
-    assert set(environment.installed_requirements()) <= set(stated)
+    assert set(model_requirements()) <= set(stated) <= set(environment.installed_requirements())
     assert any(line.startswith("tensorflow==") for line in stated)
+    assert not [line for line in stated if line.startswith(("dvc==", "optuna==", "psycopg=="))]
     # the model takes raw inputs, records Keras' own version, and is registered with its figures
     from importlib.metadata import version
 

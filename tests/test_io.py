@@ -123,3 +123,12 @@ def test_outputs_get_the_mode_a_plain_open_or_mkdir_gives_under_the_umask(tmp_pa
     assert mode(tmp_path / "model" / "inner.json") == 0o666 & ~umask
     assert mode(tmp_path / "model") == mode(plain_dir) == 0o777 & ~umask
     assert mode(tmp_path / "run.sh") == 0o777 & ~umask  # an executable stays executable
+
+
+def test_a_temporary_of_a_temporary_left_by_a_killed_writer_is_cleared_too(tmp_path):
+    """write_csv inside atomic_outputs writes the outer temporary through atomic_file: killed
+    then, it leaves `..<name>.<random>.tmp.<random>.tmp` beside the output."""
+    (tmp_path / "..per_class.csv.abc123.tmp.def456.tmp").write_text("half")
+    (tmp_path / ".per_class.csv.abc123.tmp").write_text("half")
+    write_json(tmp_path / "per_class.csv", {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["per_class.csv"]

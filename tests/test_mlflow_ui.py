@@ -31,7 +31,7 @@ x, y = np.zeros((8, 4), dtype="float32"), np.arange(8) % 2
 ids = {}
 for rate in json.loads(sys.argv[1]):
     os.environ["DVC_EXP_NAME"] = f"lr-{rate}"
-    params = SimpleNamespace(dataset="reuters", flat=lambda: {"train.reuters.learning_rate": rate})
+    params = SimpleNamespace(dataset="reuters", flat=lambda: {"train.reuters.learning_rate": rate}, unpinned=lambda: [])
     with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
         run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
         run.log_epoch(1, {"epoch": 1, "loss": 1.0, "val_accuracy": 0.5})

@@ -239,21 +239,30 @@ def test_the_load_benchmark_reports_rates_and_latencies(served):
     assert refused.returncode == 2 and "the load goes to this host only (127.0.0.1)" in refused.stderr
 
 
-def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_answers(served, offline, tmp_path,
-                                                                                      monkeypatch):
+def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_answers(served, offline, tmp_path):
     """`mlflow models predict --env-manager uv` on each champion: MLflow makes a new virtual
     environment from the logged model's requirements alone (not the project's: no DVC, Optuna,
     psycopg or NVML) and answers a newswire's text and a digit's PNG as the offline model does."""
     import keras
     from mlflow.artifacts import download_artifacts
 
+    import mlflow
+
     env = {**served["env"], "MLFLOW_LOGGING_LEVEL": "INFO"}
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", env["MLFLOW_TRACKING_URI"])  # models:/ resolves in its registry
     requirements = {}
-    for dataset in ("reuters", "mnist"):
-        text = Path(download_artifacts(f"models:/{dataset}@champion/requirements.txt",
-                                       dst_path=str(tmp_path / dataset))).read_text()
-        requirements[dataset] = {line.split("==")[0] for line in text.split() if "==" in line}
+    # models:/ resolves in the registry in force: this server's (another module of this worker
+    # may have set this process's tracking or registry URI), then put back
+    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    mlflow.set_registry_uri(env["MLFLOW_TRACKING_URI"])
+    try:
+        for dataset in ("reuters", "mnist"):
+            text = Path(download_artifacts(f"models:/{dataset}@champion/requirements.txt",
+                                           dst_path=str(tmp_path / dataset))).read_text()
+            requirements[dataset] = {line.split("==")[0] for line in text.split() if "==" in line}
+    finally:
+        mlflow.set_tracking_uri(before[0])
+        mlflow.set_registry_uri(before[1])
     assert requirements["reuters"] == requirements["mnist"]
     assert {"mlflow", "tensorflow", "keras", "numpy", "pandas", "pillow"} <= requirements["reuters"]
     assert not {"dvc", "optuna", "psycopg", "psycopg-binary", "nvidia-ml-py", "click-didyoumean"} & requirements["reuters"]

@@ -22,10 +22,10 @@ def command(dataset, out, manifest, params_path):
     params = load_params(params_path, dataset)
     results = fetch_all(params.download, out)
     write_json(manifest, {"dataset": dataset, "files": [r.__dict__ for r in results]})
-    pinned_by_content = not params.unpinned()
+    unpinned = params.unpinned()
     for r in results:
         state = ("verified" if r.verified else
-                 f"its images checked by preprocess.{dataset}.images_sha256" if pinned_by_content else "not pinned")
+                 f"its images checked by preprocess.{dataset}.images_sha256" if not unpinned else "not pinned")
         log.result(f"{r.name}: {r.bytes} bytes, sha256 {r.sha256} ({state}) from {r.fetched_from}")
-    for line in params.unpinned():
+    for line in unpinned:
         log.log.warning("%s", line)

@@ -198,9 +198,10 @@ class TrainingRun:
 
         mlflow.log_params({**params.flat(), **device_params(figures),
                            **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()}})
-        unpinned = {"data.unpinned": "; ".join(params.unpinned())} if params.unpinned() else {}
+        unpinned = params.unpinned()
+        warned = {"data.unpinned": "; ".join(unpinned)} if unpinned else {}
         mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(),
-                         "pipeline.stage": "train", "pipeline.dataset": params.dataset, **unpinned})
+                         "pipeline.stage": "train", "pipeline.dataset": params.dataset, **warned})
         lineage.log_inputs(params.dataset, data, splits)
 
     @tracked("an epoch's metrics")

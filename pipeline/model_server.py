@@ -28,7 +28,7 @@ def resolve(dataset: str, alias: str, version: Optional[int], metric: str) -> tu
     found = registry.by_alias(dataset, alias, metric)
     if found is None:
         hint = f"`pipeline promote {dataset}`" if alias == registry.CHAMPION else f"set the alias {alias!r}"
-        raise DataError(f"{dataset}: no version has the alias {alias!r} in {store.tracking_uri()}: {hint} first "
+        raise DataError(f"{dataset}: no version has the alias {alias!r} in {store.registry_uri()}: {hint} first "
                         f"(or serve a version: --version N)")
     return f"models:/{dataset}@{alias}", found.describe(metric)
 

@@ -77,13 +77,13 @@ def _version(found, metric: str) -> Version:
                    found.tags.get(TEST_DATA_TAG, ""), found.tags.get(RUN_TAG, found.run_id or ""))
 
 
-@tracked("the registered versions", "reading", _AGAIN)
+@tracked("the registered versions", "reading", _AGAIN, registry=True)
 def versions(dataset: str, metric: str) -> list[Version]:
     from pipeline.tracking import store
 
     found = _client().search_model_versions(f"name = '{dataset}'")
     if not found:
-        raise DataError(f"{store.tracking_uri()}: no registered model {dataset!r}: run `dvc repro` (the evaluate "
+        raise DataError(f"{store.registry_uri()}: no registered model {dataset!r}: run `dvc repro` (the evaluate "
                         f"stage registers each model it evaluates)")
     return sorted((_version(v, metric) for v in found), key=lambda v: v.number)
 
@@ -101,7 +101,7 @@ def champion(dataset: str, metric: str) -> Optional[Version]:
     return by_alias(dataset, CHAMPION, metric)
 
 
-@tracked("the registered model's alias", "reading", _AGAIN)
+@tracked("the registered model's alias", "reading", _AGAIN, registry=True)
 def by_alias(dataset: str, alias: str, metric: str) -> Optional[Version]:
     """The version `alias` points at, or None."""
     from mlflow.exceptions import MlflowException
@@ -121,7 +121,7 @@ class Decision:
     refused: bool = False  # the gate said no (not: the version is the champion already)
 
 
-@tracked("the champion alias", "moving", _AGAIN)
+@tracked("the champion alias", "moving", _AGAIN, registry=True)
 def promote(dataset: str, cfg, number: Optional[int] = None, force: bool = False) -> Decision:
     """Move `champion` to version `number` (by default the best by cfg.metric on the champion's
     test data, or on any when there is no champion) if it beats the champion by cfg.margin on

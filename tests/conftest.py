@@ -101,6 +101,49 @@ def pytest_sessionfinish(session):
         _stop_trained_server(session.config)
 
 
+# --- MLflow's process-wide state --------------------------------------------------------------
+# mlflow.set_tracking_uri and set_registry_uri also set MLFLOW_TRACKING_URI / MLFLOW_REGISTRY_URI
+# in os.environ "so that subprocesses inherit it": a test (or a module's fixture) that points
+# this process at its server would otherwise point every later command of this worker there,
+# long after the server has gone. Each is put back as it was around every test and module.
+
+_MLFLOW_GLOBALS = (("mlflow.tracking._tracking_service.utils", "_tracking_uri"),
+                   ("mlflow.tracking._model_registry.utils", "_registry_uri"))
+
+
+def _mlflow_state():
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")}
+    return env, {(m, name): getattr(sys.modules[m], name) for m, name in _MLFLOW_GLOBALS if m in sys.modules}
+
+
+def _put_back(state) -> None:
+    import sys
+
+    env, saved = state
+    for key in [k for k in os.environ if k.startswith("MLFLOW_")]:
+        if key not in env:
+            del os.environ[key]
+    os.environ.update(env)
+    for (m, name) in [g for g in _MLFLOW_GLOBALS if g[0] in sys.modules]:
+        setattr(sys.modules[m], name, saved.get((m, name)))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _mlflow_state_per_module():
+    state = _mlflow_state()
+    yield
+    _put_back(state)
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_state_per_test():
+    state = _mlflow_state()
+    yield
+    _put_back(state)
+
+
 # --- datasets and services -------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

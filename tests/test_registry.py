@@ -5,6 +5,7 @@ the same test data, --force to roll back."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -131,6 +132,39 @@ def test_what_is_not_there_is_one_error(tmp_path, monkeypatch):
     register("reuters", 0.6)
     with pytest.raises(ConfigError, match=r"^reuters: no version 7 \(versions 1\)$"):
         registry.promote("reuters", GATE, 7)
+
+
+def test_a_registry_apart_from_the_tracking_store_is_the_one_named(tmp_path, monkeypatch):
+    """MLFLOW_REGISTRY_URI is MLflow's own variable: models go there, and when it does not
+    answer the error names it, not the tracking store that does."""
+    from helpers import free_ports
+    from pipeline.errors import TrackingError
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", f"sqlite:///{tmp_path / 'registry.db'}")
+    register("reuters", 0.6)
+    assert (tmp_path / "registry.db").exists()
+    down = f"http://127.0.0.1:{free_ports(1)[0]}"
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", down)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with pytest.raises(TrackingError, match=rf"^{down}: reading the registered versions failed: Connection refused"):
+        registry.versions("reuters", "test_accuracy")
+
+
+def test_a_tests_registry_uri_is_not_left_to_the_next_test():
+    """conftest puts back what mlflow.set_registry_uri sets process-wide (its MLFLOW_REGISTRY_URI
+    too, which every later command of the worker would inherit): this sets it, the next checks."""
+    import mlflow
+
+    mlflow.set_registry_uri("http://127.0.0.1:9")
+    assert os.environ["MLFLOW_REGISTRY_URI"] == "http://127.0.0.1:9"
+
+
+def test_the_next_test_finds_the_registry_uri_as_it_was():
+    import mlflow
+
+    assert "MLFLOW_REGISTRY_URI" not in os.environ
+    assert mlflow.get_registry_uri() == mlflow.get_tracking_uri()
 
 
 def test_pipeline_promote_exits_1_when_the_gate_says_no(tmp_path, monkeypatch):

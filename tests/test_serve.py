@@ -250,19 +250,14 @@ def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_a
 
     env = {**served["env"], "MLFLOW_LOGGING_LEVEL": "INFO"}
     requirements = {}
-    # models:/ resolves in the registry in force: this server's (another module of this worker
-    # may have set this process's tracking or registry URI), then put back
-    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
+    # models:/ resolves in the registry in force: this server's (conftest puts this process's
+    # URIs, and the MLFLOW_* variables they set, back as they were after the test)
     mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
     mlflow.set_registry_uri(env["MLFLOW_TRACKING_URI"])
-    try:
-        for dataset in ("reuters", "mnist"):
-            text = Path(download_artifacts(f"models:/{dataset}@champion/requirements.txt",
-                                           dst_path=str(tmp_path / dataset))).read_text()
-            requirements[dataset] = {line.split("==")[0] for line in text.split() if "==" in line}
-    finally:
-        mlflow.set_tracking_uri(before[0])
-        mlflow.set_registry_uri(before[1])
+    for dataset in ("reuters", "mnist"):
+        text = Path(download_artifacts(f"models:/{dataset}@champion/requirements.txt",
+                                       dst_path=str(tmp_path / dataset))).read_text()
+        requirements[dataset] = {line.split("==")[0] for line in text.split() if "==" in line}
     assert requirements["reuters"] == requirements["mnist"]
     assert {"mlflow", "tensorflow", "keras", "numpy", "pandas", "pillow"} <= requirements["reuters"]
     assert not {"dvc", "optuna", "psycopg", "psycopg-binary", "nvidia-ml-py", "click-didyoumean"} & requirements["reuters"]

@@ -46,11 +46,12 @@ RESUME_ADVICE = ("run the stage again once the tracking store answers (a trainin
                  "logs each epoch once)")
 
 
-def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE):
+def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE, *, registry: bool = False):
     """Make an MLflow failure of the decorated call (a TrainingRun's method, a study's run, a
     registry call) one TrackingError, `<store>: <doing> <what> failed: <reason>; <advice>`:
     MLflow's client retries a server that does not answer for minutes (a blink passes
-    unnoticed), then gives up."""
+    unnoticed), then gives up. With `registry`, the store named is the model registry's
+    (MLFLOW_REGISTRY_URI may point elsewhere than the tracking store)."""
     def wrap(method):
         @functools.wraps(method)
         def call(self, *args, **kwargs):
@@ -64,7 +65,8 @@ def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE):
                 message = exc.message if isinstance(exc, MlflowException) else str(exc)
                 # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
                 reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
-                raise TrackingError(f"{store.tracking_uri()}: {doing} {what} failed: "
+                where = store.registry_uri() if registry else store.tracking_uri()
+                raise TrackingError(f"{where}: {doing} {what} failed: "
                                     f"{reason[-1] if reason else message[:300]}; {advice}") from None
         return call
     return wrap
@@ -241,7 +243,7 @@ class TrainingRun:
         return serving.log_model(params.dataset, model_dir, data, params.serve.top_k, model_requirements(),
                                  model=model)
 
-    @tracked("the model's registration")
+    @tracked("the model's registration", registry=True)
     def register(self, dataset: str, model, metrics: dict, test_data: str) -> int:
         """A new version of the registered model `dataset` from `model` (`log_model`'s), tagged
         with this run, its test metrics, the test split's digest and the DVC experiment; its

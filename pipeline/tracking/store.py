@@ -35,14 +35,24 @@ def tracking_uri() -> str:
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def check_scheme(uri: str) -> None:
+def registry_uri() -> str:
+    """Where models are registered: MLFLOW_REGISTRY_URI when set (MLflow's own variable, checked
+    by `check_scheme`), otherwise the tracking store."""
+    uri = os.environ.get("MLFLOW_REGISTRY_URI")
+    if uri:
+        check_scheme(uri, "MLFLOW_REGISTRY_URI")
+        return uri
+    return tracking_uri()
+
+
+def check_scheme(uri: str, variable: str = "MLFLOW_TRACKING_URI") -> None:
     """A ConfigError (usage: exit 2) naming the stores that work, for a tracking URI of a scheme
     MLflow has no store for, before MLflow is asked."""
     scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
     if scheme and scheme not in TRACKING_SCHEMES:
         from pipeline.errors import ConfigError
 
-        raise ConfigError(f"MLFLOW_TRACKING_URI: {uri.split('://', 1)[0]}:// is no MLflow tracking store: "
+        raise ConfigError(f"{variable}: {uri.split('://', 1)[0]}:// is no MLflow tracking store: "
                           "expected sqlite:///PATH, a tracking server's http(s)://HOST:PORT or a database "
                           "URL (postgresql://, mysql://); set it to one, or unset it for mlflow.db here")
 

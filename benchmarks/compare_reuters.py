@@ -62,8 +62,9 @@ def pipeline(work: Path, prepared: Path, env: dict) -> dict:
     out = work / "out"
     common = ["reuters", "--data", str(prepared), "--model-dir", str(out / "model")]
     run = run_measured([sys.executable, "-m", "pipeline", "train", *common, "--history", str(out / "history.csv"),
-                        "--summary", str(out / "train.json"), "--curves", str(out / "curves.png")], work, env)
-    summary = json.loads((out / "train.json").read_text())
+                        "--summary", str(out / "train.json"), "--curves", str(out / "curves.png"),
+                        "--measurements", str(out / "measured.json")], work, env)
+    summary = json.loads((out / "measured.json").read_text())
     run_measured([sys.executable, "-m", "pipeline", "evaluate", *common, "--metrics", str(out / "metrics.json"),
                   "--per-class", str(out / "per_class.csv"), "--confusion", str(out / "confusion.csv"),
                   "--confusion-png", str(out / "confusion.png")], work, env)

@@ -153,13 +153,18 @@ def write_json(path: Path | str, data: Any) -> None:
 
 
 def write_csv(path: Path | str, rows: list[dict], columns: Iterable[str], digits: Optional[int] = None) -> None:
-    """Rows of dicts as CSV with a header and "\\n" line ends; floats in full, or with `digits`
-    significant digits."""
+    """Rows of dicts as CSV with a header and "\\n" line ends, `columns` of each (a row may hold
+    more); floats in full, or with `digits` significant digits."""
+    columns = list(columns)
     with atomic_file(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
+        writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (f"{v:.{digits}g}" if digits and isinstance(v, float) else v) for k, v in row.items()})
+            writer.writerow({k: _cell(row[k], digits) for k in columns})
+
+
+def _cell(value, digits: Optional[int]):
+    return f"{value:.{digits}g}" if digits and isinstance(value, float) else value
 
 
 @contextlib.contextmanager

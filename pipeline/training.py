@@ -22,10 +22,12 @@ from pipeline.resume import Backup
 
 log = logging.getLogger(__name__)
 
-HISTORY_COLUMNS = (
-    "epoch", "loss", "accuracy", "val_loss", "val_accuracy",
-    "learning_rate", "epoch_seconds", "epoch_train_seconds", "epoch_samples_per_second",
-)
+# what each epoch computed (history.csv, for dvc plots: the same bytes when a run reproduces);
+# each epoch's times and throughput go to MLflow with these (a history row holds both)
+HISTORY_COLUMNS = ("epoch", "loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
+# what the train stage measured (--measurements: numbers, for `dvc metrics show` in the
+# workspace; neither git nor dvc.lock records them)
+DEVICE_COUNTS = ("replicas", "workers", "logical_devices", "physical_gpus")
 
 
 def lr_at_epoch(base: float, decay_epochs, factor: float, epoch: int) -> float:
@@ -202,6 +204,15 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
     )
 
 
+def measured(result: TrainResult, figures: dict) -> dict:
+    """The train stage's measurements: time, throughput (also of the epochs after the first,
+    which traces the step functions, when there are any), peak memory, device counts."""
+    later = [row["epoch_samples_per_second"] for row in result.history[1:]]
+    steady = {"steady_samples_per_second": sum(later) / len(later)} if later else {}
+    return {"train_seconds": result.train_seconds, "samples_per_second": result.samples_per_second, **steady,
+            "peak_rss_mb": round(result.peak_rss_mb), **{key: figures[key] for key in DEVICE_COUNTS}}
+
+
 def weights_digest(model: keras.Model) -> str:
     """sha256 of all weights, to show that every worker ended with the same model."""
     import hashlib
@@ -213,23 +224,25 @@ def weights_digest(model: keras.Model) -> str:
 
 
 def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_dir: Path, history: Path,
-                  summary: Path, curves: Path, title: str, machine: Optional[Path] = None,
-                  machine_facts: Optional[dict] = None) -> None:
-    """The train stage's files: the model with its MLflow run ids, the per-epoch history (for
-    dvc plots), the summary of figures (for dvc metrics) and the learning curves; and, with
-    `machine`, `machine_facts` (`pipeline.environment.machine()`: what the figures were
-    measured on). All of them or none."""
+                  summary: Path, curves: Path, title: str, measurements: Optional[Path] = None,
+                  machine: Optional[Path] = None, machine_facts: Optional[dict] = None) -> None:
+    """The train stage's files. What the run computed, the same bytes whenever it reproduces:
+    the model with its MLflow run ids (`model_folder`), the per-epoch history (for dvc plots),
+    the summary of results (for dvc metrics) and the learning curves. What it measured, apart:
+    with `measurements`, time, throughput, peak memory and device counts; with `machine`,
+    `machine_facts` (`pipeline.environment.machine()`: the host, versions, date). All of them
+    or none."""
     from pipeline import plots
 
-    extra = (machine,) if machine is not None else ()
+    extra = [path for path in (measurements, machine) if path is not None]
     with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
-            model_tmp, history_tmp, summary_tmp, curves_tmp, *machine_tmp):
+            model_tmp, history_tmp, summary_tmp, curves_tmp, *extra_tmp):
         model_folder.save(model_tmp, result.model, run_ids)
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
-        write_json(summary_tmp, {"train_seconds": result.train_seconds,
-                                 "samples_per_second": result.samples_per_second,
-                                 "peak_rss_mb": round(result.peak_rss_mb),
-                                 "global_batch_size": result.global_batch_size, **result.summary, **figures})
+        write_json(summary_tmp, {"global_batch_size": result.global_batch_size, **result.summary})
         plots.learning_curves(result.history, curves_tmp, title)
-        if machine_tmp:
-            write_json(machine_tmp[0], machine_facts)
+        staged = dict(zip([p for p in (measurements, machine) if p is not None], extra_tmp))
+        if measurements is not None:
+            write_json(staged[measurements], measured(result, figures))
+        if machine is not None:
+            write_json(staged[machine], machine_facts)

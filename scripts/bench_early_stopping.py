@@ -44,7 +44,8 @@ def run(work: Path, dataset: str, data: Path, setting: str, seed: int, env: dict
     stage = [sys.executable, "-m", "pipeline", "-q"]
     subprocess.run([*stage, "train", dataset, "--data", str(data), "--model-dir", str(model),
                     "--history", str(work / "history.csv"), "--summary", str(work / "train.json"),
-                    "--curves", str(work / "curves.png")], cwd=work, env=env, check=True)
+                    "--curves", str(work / "curves.png"), "--measurements", str(work / "measurements.json")],
+                   cwd=work, env=env, check=True)
     subprocess.run([*stage, "evaluate", dataset, "--data", str(data), "--model-dir", str(model),
                     "--metrics", str(work / "metrics.json"), "--per-class", str(work / "per_class.csv"),
                     "--confusion", str(work / "confusion.csv"), "--confusion-png", str(work / "confusion.png")],
@@ -52,7 +53,8 @@ def run(work: Path, dataset: str, data: Path, setting: str, seed: int, env: dict
     train = json.loads((work / "train.json").read_text())
     test = json.loads((work / "metrics.json").read_text())
     return {"setting": setting, "seed": seed, "best_epoch": train["best_epoch"],
-            "epochs_trained": train["epochs_trained"], "train_seconds": train["train_seconds"],
+            "epochs_trained": train["epochs_trained"],
+            "train_seconds": json.loads((work / "measurements.json").read_text())["train_seconds"],
             "test_accuracy": test["test_accuracy"]}
 
 

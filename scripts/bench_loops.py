@@ -39,7 +39,7 @@ def train(work: Path, dataset: str, data: Path, overrides: dict, env: dict, kill
     (work / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     args = [sys.executable, "-m", "pipeline", "train", dataset, "--data", str(data.resolve()),
             "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json", "--curves", "curves.png",
-            "--backup-dir", "backup"]
+            "--measurements", "measured.json", "--backup-dir", "backup"]
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if kill_after_epochs is not None:
@@ -89,10 +89,10 @@ def main() -> None:
                 work.mkdir()
                 _, rows = train(work, opts.dataset, opts.data, {
                     "loop": loop, "epochs": opts.epochs, "devices.logical_devices": replicas}, env)
-                summary = json.loads((work / "summary.json").read_text())
-                steady = [float(r["epoch_samples_per_second"]) for r in rows[1:]]  # none with --epochs 1
-                steady_text = f"{sum(steady) / len(steady):.0f}" if steady else "n/a"
-                print(f"{loop:<8}{replicas:>9}{summary['samples_per_second']:>17.0f}"
+                measured = json.loads((work / "measured.json").read_text())
+                steady = measured.get("steady_samples_per_second")  # none with --epochs 1
+                steady_text = f"{steady:.0f}" if steady is not None else "n/a"
+                print(f"{loop:<8}{replicas:>9}{measured['samples_per_second']:>17.0f}"
                       f"{steady_text:>20}{float(rows[-1]['val_accuracy']):>9.4f}")
         if opts.epochs < 2:
             print("kill-and-resume: skipped: it kills a run in its second epoch, and --epochs 1 has none")

@@ -27,15 +27,17 @@ from pipeline.usage import run_measured  # noqa: E402
 
 
 def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float, dict]:
-    """One train stage run: (wall seconds, whole-process peak RSS in MiB, its summary)."""
+    """One train stage run: (wall seconds, whole-process peak RSS in MiB, its results and
+    measurements)."""
     args = [sys.executable, "-m", "pipeline", "-q", "train", dataset, "--data", str(data.resolve()),
             "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json",
-            "--curves", "curves.png"]
+            "--curves", "curves.png", "--measurements", "measurements.json"]
     with open(work / "stderr.txt", "w") as err:
         code, seconds, peak = run_measured(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err)
     if code != 0:
         sys.exit((work / "stderr.txt").read_text()[-3000:])
-    return seconds, peak, json.loads((work / "summary.json").read_text())
+    return seconds, peak, {**json.loads((work / "summary.json").read_text()),
+                           **json.loads((work / "measurements.json").read_text())}
 
 
 def epoch_counts(text: str) -> list[int]:

@@ -70,9 +70,8 @@ def main() -> None:
             print(f"{name:<22}{seconds:>10.1f}{peak:>16,.0f}")
         print(f"{'total dvc repro':<22}{total:>10.1f}")
         for dataset in DATASETS:
-            train = json.loads((work / f"reports/{dataset}/train.json").read_text())
-            test = json.loads((work / f"reports/{dataset}/metrics.json").read_text())
-            figures = {k: v for k, v in {**test, **train}.items() if isinstance(v, (int, float))}
+            figures = {k: v for name in ("metrics.json", "train.json", "measurements.json")
+                       for k, v in json.loads((work / f"reports/{dataset}/{name}").read_text()).items()}
             print(f"{dataset}: " + ", ".join(
                 f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(figures.items())))
 

@@ -21,14 +21,16 @@ from stages._common import dataset_argument, params_option, path_option
 @path_option("--data", "Folder written by the preprocess stage.")
 @path_option("--model-dir", "Folder to write model.keras and run.json (the MLflow run) to.")
 @path_option("--history", "CSV of per-epoch metrics, for dvc plots.")
-@path_option("--summary", "JSON of training figures (time, throughput, devices), for dvc metrics.")
+@path_option("--summary", "JSON of the training's results (best epoch, final losses and accuracies), for dvc metrics.")
 @path_option("--curves", "PNG of the learning curves (loss and accuracy per epoch), for dvc plots.")
+@click.option("--measurements", type=click.Path(path_type=Path), default=None,
+              help="JSON of what the run measured (time, throughput, peak memory, device counts), for dvc metrics.")
 @click.option("--machine", type=click.Path(path_type=Path), default=None,
               help="JSON of the machine the figures were measured on (CPU, instruction sets, GPUs, versions, date).")
 @click.option("--backup-dir", type=click.Path(path_type=Path), default=None,
               help="Folder for per-epoch backups, to resume a killed run (removed when training ends).")
 @params_option
-def command(dataset, data, model_dir, history, summary, curves, machine, backup_dir, params_path):
+def command(dataset, data, model_dir, history, summary, curves, measurements, machine, backup_dir, params_path):
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
@@ -43,7 +45,7 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
 
     if cluster.detect_cluster() is None:
         probe.check_tracking()
-    from pipeline import environment, log, resume, training
+    from pipeline import environment, log, model_folder, resume, training
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
@@ -61,8 +63,10 @@ def command(dataset, data, model_dir, history, summary, curves, machine, backup_
         if setup.chief:
             training.write_outputs(result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir,
                                    history=history, summary=summary, curves=curves, title=f"{dataset}: {name}",
-                                   machine=machine, machine_facts=environment.machine() if machine else None)
-            run.log_training(result, weights_sha256=digest, history=history, curves=curves)
+                                   measurements=measurements, machine=machine,
+                                   machine_facts=environment.machine() if machine else None)
+            run.log_training(result, weights_sha256=digest, history=history, curves=curves,
+                             model_sha256=model_folder.sha256_of(model_dir / model_folder.MODEL_FILE))
     backup.finish()
     if setup.chief:
         best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]

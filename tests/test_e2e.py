@@ -76,11 +76,35 @@ def test_second_repro_does_nothing(repo):
     assert len(runs_of(repo["server"], "reuters")) == 1
 
 
+def test_a_training_that_reproduces_leaves_git_status_clean_and_dvc_lock_as_it_was(repo, tmp_path):
+    """Forced to train Reuters again, DVC writes the same model, history, results and curves
+    (so evaluate does not rerun): only what was measured changed, in files git ignores. On a
+    copy, logging to a store of its own (the module's runs stay as the session made them)."""
+    path = Path(shutil.copytree(repo["path"], tmp_path / "project", symlinks=True))
+    env = {**repo["env"], "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    lock = (path / "dvc.lock").read_bytes()
+    measured = path / "reports/reuters/measurements.json"
+    before = measured.read_text()
+    forced = dvc("repro", "-f", "-s", "train@reuters", cwd=path, env=env)
+    assert "Running stage 'train@reuters'" in forced.stdout
+    rest = dvc("repro", cwd=path, env=env)
+    assert "Running stage" not in rest.stdout, rest.stdout  # evaluate's inputs are unchanged
+    assert sh("git", "status", "--porcelain", cwd=path, env=env).stdout == ""
+    assert (path / "dvc.lock").read_bytes() == lock
+    assert measured.read_text() != before  # a new measurement, beside the same results
+    assert dvc("status", cwd=path, env=env).stdout.strip() == "Data and pipelines are up to date."
+
+
 def test_dvc_metrics_and_plots(repo):
     shown = child_json(dvc("metrics", "show", "--json", cwd=repo["path"], env=repo["env"]))
     data = next(iter(shown.values()))["data"]
     assert "test_accuracy" in data["reports/reuters/metrics.json"]["data"]
-    assert data["reports/reuters/train.json"]["data"]["replicas"] == 1
+    # what was measured is shown too, from the workspace's untracked file; results hold numbers only
+    assert data["reports/reuters/measurements.json"]["data"]["replicas"] == 1
+    assert data["reports/mnist/measurements.json"]["data"]["samples_per_second"] > 0
+    results = data["reports/reuters/train.json"]["data"]
+    assert results["epochs_trained"] >= results["best_epoch"] >= 1 and "replicas" not in results
+    assert all(isinstance(v, (int, float)) for name in data for v in data[name]["data"].values())
     plots = dvc("plots", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout
     for name in ("Reuters accuracy", "MNIST loss", "reports/mnist/confusion.csv", "reports/reuters/confusion.png",
                  "reports/reuters/learning_curves.png", "reports/mnist/learning_curves.png"):
@@ -107,10 +131,10 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
                    "test_accuracy", "test_loss", "test_top5_accuracy", "test_macro_recall"):
         assert metric in run.data.metrics, metric
     # every name that DVC's metrics files and the run both show has one value: the whole run's
-    for report in ("train.json", "metrics.json"):
+    for report, least in (("train.json", 2), ("measurements.json", 3), ("metrics.json", 5)):
         figures = json.loads((repo["path"] / "reports" / "reuters" / report).read_text())
         shared = [k for k, v in figures.items() if k in run.data.metrics]
-        assert len(shared) >= (3 if report == "train.json" else 5), (report, shared)
+        assert len(shared) >= least, (report, shared)
         for key in shared:
             assert run.data.metrics[key] == pytest.approx(figures[key], rel=1e-6), key
             assert len(client(repo["server"]).get_metric_history(run.info.run_id, key)) == 1, key
@@ -370,7 +394,7 @@ def test_an_evaluate_only_experiment_is_a_run_of_its_own_and_leaves_the_earlier_
 def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, trained_project, tmp_path):
     """A new machine: git clone, `dvc pull` from a real local remote, no MLflow store. `dvc repro`
     has nothing to do; an evaluate-only `dvc exp run` logs to a new run that says where the
-    model came from (its training run is in another store)."""
+    model came from (its training run is in another store, found there by the model's digest)."""
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")  # the clone's own, empty sqlite:///mlflow.db
     origin = trained_project.copy(tmp_path / "origin")  # results committed, as a user shares them
@@ -386,12 +410,14 @@ def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, trained_project
     assert "Running stage" not in repro.stdout
     result = dvc("exp", "run", "-n", "pulled", "-S", "evaluate.reuters.top_k=3", cwd=clone, env=env)
     assert "Running stage 'evaluate@reuters'" in result.stdout and "Running stage 'train@" not in result.stdout
-    trained_by = json.loads((clone / "models" / "reuters" / "run.json").read_text())["run_id"]
-    assert f"warning: MLflow run {trained_by}, which trained models/reuters, is not in this tracking store" \
-        in result.stderr + result.stdout
+    assert not (clone / "models" / "reuters" / "run.json").exists()  # every training's own: DVC keeps none
+    assert "warning: models/reuters: no run of this tracking store" in result.stderr + result.stdout
     (run,) = runs_of(f"sqlite:///{clone / 'mlflow.db'}", "reuters")
-    assert run.info.status == "FINISHED"
-    assert run.data.tags["pipeline.model_run_id"] == trained_by
+    assert run.info.status == "FINISHED" and "pipeline.model_run_id" not in run.data.tags
+    digest = hashlib.sha256((clone / "models" / "reuters" / "model.keras").read_bytes()).hexdigest()
+    trained_by = json.loads((origin / "models" / "reuters" / "run.json").read_text())["run_id"]
+    assert run.data.tags["pipeline.model_sha256"] == digest
+    assert client(repo["server"]).get_run(trained_by).data.tags["model.sha256"] == digest
     assert run.data.tags["pipeline.stage"] == "evaluate" and run.data.tags["dvc.exp_name"] == "pulled"
     lock = yaml.safe_load((clone / "dvc.lock").read_text())
     model_md5 = next(o["md5"] for o in lock["stages"]["train@reuters"]["outs"] if o["path"] == "models/reuters")

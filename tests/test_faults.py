@@ -27,13 +27,14 @@ STAGE_OUTPUTS = {
     "download": lambda o: ["--out", o / "raw", "--manifest", o / "raw.json"],
     "preprocess": lambda o: ["--raw", "raw", "--out", o / "prepared"],
     "train": lambda o: ["--data", "prepared", "--model-dir", o / "model", "--history", o / "history.csv",
-                        "--summary", o / "train.json", "--curves", o / "curves.png"],
+                        "--summary", o / "train.json", "--curves", o / "curves.png",
+                        "--measurements", o / "measurements.json", "--machine", o / "machine.json"],
     "evaluate": lambda o: ["--data", "prepared", "--model-dir", "model", "--metrics", o / "metrics.json",
                            "--per-class", o / "per_class.csv", "--confusion", o / "confusion.csv",
                            "--confusion-png", o / "confusion.png"],
 }
 OUTPUT_NAMES = {"download": ["raw", "raw.partial", "raw.json"], "preprocess": ["prepared"],
-                "train": ["model", "history.csv", "train.json", "curves.png"],
+                "train": ["model", "history.csv", "train.json", "curves.png", "measurements.json", "machine.json"],
                 "evaluate": ["metrics.json", "per_class.csv", "confusion.csv", "confusion.png"]}
 
 
@@ -79,7 +80,8 @@ NEW_OUTPUTS = {
     "download": ["--out", "new/raw", "--manifest", "new/raw.json"],
     "preprocess": ["--raw", "raw", "--out", "new/prepared"],
     "train": ["--data", "prepared", "--model-dir", "new/model", "--history", "new/history.csv",
-              "--summary", "new/train.json", "--curves", "new/curves.png"],
+              "--summary", "new/train.json", "--curves", "new/curves.png", "--measurements",
+              "new/measurements.json", "--machine", "new/machine.json"],
     "evaluate": ["--data", "prepared", "--model-dir", "model", "--metrics", "new/metrics.json",
                  "--per-class", "new/per_class.csv", "--confusion", "new/confusion.csv",
                  "--confusion-png", "new/confusion.png"],
@@ -89,8 +91,10 @@ READS = {
     "preprocess": ["raw/reuters.npz", "raw/reuters_word_index.json", "params:preprocess.reuters"],
     "train": ["prepared/train.npz", "prepared/val.npz", "prepared/stats.json", "params:train.reuters"],
     "evaluate": ["prepared/test.npz", "prepared/stats.json", "prepared/reuters_word_index.json",
-                 "model/model.keras", "model/run.json", "params:evaluate.reuters"],
-}
+                 "model/model.keras", "params:evaluate.reuters"],
+}  # not model/run.json: DVC keeps none (.dvcignore), and evaluate logs to a run of its own without it
+
+
 def test_each_stage_without_each_input_it_reads_ends_in_one_line_having_written_nothing(project, tmp_path):
     """Each removed in a copy of the project, one at a time; each case a stage process of its own."""
     root, env = project

@@ -29,7 +29,8 @@ def prepared(tmp_path):
 
 
 TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
-              "--summary", "summary.json", "--curves", "curves.png", "--backup-dir", "backup"]
+              "--summary", "summary.json", "--curves", "curves.png", "--measurements", "measured.json",
+              "--backup-dir", "backup"]
 
 
 def test_two_workers_train_one_model_and_log_one_run(prepared):
@@ -55,8 +56,9 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     assert (prepared / "model" / "model.keras").is_file()
     assert not (prepared / "backup").exists()  # both workers removed their backups
     summary = json.loads((prepared / "summary.json").read_text())
-    assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
-        2, 2, "MultiWorkerMirroredStrategy")
+    measured = json.loads((prepared / "measured.json").read_text())
+    assert (measured["workers"], measured["replicas"]) == (2, 2)
+    assert "reuters: 2 replica(s) on 2 worker(s), MultiWorkerMirroredStrategy," in "".join(outputs[0])
     assert (summary["best_epoch"], summary["epochs_trained"]) == (1, 3)
     assert len((prepared / "history.csv").read_text().splitlines()) == 1 + 3
 
@@ -97,8 +99,9 @@ def test_slurm_batch_script_trains_two_workers(prepared, slurm):
     digests = re.findall(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", log)
     assert sorted(d[0] for d in digests) == ["0", "1"] and len({d[1] for d in digests}) == 1
     summary = json.loads((prepared / "reports" / "reuters" / "train.json").read_text())
-    assert (summary["workers"], summary["replicas"], summary["strategy"]) == (
-        2, 2, "MultiWorkerMirroredStrategy")
+    measured = json.loads((prepared / "reports" / "reuters" / "measurements.json").read_text())
+    assert (measured["workers"], measured["replicas"]) == (2, 2)
+    assert "reuters: 2 replica(s) on 2 worker(s), MultiWorkerMirroredStrategy," in log
     assert summary["epochs_trained"] == 2 and summary["best_epoch"] in (1, 2)
     assert len((prepared / "reports" / "reuters" / "history.csv").read_text().splitlines()) == 1 + 2
     assert (prepared / "models" / "reuters" / "model.keras").is_file()

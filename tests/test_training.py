@@ -1,7 +1,9 @@
 """Batch sizes, the learning-rate schedule and a short real training run (default strategy, one process)."""
 
 import dataclasses
+import hashlib
 import json
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from pipeline.data import reuters
 
 pytestmark = pytest.mark.slow
 
+import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from pipeline import training  # noqa: E402
@@ -50,16 +53,39 @@ def test_short_training_run_records_each_epoch(tmp_path):
     assert result.global_batch_size == 16
     logits = result.model.predict(splits["test"][0][:3], verbose=0)
     assert not np.allclose(logits.sum(axis=1), 1.0)
-    training.write_outputs(result, figures={"replicas": 1}, run_ids={"run_id": "r"}, model_dir=tmp_path / "model",
-                           history=tmp_path / "history.csv", summary=tmp_path / "train.json",
-                           curves=tmp_path / "curves.png", title="t")
-    lines = (tmp_path / "history.csv").read_text().splitlines()
-    assert lines[0] == ",".join(training.HISTORY_COLUMNS) and len(lines) == 4
-    assert json.loads((tmp_path / "model" / "run.json").read_text()) == {"run_id": "r"}
-    summary = json.loads((tmp_path / "train.json").read_text())
-    assert summary["replicas"] == 1 and summary["global_batch_size"] == 16
-    assert summary["peak_rss_mb"] == round(result.peak_rss_mb) > 0
-    assert (tmp_path / "model" / "model.keras").is_file() and (tmp_path / "curves.png").stat().st_size > 0
+    figures = {"replicas": 1, "workers": 1, "logical_devices": 1, "physical_gpus": 0, "strategy": "DefaultStrategy",
+               "cross_device_ops": "none"}
+    outputs = {name: tmp_path / name for name in ("history.csv", "train.json", "curves.png", "measured.json")}
+
+    def write(folder):
+        training.write_outputs(result, figures=figures, run_ids={"run_id": "r"}, model_dir=folder / "model",
+                               history=folder / "history.csv", summary=folder / "train.json",
+                               curves=folder / "curves.png", measurements=folder / "measured.json", title="t")
+
+    write(tmp_path)
+    lines = outputs["history.csv"].read_text().splitlines()
+    assert lines[0] == "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate" and len(lines) == 4
+    model = tmp_path / "model" / "model.keras"
+    assert json.loads((tmp_path / "model" / "run.json").read_text()) == {
+        "run_id": "r", "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
+    # results: numbers only, none of them measured
+    summary = json.loads(outputs["train.json"].read_text())
+    assert summary == {"global_batch_size": 16, **result.summary} and all(
+        isinstance(v, (int, float)) for v in summary.values())
+    measured = json.loads(outputs["measured.json"].read_text())
+    assert measured["peak_rss_mb"] == round(result.peak_rss_mb) > 0 and measured["replicas"] == 1
+    assert measured["samples_per_second"] > 0 and measured["steady_samples_per_second"] > 0
+    assert set(measured) == {"train_seconds", "samples_per_second", "steady_samples_per_second", "peak_rss_mb",
+                             "replicas", "workers", "logical_devices", "physical_gpus"}
+    assert outputs["curves.png"].stat().st_size > 0
+    # a later save of the same result: the same bytes (no save date), and Keras loads it
+    time.sleep(2.1)  # a zip entry's date has a 2 s resolution
+    (tmp_path / "again").mkdir()
+    write(tmp_path / "again")
+    for name in ("history.csv", "train.json", "curves.png", "model/model.keras"):
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / name).read_bytes(), name
+    loaded = keras.models.load_model(model)
+    assert np.array_equal(loaded.predict(splits["test"][0][:3], verbose=0), logits)
 
 
 def test_evaluation_batches_split_evenly_and_leave_no_replica_empty():

@@ -120,7 +120,7 @@ class TrainingRun:
         return cls(mlflow.start_run(run_id=run_id))
 
     @classmethod
-    def for_evaluation(cls, params, model_ids: dict, model_dir: Path) -> "TrainingRun":
+    def for_evaluation(cls, params, model_ids: Optional[dict], model_dir: Path) -> "TrainingRun":
         """The run that receives a model's evaluation.
 
         The training run, when this store has it and nothing has evaluated it yet: the train
@@ -131,14 +131,22 @@ class TrainingRun:
           training run's params with this evaluation's, its device counts, and metrics with
           their per-epoch history;
         - the store never saw the training (a clone whose models came from a DVC remote with
-          `dvc pull`): the new run says where the model came from.
+          `dvc pull`): the new run says where the model came from, and its file's digest.
+        Without `model_ids` (the model folder's run.json, which DVC does not keep, is another
+        training's or absent), the training run is the store's newest tagged with the model
+        file's digest.
         """
         import mlflow
 
         from pipeline import log
 
-        run_id = model_ids["run_id"]
-        training = store.find_run(run_id)
+        from pipeline import model_folder
+
+        digest = model_folder.sha256_of(Path(model_dir) / model_folder.MODEL_FILE)
+        run_id = model_ids["run_id"] if model_ids else None
+        training = store.find_run(run_id) if run_id else store.run_that_trained(params.dataset, digest)
+        if training is not None:
+            run_id = training.info.run_id
         # evaluated: it has test metrics (pipeline.evaluation names them all test_*)
         if training is not None and not any(key.startswith("test_") for key in training.data.metrics):
             return cls.reopen(run_id)
@@ -146,13 +154,20 @@ class TrainingRun:
         name = os.environ.get("DVC_EXP_NAME") or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
         active = mlflow.start_run(run_name=name, tags=lineage.source_tags("evaluate", params.dataset))
         tags = {**lineage.lineage_tags([model_dir]), **lineage.framework_tags(), "pipeline.stage": "evaluate",
-                "pipeline.dataset": params.dataset, "pipeline.model_run_id": run_id}
+                "pipeline.dataset": params.dataset, "pipeline.model_sha256": digest,
+                **({"pipeline.model_run_id": run_id} if run_id else {})}
         if training is None:
             mlflow.log_params(params.flat())
             mlflow.set_tags(tags)
-            log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
-                            "evaluation is logged to a new run, %s, tagged with where the model came from",
-                            run_id, model_dir, store.tracking_uri(), active.info.run_id)
+            if run_id:
+                log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
+                                "evaluation is logged to a new run, %s, tagged with where the model came from",
+                                run_id, model_dir, store.tracking_uri(), active.info.run_id)
+            else:
+                log.log.warning("%s: no run of this tracking store (%s) trained this model (DVC keeps no "
+                                "run.json; its model.sha256 %s finds the training run in another store); the "
+                                "evaluation is logged to a new run, %s, tagged with where the model came from",
+                                model_dir, store.tracking_uri(), digest[:12], active.info.run_id)
             return cls(active)
         copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
         mlflow.set_tags({**copied, **tags})
@@ -214,9 +229,10 @@ class TrainingRun:
             mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
 
     @tracked("the training's summary")
-    def log_training(self, result, *, weights_sha256: str, history: Path, curves: Path) -> None:
-        """Time and throughput, the global batch, the weights' digest, the history and the
-        learning curves. The model is logged by evaluate (`log_model`), with its test figures."""
+    def log_training(self, result, *, weights_sha256: str, model_sha256: str, history: Path, curves: Path) -> None:
+        """Time and throughput, the global batch, the digests of the weights and of the model
+        file (what finds this run from a model DVC checked out), the history and the learning
+        curves. The model is logged by evaluate (`log_model`), with its test figures."""
         if self._active is None:
             return
         import mlflow
@@ -227,7 +243,7 @@ class TrainingRun:
                             "peak_rss_mb": round(result.peak_rss_mb),
                             "best_epoch": result.summary["best_epoch"],
                             "epochs_trained": result.summary["epochs_trained"]})
-        mlflow.set_tag("weights.sha256", weights_sha256)
+        mlflow.set_tags({"weights.sha256": weights_sha256, "model.sha256": model_sha256})
         mlflow.log_artifact(str(history))
         mlflow.log_artifact(str(curves), artifact_path="plots")
 
@@ -313,7 +329,7 @@ def log_scaling(results: list[dict]) -> None:
             client.log_metric(result["mlflow_run_id"], "bench.scaling_efficiency", result["scaling_efficiency"])
 
 
-COPIED_TAGS = ("weights.sha256", "pipeline.run_name")
+COPIED_TAGS = ("weights.sha256", "model.sha256", "pipeline.run_name")
 
 
 def _copy_metrics(source: str, dest: str, latest: dict) -> None:

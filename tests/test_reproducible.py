@@ -44,10 +44,12 @@ def weights_of_a_training(root, tmp_path, dataset: str, devices: int, attempt, *
     result = run_pipeline("train", dataset, "--params", folder / "params.yaml", "--data", f"prepared/{dataset}",
                           "--model-dir", folder / "model", "--history", folder / "history.csv",
                           "--summary", folder / "train.json", "--curves", folder / "curves.png",
+                          "--measurements", folder / "measurements.json",
                           cwd=root, env=subprocess_env(MLFLOW_TRACKING_URI=store))
     assert result.returncode == 0, result.stderr
     summary = json.loads((folder / "train.json").read_text())
-    assert (summary["replicas"], summary["epochs_trained"]) == (devices, TRAIN[dataset][f"train.{dataset}.epochs"])
+    measured = json.loads((folder / "measurements.json").read_text())
+    assert (measured["replicas"], summary["epochs_trained"]) == (devices, TRAIN[dataset][f"train.{dataset}.epochs"])
     client = MlflowClient(store)
     (run,) = client.search_runs([client.get_experiment_by_name(dataset).experiment_id])
     return run.data.tags["weights.sha256"]

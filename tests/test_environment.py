@@ -62,6 +62,8 @@ def test_what_the_train_stage_measured_is_no_out_and_no_git_file_and_only_number
                                                                      for name in ("machine.json", "measurements.json")]],
                              cwd=ROOT, capture_output=True, text=True)
     assert len(ignored.stdout.split()) == 2 * len(datasets), ignored.stdout + ignored.stderr
+    tracked = subprocess.run(["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert tracked and not [path for path in tracked if path.endswith(("/machine.json", "/measurements.json"))]
 
 
 @pytest.mark.slow

@@ -152,6 +152,17 @@ def write_json(path: Path | str, data: Any) -> None:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def file_sha256(path: Path | str) -> str:
+    """The sha256 of a file's bytes, read a MiB at a time."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def write_csv(path: Path | str, rows: list[dict], columns: Iterable[str], digits: Optional[int] = None) -> None:
     """Rows of dicts as CSV with a header and "\\n" line ends, `columns` of each (a row may hold
     more); floats in full, or with `digits` significant digits."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from pipeline.errors import DataError
-from pipeline.io import read_json, reading, write_json
+from pipeline.io import file_sha256, read_json, reading, write_json
 
 MODEL_FILE, RUN_FILE = "model.keras", "run.json"
 
@@ -28,13 +28,20 @@ MODEL_FILE, RUN_FILE = "model.keras", "run.json"
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-def save(folder: Path, model, run_ids: dict) -> None:
+def save(folder: Path, model, run_ids: dict) -> str:
     """The model and the ids of the MLflow run that trained it (`tracking.runs.TrainingRun.ids`),
-    with the model file's digest."""
+    with the model file's digest, which it returns."""
     path = Path(folder) / MODEL_FILE
     model.save(path)
     _without_dates(path)
-    write_json(Path(folder) / RUN_FILE, {**run_ids, "model_sha256": sha256_of(path)})
+    digest = file_sha256(path)
+    write_json(Path(folder) / RUN_FILE, {**run_ids, "model_sha256": digest})
+    return digest
+
+
+def model_sha256(folder: Path) -> str:
+    """The digest of the folder's model file (what run.json and the training run's tag hold)."""
+    return file_sha256(Path(folder) / MODEL_FILE)
 
 
 def _without_dates(path: Path) -> None:
@@ -73,16 +80,6 @@ def _numbered_shared_objects(node, numbers: dict):
     return node
 
 
-def sha256_of(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_model(folder: Path):
     """The Keras model the train stage saved in `folder`, or a DataError saying to train it."""
     import keras
@@ -106,6 +103,6 @@ def read_run(folder: Path) -> Optional[dict]:
         raise DataError(f"{path}: expected {{\"run_id\": \"...\", \"experiment_id\": \"...\"}}, as the "
                         f"train stage writes it; run the train stage again")
     model = Path(folder) / MODEL_FILE
-    if ids.get("model_sha256") and model.is_file() and ids["model_sha256"] != sha256_of(model):
+    if ids.get("model_sha256") and model.is_file() and ids["model_sha256"] != model_sha256(folder):
         return None
     return ids

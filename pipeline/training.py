@@ -225,24 +225,25 @@ def weights_digest(model: keras.Model) -> str:
 
 def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_dir: Path, history: Path,
                   summary: Path, curves: Path, title: str, measurements: Optional[Path] = None,
-                  machine: Optional[Path] = None, machine_facts: Optional[dict] = None) -> None:
+                  machine: Optional[Path] = None, machine_facts: Optional[dict] = None) -> str:
     """The train stage's files. What the run computed, the same bytes whenever it reproduces:
     the model with its MLflow run ids (`model_folder`), the per-epoch history (for dvc plots),
     the summary of results (for dvc metrics) and the learning curves. What it measured, apart:
     with `measurements`, time, throughput, peak memory and device counts; with `machine`,
     `machine_facts` (`pipeline.environment.machine()`: the host, versions, date). All of them
-    or none."""
+    or none. Returns the model file's digest."""
     from pipeline import plots
 
     extra = [path for path in (measurements, machine) if path is not None]
     with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
             model_tmp, history_tmp, summary_tmp, curves_tmp, *extra_tmp):
-        model_folder.save(model_tmp, result.model, run_ids)
+        model_sha256 = model_folder.save(model_tmp, result.model, run_ids)
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
         write_json(summary_tmp, {"global_batch_size": result.global_batch_size, **result.summary})
         plots.learning_curves(result.history, curves_tmp, title)
-        staged = dict(zip([p for p in (measurements, machine) if p is not None], extra_tmp))
+        staged = dict(zip(extra, extra_tmp))
         if measurements is not None:
             write_json(staged[measurements], measured(result, figures))
         if machine is not None:
             write_json(staged[machine], machine_facts)
+    return model_sha256

@@ -45,7 +45,7 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
 
     if cluster.detect_cluster() is None:
         probe.check_tracking()
-    from pipeline import environment, log, model_folder, resume, training
+    from pipeline import environment, log, resume, training
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
@@ -61,12 +61,12 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
         if facts["workers"] > 1:  # the same final weights on every worker
             log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
         if setup.chief:
-            training.write_outputs(result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir,
-                                   history=history, summary=summary, curves=curves, title=f"{dataset}: {name}",
-                                   measurements=measurements, machine=machine,
-                                   machine_facts=environment.machine() if machine else None)
-            run.log_training(result, weights_sha256=digest, history=history, curves=curves,
-                             model_sha256=model_folder.sha256_of(model_dir / model_folder.MODEL_FILE))
+            model_sha256 = training.write_outputs(
+                result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir, history=history,
+                summary=summary, curves=curves, title=f"{dataset}: {name}", measurements=measurements,
+                machine=machine, machine_facts=environment.machine() if machine else None)
+            run.log_training(result, weights_sha256=digest, model_sha256=model_sha256, history=history,
+                             curves=curves)
     backup.finish()
     if setup.chief:
         best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]

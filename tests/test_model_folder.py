@@ -16,7 +16,7 @@ def test_a_saved_folder_gives_back_its_model_and_run(tmp_path):
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model_folder.save(tmp_path, model, {"run_id": "abc", "experiment_id": "1"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.keras", "run.json"]
-    digest = model_folder.sha256_of(tmp_path / "model.keras")
+    digest = model_folder.model_sha256(tmp_path)
     assert model_folder.read_run(tmp_path) == {"run_id": "abc", "experiment_id": "1", "model_sha256": digest}
     loaded = model_folder.load_model(tmp_path)
     x = np.ones((1, 3), "float32")

@@ -8,7 +8,6 @@ or interrupted download never leaves anything at the output path.
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import shutil
@@ -24,7 +23,7 @@ from typing import Callable, Optional
 
 from pipeline.data import archives
 from pipeline.errors import DownloadError, PipelineError
-from pipeline.io import WRITE_ERRNOS, output_place, reading, replace_dir
+from pipeline.io import WRITE_ERRNOS, file_sha256, output_place, reading, replace_dir
 
 CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"
@@ -145,7 +144,7 @@ def _fetch_with_retries(source, target, *, retries, backoff, timeout, progress, 
             last_error = str(exc)
             continue
         os.replace(part, target)
-        return _sha256(target), target.stat().st_size
+        return file_sha256(target), target.stat().st_size
     raise DownloadError(f"{source}: {last_error} (gave up after {retries + 1} attempts)")
 
 
@@ -212,14 +211,6 @@ def _copy_file(source: str, part: Path) -> None:
         raise DownloadError(f"{source}: cannot read: {exc.strerror}") from None
     with src, open(part, "wb") as dst:  # a full disk is the output's problem (io.output_place)
         shutil.copyfileobj(src, dst, CHUNK)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _remove(path: Path) -> None:

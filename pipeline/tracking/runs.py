@@ -138,11 +138,10 @@ class TrainingRun:
         """
         import mlflow
 
-        from pipeline import log
+        from pipeline import log, model_folder
 
-        from pipeline import model_folder
-
-        digest = model_folder.sha256_of(Path(model_dir) / model_folder.MODEL_FILE)
+        # run.json holds the digest when it is this model's (model_folder.read_run checked it)
+        digest = (model_ids or {}).get("model_sha256") or model_folder.model_sha256(model_dir)
         run_id = model_ids["run_id"] if model_ids else None
         training = store.find_run(run_id) if run_id else store.run_that_trained(params.dataset, digest)
         if training is not None:

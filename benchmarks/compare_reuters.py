@@ -29,9 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline import environment  # noqa: E402
-from pipeline.config import load_params  # noqa: E402
-from pipeline.params_doc import set_in_file  # noqa: E402
+from pipeline.runtime import environment  # noqa: E402
+from pipeline.config.loader import load_params  # noqa: E402
+from pipeline.config.params_doc import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
 
 

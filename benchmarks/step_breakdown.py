@@ -64,21 +64,22 @@ def main() -> None:
     from pipeline import log
 
     log.configure(0)  # before TensorFlow: its C++ start-up lines filtered as in a `pipeline` command
-    from pipeline.config import load_params
+    from pipeline.config.loader import load_params
 
     params = load_params(ROOT / "params.yaml", opts.dataset, opts.assignments)
     cfg = params.train
-    from pipeline import bench, capacity, distribute
+    from pipeline.tools import bench, capacity
 
+    from pipeline.training import distribute
     setup = distribute.setup(cfg, where=f"train.{opts.dataset}")
     import tensorflow as tf
 
-    from pipeline import training
+    from pipeline.training import trainer
     from pipeline.data import arrays
 
     data = opts.data or ROOT / "data" / "prepared" / opts.dataset
     splits, stats = arrays.load_prepared(data, ("train",))
-    prepared = training.prepare(cfg, splits=splits, stats=stats, strategy=setup.strategy)
+    prepared = trainer.prepare(cfg, splits=splits, stats=stats, strategy=setup.strategy)
     model = prepared.model
     batch, dataset = bench.full_batches(prepared)
     x, y = next(iter(dataset))

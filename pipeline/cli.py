@@ -17,8 +17,11 @@ from pathlib import Path
 
 import click
 
-from pipeline import errors, imports, log, usage
-from pipeline.schema import DATASETS, STAGES
+from pipeline import errors, log
+
+from pipeline.runtime import imports, usage
+from pipeline.config.datasets import DATASETS
+from pipeline.config.schema import STAGES
 from pipeline.options import params_option
 
 STAGE_ENTRY_POINTS = "pipeline.stages"
@@ -85,7 +88,7 @@ def stage_finished(_result, **_options):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
-    from pipeline import devices as found
+    from pipeline.tools import devices as found
 
     report = found.report(params_path, dataset)
     click.echo(json.dumps(report, indent=2) if as_json else found.as_text(report))
@@ -103,11 +106,11 @@ def params(dataset, params_path, markdown, rewrite):
 
     Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
     takes it, with its value and its meaning; the meanings are the config types' own
-    (pipeline/schema.py), which also check the values."""
-    from pipeline import config, params_doc
+    (pipeline/config/schema.py), which also check the values."""
+    from pipeline.config import loader, params_doc
 
-    raw = config.read_yaml(params_path)
-    config.validate(raw, source=str(params_path))
+    raw = loader.read_yaml(params_path)
+    loader.validate(raw, source=str(params_path))
     if rewrite:
         click.echo(params_doc.rewrite(params_path, raw))
         return
@@ -148,7 +151,7 @@ def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflo
     memory. Each
     measurement is logged as an MLflow run tagged pipeline.benchmark, in the dataset's
     experiment."""
-    from pipeline import bench as benchmark
+    from pipeline.tools import bench as benchmark
 
     results = benchmark.run(params_path, dataset, overrides, data=data or Path("data/prepared") / dataset,
                             warmup=warmup, steps=steps, replicas=replicas, log_runs=not no_mlflow)
@@ -172,7 +175,7 @@ def doctor(dataset, params_path, as_json):
     Git, DVC, the MLflow tracking store, disk, GPUs, driver and library versions, shared
     memory and the strategy, one line each: pass, warn or fail with its fix. Exits 1 if any
     check fails."""
-    from pipeline import doctor as checks
+    from pipeline.tools import doctor as checks
 
     results = checks.run_checks(params_path, dataset)
     if as_json:
@@ -198,7 +201,7 @@ def selftest(datasets, steps, params_path, as_json):
     logical CPU devices where there is none) and one device take the same steps from the same
     weights, and their updates must agree; no loss may be NaN or infinite; the all-reduce in
     force must sum every replica's value right. One line per check; exits 1 if any fails."""
-    from pipeline import selftest as checking
+    from pipeline.tools import selftest as checking
 
     started = time.perf_counter()
     checks = checking.run(params_path, datasets or DATASETS, steps)
@@ -236,12 +239,12 @@ def tune(dataset, overrides, study, storage, workers, data, best_only, apply_bes
     pruner; each is an MLflow run nested under the study's run, in the dataset's experiment.
     A rerun continues the study; other hosts join it with the same --study and --storage. The
     best trial is printed as the `dvc exp run` line that reproduces it (--apply runs it)."""
-    from pipeline import tune as tuning
+    from pipeline.tuning import workers as tuning
 
     target = tuning.Target.make(dataset, params_path, overrides, study, storage,
                                 data or Path("data/prepared") / dataset)
     if best_only:
-        from pipeline import study as studying
+        from pipeline.tuning import studies as studying
 
         opened = studying.open_study(target.params(), target.study, target.storage, create=False)
     else:
@@ -264,8 +267,8 @@ def promote(dataset, version, force, params_path):
     evaluates); by default the best by promote.DATASET.metric. The alias moves only if the
     version beats the champion by promote.DATASET.margin on the same test split, and the
     reason is printed when it does not (exit 1); --force moves it anyway."""
-    from pipeline import registry
-    from pipeline.config import load_params
+    from pipeline.serving import registry
+    from pipeline.config.loader import load_params
     from pipeline.tracking import probe
 
     cfg = load_params(params_path, dataset).promote
@@ -296,11 +299,11 @@ def serve(dataset, alias, version, host, port, workers, params_path):
     (--env-manager local). POST /invocations a JSON request: Reuters takes a newswire's
     `text` (or Keras' word-id sequence, `ids`), MNIST a PNG or JPEG `image` (base64) or 28x28
     `pixels`; each row gets its label, probability and top k. Ctrl+C stops it."""
-    from pipeline import model_server
-    from pipeline.config import load_params
+    from pipeline.serving import server
+    from pipeline.config.loader import load_params
 
     metric = load_params(params_path, dataset).promote.metric
-    model_server.serve(dataset, alias, version, metric, host, port, workers, click.echo)
+    server.serve(dataset, alias, version, metric, host, port, workers, click.echo)
 
 
 @cli.command("compare")
@@ -316,7 +319,7 @@ def compare(runs, show_all, as_json, as_csv):
     params (stage params, device counts, strategy) and lineage tags (commit, data hashes,
     versions, host) whose values differ among the runs, and every metric (a run's last value;
     system metrics left out)."""
-    from pipeline import compare as comparing
+    from pipeline.tracking import compare as comparing
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
@@ -340,7 +343,7 @@ def ui(host, port):
     experiment's runs table (MLflow 3.17 opens an experiment on its GenAI overview until the
     browser's "Model training" switch is on). One worker, no job runners, no access log;
     Ctrl+C stops it."""
-    from pipeline import ui as serving
+    from pipeline.tracking import ui as serving
 
     sys.exit(serving.serve(host, port, DATASETS, click.echo))
 

@@ -185,7 +185,7 @@ def reading(path: Path | str, what: str = "cannot read", error: type | None = No
     own pass through.
 
     Any exception counts: on damaged input zipfile, tarfile, zlib, numpy's header parser and
-    unpickler and Pillow raise far more kinds than they document (found by tests/test_fuzz.py:
+    unpickler and Pillow raise far more kinds than they document (found by tests/scenarios/test_fuzz.py:
     SyntaxError, tokenize.TokenError, NotImplementedError, RuntimeError among them), so keep
     the block to the parsing itself."""
     from pipeline.errors import DataError, PipelineError

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.params_doc import set_in_file  # noqa: E402
+from pipeline.config.params_doc import set_in_file  # noqa: E402
 
 # name: early_stopping values
 SETTINGS = {

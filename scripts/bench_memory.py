@@ -20,10 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline.config import load_params  # noqa: E402
-from pipeline.params_doc import set_in_file  # noqa: E402
+from pipeline.config.loader import load_params  # noqa: E402
+from pipeline.config.params_doc import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
-from pipeline.usage import run_measured  # noqa: E402
+from pipeline.runtime.usage import run_measured  # noqa: E402
 
 
 def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float, dict]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline.params_doc import set_in_file  # noqa: E402
+from pipeline.config.params_doc import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
-from pipeline.usage import run_measured  # noqa: E402
+from pipeline.runtime.usage import run_measured  # noqa: E402
 
 DATASETS = ("reuters", "mnist")
 STAGES = ("download", "preprocess", "train", "evaluate")

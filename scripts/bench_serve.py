@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def rows(dataset: str, data: Path, count: int) -> list[dict]:
     """`count` request rows of the test split, raw as a user has them (images as base64)."""
-    from pipeline.serving import raw_rows
+    from pipeline.serving.classifier import raw_rows
 
     return [{k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for k, v in row.items()}
-            for row in raw_rows(dataset, data, count)]
+            for row in raw_rows(data, count)]
 
 
 async def _client(url, bodies: list[bytes], queue: asyncio.Queue, latencies: list, failures: list) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.schema import DATASETS
+from pipeline.config.datasets import DATASETS
 from pipeline.options import params_option  # noqa: F401 (the stages' own, too)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pipeline.config import load_params
+from pipeline.config.loader import load_params
 from stages._common import dataset_argument, params_option, path_option
 
 

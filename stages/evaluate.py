@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from pipeline.config import load_params
+from pipeline.config.loader import load_params
 from stages._common import dataset_argument, params_option, path_option
 
 
@@ -23,19 +23,24 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     """Test metrics and confusion matrix; log into the training run."""
     params = load_params(params_path, dataset)
     cfg = params.evaluate
-    from pipeline import evaluation, log, model_folder, serving
-    from pipeline.tracking import probe, runs
+    from pipeline import log
+    from pipeline.serving import classifier, registry
+    from pipeline.tracking import lineage, probe, runs
+    from pipeline.training import evaluation, model_folder
 
     probe.check_tracking()  # every input checked before any output is written
     model_run = model_folder.read_run(model_dir)
-    serving.check_inputs(data)  # what the logged model carries besides the test split
+    classifier.check_inputs(data)  # what the logged model carries besides the test split
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
                              confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")
-    with runs.TrainingRun.for_evaluation(params, model_run, model_dir) as run:
+    # run.json holds the digest when it is this model's (model_folder.read_run checked it)
+    digest = (model_run or {}).get("model_sha256") or model_folder.model_sha256(model_dir)
+    with runs.TrainingRun.for_evaluation(params, model_run, model_dir, digest) as run:
         run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
-        logged = run.log_model(params, model_dir, data, model=ev.model)
-        version = run.register(dataset, logged, ev.metrics, ev.test_data)
+        logged = classifier.log_model(params, model_dir, data, model=ev.model)
+        version = registry.register(dataset, logged.model_uri, run.run_id, ev.metrics, ev.test_data,
+                                    lineage.dvc_experiment(), model_id=logged.model_id)
     log.result(f"{dataset}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                           for k, v in ev.metrics.items())
                + f"; registered model {dataset} version {version} (`pipeline promote {dataset}` to serve it)")

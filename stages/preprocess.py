@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from pipeline.config import load_params
+from pipeline.config import datasets
+from pipeline.config.loader import load_params
 from stages._common import dataset_argument, params_option, path_option
 
 
@@ -16,10 +17,11 @@ from stages._common import dataset_argument, params_option, path_option
 @params_option
 def command(dataset, raw, out, params_path):
     """Turn downloaded files into train/val/test arrays."""
-    from pipeline import data, log
+    from pipeline import log
     from pipeline.data import arrays
 
     cfg = load_params(params_path, dataset).preprocess
-    splits, stats = data.prepare(dataset, raw, cfg)
-    arrays.save_prepared(out, splits, stats, data.assets(dataset, raw))
+    found = datasets.get(dataset)
+    splits, stats = found.prepare(raw, cfg)
+    arrays.save_prepared(out, splits, stats, found.assets(raw))
     log.result(f"{dataset}: " + ", ".join(f"{k} {v}" for k, v in stats["samples"].items()))

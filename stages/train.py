@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.config import load_params
+from pipeline.config.loader import load_params
 from stages._common import dataset_argument, params_option, path_option
 
 
@@ -34,7 +34,7 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
-    from pipeline import cluster, distribute
+    from pipeline.training import cluster, distribute
     from pipeline.data import arrays
 
     # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
@@ -45,8 +45,10 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
 
     if cluster.detect_cluster() is None:
         probe.check_tracking()
-    from pipeline import environment, log, resume, training
+    from pipeline.runtime import environment
 
+    from pipeline import log
+    from pipeline.training import resume, trainer
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
     name = runs.run_name(dataset, cfg.loop, facts["replicas"], facts["workers"], cfg.precision)
@@ -55,13 +57,13 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
     with backup.resume_or_start(
             fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)) as run:
         run.log_setup(params, setup.figures(), data, splits)
-        result = training.train(cfg, splits=splits, stats=stats, strategy=setup.strategy, backup=backup,
+        result = trainer.train(cfg, splits=splits, stats=stats, strategy=setup.strategy, backup=backup,
                                 on_epoch=run.log_epoch, verbose=2 if log.shows_progress() else 0)
-        digest = training.weights_digest(result.model)
+        digest = trainer.weights_digest(result.model)
         if facts["workers"] > 1:  # the same final weights on every worker
             log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
         if setup.chief:
-            model_sha256 = training.write_outputs(
+            model_sha256 = trainer.write_outputs(
                 result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir, history=history,
                 summary=summary, curves=curves, title=f"{dataset}: {name}", measurements=measurements,
                 machine=machine, machine_facts=environment.machine() if machine else None)

@@ -20,7 +20,7 @@ import images
 from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import (ROOT, copy_project, dvc, free_ports, git_repo, project_env, reuters_files_of, sh,
                      start_mlflow_server, write_params)
-from pipeline import imports
+from pipeline.runtime import imports
 
 # the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
 imports.skip_keras_extras()
@@ -29,25 +29,20 @@ imports.skip_keras_extras()
 # A module runs on one worker, so that its module fixtures are made once. Two trainings at once
 # on 2 cores each run at about half speed: what the second worker gains is the time the first
 # waits (process start-ups, TensorFlow's import, servers, Docker builds). Modules are handed out
-# longest first (their minutes in a full run, docs/testing.md), so that the last ones handed
-# out are short and both workers finish together: the end-to-end module first (it makes the
-# trained project that the README's session and others read); the container tests once the
-# images the session builds in the background are likely made, beside trainings; every module
-# not named here (seconds each) after these, in name order.
-LONGEST_FIRST = ("test_e2e", "test_sweep", "test_tune", "test_serve", "test_slurm_sweep", "test_faults", "test_readme", "test_distribute",
-                 "test_lowest_versions", "test_equivalence", "test_container",
-                 "test_doctor", "test_multiworker", "test_reproducible", "test_selftest",
-                 "test_resume", "test_cli", "test_early_stopping", "test_store", "test_compare", "test_bench_loops",
-                 "test_bench", "test_log", "test_mlflow_ui", "test_params_doc")
+# longest first, by their seconds in a whole run (tests/durations.json, written from a run's
+# JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and both
+# workers finish together; a module the file does not name (seconds, as a rule) comes after,
+# in path order.
+DURATIONS = json.loads((ROOT / "tests" / "durations.json").read_text())
 
 
-def group_of(nodeid: str) -> str:
-    return nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::")[0]
 
 
-def order_of(nodeid: str) -> int:
-    group = group_of(nodeid)
-    return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+def order_of(nodeid: str) -> tuple[float, str]:
+    module = module_of(nodeid)
+    return -DURATIONS.get(module, 0.0), module
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -59,7 +54,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionstart(session):
     # the umask Debian and most distributions give a user: what the tests of output modes
-    # expect of the session's trained project (tests/test_e2e.py), whatever the caller's
+    # expect of the session's trained project (tests/scenarios/test_e2e.py), whatever the caller's
     os.umask(0o022)
     # before xdist starts its workers, which inherit the variable: where the outcome will be
     if not hasattr(session.config, "workerinput"):
@@ -69,7 +64,7 @@ def pytest_sessionstart(session):
 def _start_images(config, node_ids) -> None:
     if getattr(config, "_pipeline_images", None) is not None or config.option.collectonly:
         return
-    if not any(group_of(nodeid) == "test_container" for nodeid in node_ids):
+    if not any(module_of(nodeid) == "tests/scenarios/test_container.py" for nodeid in node_ids):
         return
     config._pipeline_images = images.Builder(Path(os.environ[images.OUTCOME_VARIABLE]))
     config._pipeline_images.start()
@@ -304,7 +299,7 @@ def trained_project(tmp_path_factory, request) -> TrainedProject:
 
 # The trained project's tracking server, made by the worker that trains the project, lives to
 # the end of the session: xdist stops a worker (and its session fixtures) once its share of
-# modules is done, while the other may still use the server (tests/test_serve.py).
+# modules is done, while the other may still use the server (tests/scenarios/test_serve.py).
 TRAINED_SERVER = "trained-mlflow"
 
 

@@ -147,7 +147,7 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     images digest is the test archive's (`fixture_images_sha256`) unless an override sets it."""
     import yaml
 
-    from pipeline.params_doc import format_params
+    from pipeline.config.params_doc import format_params
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     overrides = {"preprocess.mnist.images_sha256": fixture_images_sha256(), **(overrides or {})}
@@ -310,7 +310,7 @@ def config_classes() -> list[type]:
                 if dataclasses.is_dataclass(arg):
                     visit(arg)
 
-    from pipeline.schema import SCHEMA
+    from pipeline.config.datasets import SCHEMA
 
     for per_dataset in SCHEMA.values():
         for cls in per_dataset.values():
@@ -325,8 +325,8 @@ def field_cases() -> list:
 
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
-    from pipeline import models
-    from pipeline.config import load_params
+    from pipeline.training import models
+    from pipeline.config.loader import load_params
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim),

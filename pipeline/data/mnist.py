@@ -22,11 +22,10 @@ from pipeline.data import archives
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
 from pipeline.io import reading
-from pipeline.schema import NUM_CLASSES as NUM_CLASSES_OF
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-NUM_CLASSES = NUM_CLASSES_OF["mnist"]
+NUM_CLASSES = 10  # the digits, one class folder each (pipeline/config/datasets.py says as much)
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 # a picture of one digit larger than this is refused before it is decoded (a 4096x4096 image
 # already decodes to 16 MB of grey)
@@ -150,6 +149,11 @@ def read_archive(archive: Path | str, image_size: int) -> dict[str, tuple[np.nda
 def assets(raw_dir: Path | str) -> dict:
     """Nothing besides the splits: a model of digits needs no vocabulary."""
     return {}
+
+
+def class_names(num_classes: int) -> list[str]:
+    """The digits, as a served model answers with them."""
+    return [str(c) for c in range(num_classes)]
 
 
 def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:

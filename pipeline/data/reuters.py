@@ -91,6 +91,14 @@ def assets(raw_dir: Path | str) -> dict:
     return {WORD_INDEX_NAME: load_word_index(path)}
 
 
+def class_names(num_classes: int) -> list[str]:
+    """The 46 topics as Keras names them (an older Keras has no names: the topics by number)."""
+    import keras  # only a served model asks, and it has TensorFlow loaded already
+
+    names = list(getattr(keras.datasets.reuters, "get_label_names", lambda: ())())
+    return names if len(names) == num_classes else [str(c) for c in range(num_classes)]
+
+
 def index_sequence(ranks: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
     """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`,
     then `in_vocabulary`, as Keras' load_data."""

@@ -83,6 +83,11 @@ def lineage_tags(inputs: Iterable[Path | str], root: Optional[Path] = None) -> d
     return tags
 
 
+def dvc_experiment() -> str:
+    """The DVC experiment this process runs in (`dvc exp run` names it), or ""."""
+    return os.environ.get("DVC_EXP_NAME", "")
+
+
 def _dvc_hashes(inputs: Iterable[Path | str], root: Path) -> dict[str, str]:
     """The md5 that dvc.lock records for each input path (as an out of the stage that made it)."""
     lock = root / "dvc.lock"
@@ -106,11 +111,11 @@ def _dvc_hashes(inputs: Iterable[Path | str], root: Path) -> dict[str, str]:
 
 def framework_tags() -> dict[str, str]:
     """TensorFlow, Keras, CUDA and cuDNN versions (CUDA/cuDNN 'none' on a CPU build), and the
-    Python environment's (`pipeline.environment.describe`: the lock's or the container's)."""
+    Python environment's (`pipeline.runtime.environment.describe`: the lock's or the container's)."""
     import keras
     import tensorflow as tf
 
-    from pipeline import environment
+    from pipeline.runtime import environment
 
     build = tf.sysconfig.get_build_info()
     return {

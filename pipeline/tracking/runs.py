@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from pipeline.tracking import lineage, probe, store
+from pipeline.tracking.store import tracked
 
 
 # System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few
@@ -22,54 +23,10 @@ def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: st
     return f"{dataset}-{loop}-{replicas}rep{f'-{workers}w' if workers > 1 else ''}-{precision}"
 
 
-def model_requirements() -> list[str]:
-    """The logged model's pip requirements: what its code imports when it loads and predicts
-    (`serving.SERVED_MODEL_IMPORTS`: MLflow, TensorFlow, Keras, NumPy, pandas, Pillow) and
-    their own dependencies, at the exact versions installed here (after `make setup`,
-    requirements.lock's pins), not the whole project's (DVC, Optuna, ...): `mlflow models
-    serve --env-manager uv` or `build-docker` installs only what serving needs. Stated rather
-    than inferred (inference reloads the model in a subprocess, which costs more than the rest
-    of the logging)."""
-    from pipeline import environment
-    from pipeline.serving import SERVED_MODEL_IMPORTS
-
-    return environment.requirements_of(*SERVED_MODEL_IMPORTS)
-
-
 def device_params(figures: dict) -> dict:
     """A run's device counts and strategy (`distribute.Setup.figures()`) as MLflow params."""
     return {("devices." if key in ("physical_gpus", "logical_devices") else "distribute.") + key: value
             for key, value in figures.items()}
-
-
-RESUME_ADVICE = ("run the stage again once the tracking store answers (a training resumes from its backup and "
-                 "logs each epoch once)")
-
-
-def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE, *, registry: bool = False):
-    """Make an MLflow failure of the decorated call (a TrainingRun's method, a study's run, a
-    registry call) one TrackingError, `<store>: <doing> <what> failed: <reason>; <advice>`:
-    MLflow's client retries a server that does not answer for minutes (a blink passes
-    unnoticed), then gives up. With `registry`, the store named is the model registry's
-    (MLFLOW_REGISTRY_URI may point elsewhere than the tracking store)."""
-    def wrap(method):
-        @functools.wraps(method)
-        def call(self, *args, **kwargs):
-            from mlflow.exceptions import MlflowException
-
-            from pipeline.errors import TrackingError
-
-            try:
-                return method(self, *args, **kwargs)
-            except (MlflowException, OSError) as exc:
-                message = exc.message if isinstance(exc, MlflowException) else str(exc)
-                # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
-                reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
-                where = store.registry_uri() if registry else store.tracking_uri()
-                raise TrackingError(f"{where}: {doing} {what} failed: "
-                                    f"{reason[-1] if reason else message[:300]}; {advice}") from None
-        return call
-    return wrap
 
 
 class TrainingRun:
@@ -106,7 +63,7 @@ class TrainingRun:
         # its start and stop notices are INFO lines on every run, and when the store stops
         # answering it warns on every sample: the training's own logging says it once
         logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
-        active = mlflow.start_run(run_name=os.environ.get("DVC_EXP_NAME") or f"{name}{lineage.commit_suffix()}",
+        active = mlflow.start_run(run_name=lineage.dvc_experiment() or f"{name}{lineage.commit_suffix()}",
                                   log_system_metrics=True, tags=lineage.source_tags("train", dataset))
         mlflow.set_tag("pipeline.run_name", name)
         return cls(active)
@@ -120,7 +77,7 @@ class TrainingRun:
         return cls(mlflow.start_run(run_id=run_id))
 
     @classmethod
-    def for_evaluation(cls, params, model_ids: Optional[dict], model_dir: Path) -> "TrainingRun":
+    def for_evaluation(cls, params, model_ids: Optional[dict], model_dir: Path, digest: str) -> "TrainingRun":
         """The run that receives a model's evaluation.
 
         The training run, when this store has it and nothing has evaluated it yet: the train
@@ -133,24 +90,22 @@ class TrainingRun:
         - the store never saw the training (a clone whose models came from a DVC remote with
           `dvc pull`): the new run says where the model came from, and its file's digest.
         Without `model_ids` (the model folder's run.json, which DVC does not keep, is another
-        training's or absent), the training run is the store's newest tagged with the model
-        file's digest.
+        training's or absent), the training run is the store's newest tagged with `digest`, the
+        model file's.
         """
         import mlflow
 
-        from pipeline import log, model_folder
+        from pipeline import log
 
-        # run.json holds the digest when it is this model's (model_folder.read_run checked it)
-        digest = (model_ids or {}).get("model_sha256") or model_folder.model_sha256(model_dir)
         run_id = model_ids["run_id"] if model_ids else None
         training = store.find_run(run_id) if run_id else store.run_that_trained(params.dataset, digest)
         if training is not None:
             run_id = training.info.run_id
-        # evaluated: it has test metrics (pipeline.evaluation names them all test_*)
+        # evaluated: it has test metrics (pipeline.training.evaluation names them all test_*)
         if training is not None and not any(key.startswith("test_") for key in training.data.metrics):
             return cls.reopen(run_id)
         store.use_experiment(params.dataset)
-        name = os.environ.get("DVC_EXP_NAME") or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
+        name = lineage.dvc_experiment() or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
         active = mlflow.start_run(run_name=name, tags=lineage.source_tags("evaluate", params.dataset))
         tags = {**lineage.lineage_tags([model_dir]), **lineage.framework_tags(), "pipeline.stage": "evaluate",
                 "pipeline.dataset": params.dataset, "pipeline.model_sha256": digest,
@@ -245,28 +200,6 @@ class TrainingRun:
         mlflow.set_tags({"weights.sha256": weights_sha256, "model.sha256": model_sha256})
         mlflow.log_artifact(str(history))
         mlflow.log_artifact(str(curves), artifact_path="plots")
-
-    @tracked("the model")
-    def log_model(self, params, model_dir: Path, data: Path, model=None):
-        """The model of `model_dir` as the pyfunc `model` that takes raw inputs
-        (`pipeline.serving`); MLflow's ModelInfo of it."""
-        import mlflow
-
-        from pipeline import serving
-
-        mlflow.log_param(f"serve.{params.dataset}.top_k", params.serve.top_k)
-        return serving.log_model(params.dataset, model_dir, data, params.serve.top_k, model_requirements(),
-                                 model=model)
-
-    @tracked("the model's registration", registry=True)
-    def register(self, dataset: str, model, metrics: dict, test_data: str) -> int:
-        """A new version of the registered model `dataset` from `model` (`log_model`'s), tagged
-        with this run, its test metrics, the test split's digest and the DVC experiment; its
-        number."""
-        from pipeline import registry
-
-        return registry.register(dataset, model.model_uri, self.run_id, metrics, test_data,
-                                 os.environ.get("DVC_EXP_NAME", ""), model_id=model.model_id)
 
     @tracked("the evaluation")
     def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:

@@ -4,9 +4,13 @@ the experiments it holds and where their artifacts live."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Optional
+
+from pipeline.errors import TrackingError
 
 
 def repo_root(start: Optional[Path] = None) -> Path:
@@ -261,3 +265,36 @@ def find_run(run_id: str):
         raise TrackingError(f"{tracking_uri()}: cannot look up run {run_id}: {exc.message}") from None
 
 
+def client():
+    """An MlflowClient of the store in force (a sqlite store made or migrated once, under its lock)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(use_store())
+
+
+RESUME_ADVICE = ("run the stage again once the tracking store answers (a training resumes from its backup and "
+                 "logs each epoch once)")
+
+
+def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE, *, registry: bool = False):
+    """Make an MLflow failure of the decorated call (a TrainingRun's method, a study's run, a
+    registry call) one TrackingError, `<store>: <doing> <what> failed: <reason>; <advice>`:
+    MLflow's client retries a server that does not answer for minutes (a blink passes
+    unnoticed), then gives up. With `registry`, the store named is the model registry's
+    (MLFLOW_REGISTRY_URI may point elsewhere than the tracking store)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(*args, **kwargs):
+            from mlflow.exceptions import MlflowException
+
+            try:
+                return method(*args, **kwargs)
+            except (MlflowException, OSError) as exc:
+                message = exc.message if isinstance(exc, MlflowException) else str(exc)
+                # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
+                reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
+                where = registry_uri() if registry else tracking_uri()
+                raise TrackingError(f"{where}: {doing} {what} failed: "
+                                    f"{reason[-1] if reason else message[:300]}; {advice}") from None
+        return call
+    return wrap

@@ -3,9 +3,9 @@
     python train_case.py one_step REPLICAS OUT.npz
         One custom-loop step on a fixed global batch from fixed initial weights; saves weights.
     python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json [JSON_OVERRIDES]
-        A few epochs of `training.train` on small data; saves the per-epoch history.
+        A few epochs of `trainer.train` on small data; saves the per-epoch history.
     python train_case.py early LOOP REPLICAS OUT.json RESTORE [BACKUP_DIR]
-        `training.train` with early stopping on the training loss in the wrong direction
+        `trainer.train` with early stopping on the training loss in the wrong direction
         (mode max: the first epoch is the best), patience 2; saves the history, the epochs
         handed to MLflow's hook, and the returned model's own validation loss. With
         BACKUP_DIR the backup is kept (no `finish`), as a run killed before it ended.
@@ -38,7 +38,7 @@ def small_data(n=96, max_len=40, vocab=200, classes=46, seed=1):
 
 
 def base_cfg(**changes):
-    from pipeline.config import load_params
+    from pipeline.config.loader import load_params
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     return dataclasses.replace(cfg, **changes)
@@ -47,8 +47,8 @@ def base_cfg(**changes):
 def one_step(replicas: int, out: str) -> None:
     import keras
 
-    from pipeline import models
-    from pipeline.custom_loop import CustomLoop
+    from pipeline.training import models
+    from pipeline.training.custom_loop import CustomLoop
 
     strategy = setup(replicas)
     # SGD: the step is linear in the gradient, so a loss scaled by the per-replica instead of the
@@ -73,7 +73,7 @@ def one_step(replicas: int, out: str) -> None:
 
 
 def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = "{}") -> None:
-    from pipeline import training
+    from pipeline.training import trainer
 
     strategy = setup(replicas)
     x, y = small_data(n=96)
@@ -83,7 +83,7 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
     # dataset differently (seen: a different first-epoch order), which is not what is compared.
     cfg = base_cfg(loop=loop, epochs=3, batch_size_per_replica=16 // replicas, deterministic=deterministic,
                    shuffle_buffer=1, **json.loads(extra))
-    result = training.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats,
+    result = trainer.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats,
                             strategy=strategy, verbose=0)
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
     Path(out).write_text(json.dumps({
@@ -97,10 +97,10 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
 def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = "") -> None:
     import keras
 
-    from pipeline import training
-    from pipeline.schema import EarlyStoppingConfig
-    from pipeline.models import loss
-    from pipeline.resume import Backup
+    from pipeline.training import trainer
+    from pipeline.config.schema import EarlyStoppingConfig
+    from pipeline.training.models import loss
+    from pipeline.training.resume import Backup
 
     strategy = setup(replicas)
     x, y = small_data(n=96)
@@ -111,7 +111,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     cfg = base_cfg(loop=loop, epochs=6, batch_size_per_replica=16 // replicas, shuffle_buffer=1, learning_rate=0.01,
                    early_stopping=stopping)
     published = []
-    result = training.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats, strategy=strategy,
+    result = trainer.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats, strategy=strategy,
                             backup=Backup(backup_dir or None, strategy),
                             on_epoch=lambda epoch, row: published.append(epoch), verbose=0)
     logits = keras.ops.convert_to_numpy(result.model(xv, training=False))
@@ -123,7 +123,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
 
 
 if __name__ == "__main__":
-    from pipeline import imports
+    from pipeline.runtime import imports
 
     imports.skip_keras_extras()  # TensorFlow imported as a `pipeline` command imports it
     mode, *args = sys.argv[1:]

@@ -1,0 +1,189 @@
+"""The params file as its users read it: the form it is kept in (what `dvc exp run -S` writes,
+so that an override changes one line) and what each key means, as `pipeline params` prints it
+and the docs' table shows it. The keys, their types and checks are pipeline/config/schema.py's."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from pipeline.config import build, datasets, loader, schema
+
+
+def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
+    """Apply `key=value` overrides to a params file in place, checked as the stages check it
+    (for tools that run the stages on a modified copy of the params)."""
+    raw = loader.apply_overrides(loader.read_yaml(Path(path)), overrides, source=str(path))
+    loader.validate(raw, source=str(path))
+    Path(path).write_text(format_params(raw), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the file's form
+
+PARAMS_HEADER = """\
+# Every tunable value of the pipeline, and the only place defaults live; dvc.yaml lists the keys
+# each stage reads. What each key means: `pipeline params` (or docs/params.md).
+# Override one for an experiment with `dvc exp run -S train.reuters.epochs=20`. This file is kept
+# in the form that command writes, so an override changes one line: an empty value is null, and
+# comments other than this header would be lost. After a hand edit: `pipeline params --rewrite`.
+"""
+
+
+def format_params(raw: dict) -> str:
+    """The text of a params file holding `raw`, in the form `dvc exp run -S` writes it.
+
+    DVC rewrites the whole file on every `-S` (dvc.utils.hydra.apply_overrides: a ruamel.yaml
+    round trip in which every value is assigned anew): flow lists become block lists, null an
+    empty value, "" becomes '', lines over 80 columns are wrapped (a long URL goes on a line of
+    its own after `url: `), and comments inside or after a list are dropped. Written in that
+    form, the file is a fixed point of the rewrite, so an override changes the lines of its
+    own value only. This is DVC's writer (ruamel.yaml's round-trip dumper, block style) plus
+    the header comment and a blank line between stage sections, both of which DVC keeps."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    writer = YAML()
+    writer.default_flow_style = False
+    stream = io.StringIO()
+    writer.dump(raw, stream)
+    lines: list[str] = []
+    for line in stream.getvalue().splitlines():
+        if lines and line[:1] not in ("", " ", "-"):  # a stage section after the first
+            lines.append("")
+        lines.append(line)
+    return PARAMS_HEADER + "\n" + "\n".join(lines) + "\n"
+
+
+def rewrite(path: Path, raw: dict) -> str:
+    """`pipeline params --rewrite`: put the validated params `raw` of file `path` back in the
+    form `dvc exp run -S` writes (when it is not already); the line that says what was done."""
+    text = format_params(raw)
+    if path.read_text(encoding="utf-8") == text:
+        return f"{path}: already in the form `dvc exp run -S` writes"
+    path.write_text(text, encoding="utf-8")
+    return (f"{path}: rewritten in the form `dvc exp run -S` writes (comments other than the header "
+            "dropped: the meanings are in `pipeline params`)")
+
+
+# --------------------------------------------------------------------------- key documentation
+
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """One key of a params file: its dotted path (as `-S` takes it), value and meaning."""
+
+    key: str
+    template: str          # the key with `<ds>` for the dataset and `[]` for list positions
+    value: Any
+    meaning: str           # empty for the second and later items of a list
+    has_value: bool = True  # False for a mapping (its keys follow)
+
+
+def meaning(cls: type, name: str) -> str:
+    """What field `name` of config class `cls` means, with the values it takes."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    expect = f.metadata.get("expect") or build.one_of(build.unwrap_optional(typing.get_type_hints(cls)[name]))
+    text = f.metadata["help"]
+    return text if expect == "a mapping" else f"{text} Value: {expect}."
+
+
+def describe(raw: dict, names: Sequence[str] = datasets.DATASETS) -> list[KeyDoc]:
+    """Every key of a validated params file, in the file's order, for the given datasets."""
+    docs: list[KeyDoc] = []
+    for stage, section in raw.items():
+        for ds, values in section.items():
+            if ds in names:
+                _describe(datasets.SCHEMA[stage][ds], values, f"{stage}.{ds}", f"{stage}.<ds>", docs, True)
+    return docs
+
+
+# What one item of a list of mappings is, by the list's key (`pipeline params`: "2 files").
+ITEM_NOUNS = {"files": "file", "space": "dimension"}
+
+
+def _describe(cls: type, values: dict, prefix: str, template: str, docs: list, first: bool) -> None:
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        tp = build.unwrap_optional(hints[name])
+        key, tmpl = f"{prefix}.{name}", f"{template}.{name}"
+        text = meaning(cls, name) if first else ""
+        if dataclasses.is_dataclass(tp):
+            docs.append(KeyDoc(key, tmpl, None, text, has_value=False))
+            _describe(tp, value, key, tmpl, docs, first)
+        elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+            noun = ITEM_NOUNS.get(name, "item")
+            docs.append(KeyDoc(key, tmpl, f"{len(value)} {noun}{'s' if len(value) != 1 else ''}", text))
+            for i, item in enumerate(value):
+                _describe(typing.get_args(tp)[0], item, f"{key}.{i}", f"{tmpl}[]", docs, first and i == 0)
+        else:
+            docs.append(KeyDoc(key, tmpl, value, text))
+
+
+def show_value(value: Any) -> str:
+    """A value as `-S` takes it: null, true, [1, 2], "" for the empty string."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value else '""'
+    if isinstance(value, list):
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
+    return str(value)
+
+
+def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
+    """`pipeline params`: each key and its value on a line, its meaning indented below."""
+    import textwrap
+
+    out: list[str] = []
+    section = None
+    for doc in docs:
+        if section is not None and doc.key.split(".")[:2] != section:
+            out.append("")
+        section = doc.key.split(".")[:2]
+        out.append(f"{doc.key}: {show_value(doc.value)}" if doc.has_value else f"{doc.key}:")
+        if doc.meaning:
+            out.extend(textwrap.wrap(doc.meaning, width=max(width, 40), initial_indent="    ",
+                                     subsequent_indent="    ", break_on_hyphens=False))
+    return "\n".join(out) + "\n"
+
+
+def format_markdown(docs: Sequence[KeyDoc]) -> str:
+    """docs/params.md's table: a row per key (with `<ds>` for the dataset), a column per dataset."""
+    rows: dict[str, dict] = {}
+    names: list[str] = []
+    for doc in docs:
+        ds = doc.key.split(".")[1]
+        if ds not in names:
+            names.append(ds)
+        row = rows.setdefault(doc.template, {"values": {}, "meanings": {}, "has_value": doc.has_value})
+        if doc.has_value:
+            row["values"].setdefault(ds, []).append(_markdown_value(doc.value))
+        if doc.meaning:
+            row["meanings"][ds] = doc.meaning
+    lines = ["| Key | " + " | ".join(datasets.get(d).title for d in names) + " | Meaning |",
+             "|---|" + "---|" * len(names) + "---|"]
+    for template, row in rows.items():
+        cells = []
+        for ds in names:
+            values = row["values"].get(ds)
+            cells.append("<br>".join(values) if values else ("" if not row["has_value"] else "—"))
+        texts = list(dict.fromkeys(row["meanings"].values()))
+        text = texts[0] if len(texts) == 1 else " ".join(
+            f"{datasets.get(ds).title}: {t}" for ds, t in row["meanings"].items())
+        lines.append(f"| `{template}` | " + " | ".join(cells) + " | " + text.replace("|", "\\|") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_value(value: Any) -> str:
+    if isinstance(value, str) and schema.is_url(value):
+        return f"[{value.rstrip('/').rsplit('/', 1)[-1]}]({value})"
+    if isinstance(value, str) and schema.is_sha256(value):
+        return f"`{value[:12]}…`"
+    return f"`{show_value(value)}`"

@@ -1,0 +1,368 @@
+"""The model a user gets: an MLflow pyfunc that answers raw inputs with labels and probabilities.
+
+Reuters' takes a newswire's text (column `text`) or a sequence as Keras' `load_data` gives it
+(`ids`); MNIST's a PNG or JPEG of a digit of any size (`image`: bytes, base64 in JSON) or a
+28x28 array of grey values 0-255 (`pixels`). Each row gets its `label` (a topic name or a
+digit), `class`, `probability`, and its `top_k` labels with theirs; a request's
+`params: {"top_k": N}` asks for another k.
+
+The raw input becomes the model's input by the training's own code: `data.reuters.encode_texts`
+(the word index, indexing and padding the splits were made with), `data.mnist.read_digit`
+(grayscale as the dataset's images, then resized to their size) and `data.inputs.model_inputs`
+(the scaling and resizing of the training's input pipeline). That code travels inside the
+logged model (MLflow's `code_paths`), so a served model keeps the code it was trained with;
+the model is defined from code (`pipeline/serving/model_code.py`, MLflow's models-from-code), not
+pickled.
+
+A bad row is a 400 answer whose reason names the row and what was expected, never a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional
+
+import mlflow.exceptions
+import mlflow.pyfunc
+import numpy as np
+import pandas as pd
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+from pipeline.config import datasets
+from pipeline.errors import DataError
+from pipeline.io import read_json
+from pipeline.tracking.store import tracked
+
+# The distributions whose modules the served model's code (this module, pipeline.data's
+# readers, pipeline.runtime.imports) imports when MLflow loads it and it predicts: with their own
+# dependencies, the logged model's requirements (`model_requirements`). Both
+# TensorFlow builds are named; the one installed is taken.
+SERVED_MODEL_IMPORTS = ("mlflow", "tensorflow", "tensorflow-cpu", "keras", "numpy", "pandas", "pillow")
+
+MODEL_ARTIFACT, SETTINGS_ARTIFACT, WORD_INDEX_ARTIFACT = "model", "serving", "word_index"
+# the request columns of each form of input: the raw one, and the model's own
+COLUMNS = {"sequences": ("text", "ids"), "images": ("image", "pixels")}
+# the first bytes of a PNG and of a JPEG file
+IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+# rows per call of the Keras model: a large request is answered in slices of this size
+SLICE = 256
+
+
+class RequestError(mlflow.exceptions.MlflowException):
+    """A request the model cannot read: MLflow's server answers it with a 400 and this message.
+
+    MLflow's server puts the whole request in front of a model's message ("Failed to predict
+    data '...'"; a megabyte for an image) by setting `message`; this one keeps its one line."""
+
+    def __init__(self, reason: str):
+        self._reason = reason
+        super().__init__(reason, error_code=INVALID_PARAMETER_VALUE)
+
+    @property
+    def message(self) -> str:
+        return self._reason
+
+    @message.setter
+    def message(self, _value) -> None:
+        pass
+
+
+class Classifier(mlflow.pyfunc.PythonModel):
+    """The pyfunc: `load_context` reads the Keras model and the settings, `predict` answers a
+    DataFrame of raw inputs (MLflow builds it from the request and the signature given at
+    logging time: a DataFrame type hint is one MLflow infers no signature from)."""
+
+    def load_context(self, context):
+        import keras
+
+        from pipeline.runtime import imports
+
+        imports.skip_keras_extras()
+        self.settings = json.loads(Path(context.artifacts[SETTINGS_ARTIFACT]).read_text())
+        self.model = keras.models.load_model(context.artifacts[MODEL_ARTIFACT])
+        self.word_index = None
+        if WORD_INDEX_ARTIFACT in context.artifacts:
+            from pipeline.data import reuters
+
+            self.word_index = reuters.load_word_index(context.artifacts[WORD_INDEX_ARTIFACT])
+
+    def predict(self, context, model_input: pd.DataFrame, params: Optional[dict] = None) -> pd.DataFrame:
+        k = self._top_k(params)
+        return answers(self._logits(self._inputs(model_input)), self.settings["labels"], k)
+
+    def _top_k(self, params: Optional[dict]) -> int:
+        k = (params or {}).get("top_k", self.settings["top_k"])
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(self.settings["labels"]):
+            raise RequestError(f"params.top_k: expected an integer from 1 to {len(self.settings['labels'])}, "
+                               f"got {k!r}")
+        return int(k)
+
+    def _inputs(self, frame) -> np.ndarray:
+        """The rows as the prepared splits hold samples (int32 sequences, uint8 images)."""
+        rows = _rows(frame, COLUMNS[self.settings["input"]])
+        if self.settings["input"] == "sequences":
+            return self._sequences(rows)
+        return np.stack([self._image(i, column, value) for i, (column, value) in enumerate(rows)])
+
+    def _sequences(self, rows) -> np.ndarray:
+        from pipeline.data import reuters
+
+        enc = self.settings["encoding"]
+        cfg = SimpleNamespace(**enc)
+        out = np.zeros((len(rows), cfg.max_len), np.int32)
+        for i, (column, value) in enumerate(rows):
+            if column == "text":
+                if not isinstance(value, str):
+                    raise RequestError(f"row {i}: text: expected a string, got {_kind(value)} (one object per "
+                                       f"row: {{\"inputs\": [{{\"text\": \"...\"}}, ...]}})")
+                if not reuters.words(value):
+                    raise RequestError(f"row {i}: text: expected a newswire's words, got "
+                                       f"{'an empty text' if not value.strip() else repr(value[:40])}")
+                out[i] = reuters.encode_texts([value], self.word_index, cfg, enc["vocab_size"])[0]
+            else:
+                ids = _integers(value, f"row {i}: ids", "a list of word ids (non-negative integers)", 1)
+                if ids.size == 0:
+                    raise RequestError(f"row {i}: ids: expected a list of word ids, got an empty list")
+                out[i] = reuters.encode_sequences([ids], cfg, enc["vocab_size"])[0]
+        return out
+
+    def _image(self, i: int, column: str, value) -> np.ndarray:
+        from pipeline.data import mnist
+
+        size = self.settings["image_size"]
+        if column == "pixels":
+            pixels = _integers(value, f"row {i}: pixels", f"a {size}x{size} array of grey values 0-255", 2)
+            if pixels.shape != (size, size) or pixels.max(initial=0) > 255:
+                raise RequestError(f"row {i}: pixels: expected a {size}x{size} array of grey values 0-255, "
+                                   f"got {'x'.join(map(str, pixels.shape))} values {pixels.min(initial=0)}.."
+                                   f"{pixels.max(initial=0)}")
+            return pixels.astype(np.uint8)
+        if isinstance(value, str):
+            value = value.encode("ascii", "replace")
+        if not isinstance(value, (bytes, bytearray)) or not value:
+            raise RequestError(f"row {i}: image: expected PNG or JPEG bytes (base64 in JSON), got {_kind(value)}")
+        value = bytes(value)
+        if not value.startswith(IMAGE_MAGIC):
+            # still base64: MLflow decodes it from `dataframe_records` and `dataframe_split`, not
+            # from `inputs`, where it hands over the text's bytes
+            try:
+                value = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                pass  # neither: read_digit says what it is not
+        try:
+            return mnist.read_digit(value, f"row {i}: image", size)
+        except DataError as exc:
+            raise RequestError(str(exc)) from None
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        from pipeline.data.inputs import model_inputs
+
+        size = self.settings.get("model_image_size")
+        return np.concatenate([np.asarray(self.model.predict_on_batch(model_inputs(x[s:s + SLICE], size)))
+                               for s in range(0, len(x), SLICE)])
+
+
+def probabilities(logits: np.ndarray) -> np.ndarray:
+    """The softmax of each row of logits (the models end in logits)."""
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def answers(logits: np.ndarray, names: list[str], k: int):
+    """Each row's label, class, probability and top k."""
+    probs = probabilities(logits)
+    order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
+    best = order[:, 0]
+    return pd.DataFrame({
+        "label": [names[c] for c in best],
+        "class": best.astype(np.int64),
+        "probability": probs[np.arange(len(best)), best].astype(float),
+        "top_k": [[{"label": names[c], "probability": float(p[c])} for c in row] for p, row in zip(probs, order)],
+    })
+
+
+def _rows(frame, columns: tuple[str, str]) -> list[tuple[str, object]]:
+    """(column, value) of each row: exactly one of the dataset's two columns per row."""
+    if isinstance(frame, dict):
+        frame = pd.DataFrame(frame)
+    if not isinstance(frame, pd.DataFrame):
+        raise RequestError(f"expected rows with a column {columns[0]!r} or {columns[1]!r}, got {_kind(frame)}")
+    present = [c for c in columns if c in frame.columns]
+    if not present:
+        raise RequestError(f"expected a column {columns[0]!r} or {columns[1]!r}, got "
+                           f"{', '.join(map(repr, frame.columns)) or 'no columns'}")
+    if frame.empty:
+        raise RequestError("expected at least one row")
+    rows = []
+    for i in range(len(frame)):
+        given = [c for c in present if not _missing(frame[c].iloc[i])]
+        if len(given) != 1:
+            raise RequestError(f"row {i}: expected exactly one of {columns[0]!r} and {columns[1]!r}, got "
+                               f"{' and '.join(map(repr, given)) or 'neither'}")
+        rows.append((given[0], frame[given[0]].iloc[i]))
+    return rows
+
+
+def _missing(value) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(np.ndim(value) == 0 and value != value)  # NaN
+    except (TypeError, ValueError):
+        return False
+
+
+def _integers(value, where: str, expected: str, ndim: int) -> np.ndarray:
+    try:
+        array = np.asarray(value.tolist() if isinstance(value, np.ndarray) and value.dtype == object else value)
+        if array.dtype == object:
+            array = np.asarray([np.asarray(v) for v in array])
+    except (ValueError, TypeError):
+        raise RequestError(f"{where}: expected {expected}") from None
+    if array.ndim != ndim or not (np.issubdtype(array.dtype, np.integer)
+                                  or (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)))):
+        raise RequestError(f"{where}: expected {expected}, got {_kind(value)}")
+    array = array.astype(np.int64)
+    if array.size and array.min() < 0:
+        raise RequestError(f"{where}: expected {expected}, got a negative value")
+    return array
+
+
+def _kind(value) -> str:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return f"a list of {len(value)}"
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+# --------------------------------------------------------------------------- logging
+
+
+def signature(inputs: str, top_k: int):
+    """What MLflow shows and checks: the raw input columns (either per row), the answer's
+    columns, and the request param top_k."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
+    from mlflow.types.schema import Array, Object, Property
+
+    raw, own = COLUMNS[inputs]
+    if inputs == "sequences":
+        columns = [ColSpec(DataType.string, raw, required=False), ColSpec(Array(DataType.long), own, required=False)]
+    else:
+        columns = [ColSpec(DataType.binary, raw, required=False),
+                   ColSpec(Array(Array(DataType.long)), own, required=False)]
+    outputs = [ColSpec(DataType.string, "label"), ColSpec(DataType.long, "class"),
+               ColSpec(DataType.double, "probability"),
+               ColSpec(Array(Object([Property("label", DataType.string), Property("probability", DataType.double)])),
+                       "top_k")]
+    return ModelSignature(inputs=Schema(columns), outputs=Schema(outputs),
+                          params=ParamSchema([ParamSpec("top_k", DataType.long, top_k)]))
+
+
+def raw_rows(data: Path, count: int) -> list[dict]:
+    """The first `count` samples of the prepared test split as a user has them: Reuters' as
+    text (`reuters.texts`), MNIST's as PNG bytes. The input example; the load benchmark's."""
+    from PIL import Image
+
+    from pipeline.data import arrays, reuters
+
+    x = arrays.load_split(data, "test")[0][:count]
+    stats = read_json(Path(data) / "stats.json")
+    if stats["input"] == "sequences":
+        index = reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
+        offset = stats["encoding"]["index_from"]
+        return [{"text": text} for text in reuters.texts(x, index, offset)]
+    rows = []
+    for image in x:
+        png = io.BytesIO()
+        Image.fromarray(image, "L").save(png, format="PNG")
+        rows.append({"image": png.getvalue()})
+    return rows
+
+
+def example(data: Path):
+    """A real input from the test split: its first newswire (60 words of it), or its first
+    image as PNG."""
+    (row,) = raw_rows(data, 1)
+    if "text" in row:
+        row = {"text": " ".join(row["text"].split()[:60])}
+    return pd.DataFrame([row])
+
+
+def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
+    """What `Classifier` reads at load time besides the model."""
+    from pipeline.data.inputs import image_size_for
+
+    found = {"dataset": dataset, "input": stats["input"], "labels": datasets.get(dataset).class_names(),
+             "top_k": min(top_k, stats["num_classes"])}
+    if stats["input"] == "sequences":
+        found["encoding"] = {**stats["encoding"], "max_len": stats["max_len"], "vocab_size": stats["vocab_size"]}
+    else:
+        found["image_size"] = stats["image_size"]
+        found["model_image_size"] = image_size_for(stats, model)
+    return found
+
+
+def check_inputs(data: Path) -> None:
+    """Read what `log_model` will read from the prepared folder besides the test split
+    (stats.json, and for texts the word index the served model encodes them with), so that
+    the evaluate stage fails on them before it writes any output, not after."""
+
+    stats = read_json(Path(data) / "stats.json")
+    if stats.get("input") == "sequences":
+        from pipeline.data import reuters
+
+        reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
+
+
+def model_requirements() -> list[str]:
+    """The logged model's pip requirements: what its code imports when it loads and predicts
+    (`SERVED_MODEL_IMPORTS`: MLflow, TensorFlow, Keras, NumPy, pandas, Pillow) and
+    their own dependencies, at the exact versions installed here (after `make setup`,
+    requirements.lock's pins), not the whole project's (DVC, Optuna, ...): `mlflow models
+    serve --env-manager uv` or `build-docker` installs only what serving needs. Stated rather
+    than inferred (inference reloads the model in a subprocess, which costs more than the rest
+    of the logging)."""
+    from pipeline.runtime import environment
+
+    return environment.requirements_of(*SERVED_MODEL_IMPORTS)
+
+
+@tracked("the model")
+def log_model(params, model_dir: Path, data: Path, model=None):
+    """Log the model of `model_dir` (`model`: the same, loaded) as the pyfunc `model` of the
+    active run, with serve.<dataset>.top_k as a param; its ModelInfo."""
+    import keras
+    import tensorflow as tf
+
+    import pipeline
+    from pipeline.training import model_folder
+
+    dataset, top_k = params.dataset, params.serve.top_k
+    mlflow.log_param(f"serve.{dataset}.top_k", top_k)
+
+    stats = read_json(Path(data) / "stats.json")
+    model_path = Path(model_dir) / model_folder.MODEL_FILE
+    with tempfile.TemporaryDirectory(prefix="pipeline-model-") as tmp:
+        found = settings(dataset, model if model is not None else model_folder.load_model(model_dir), stats, top_k)
+        (Path(tmp) / "serving.json").write_text(json.dumps(found, indent=2))
+        artifacts = {MODEL_ARTIFACT: str(model_path), SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json")}
+        if stats["input"] == "sequences":
+            from pipeline.data import reuters
+
+            artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / reuters.WORD_INDEX_NAME)
+        # the check MLflow makes of the input example (loading the logged model) draws progress bars
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        return mlflow.pyfunc.log_model(
+            name="model", python_model=str(Path(__file__).with_name("model_code.py")), artifacts=artifacts,
+            code_paths=[str(Path(pipeline.__file__).parent)],
+            signature=signature(found["input"], found["top_k"]), input_example=example(data),
+            pip_requirements=model_requirements(),
+            metadata={"keras_version": keras.__version__, "tensorflow_version": tf.__version__,
+                      "pipeline.dataset": dataset})

@@ -1,0 +1,127 @@
+"""The evaluate stage's work: test metrics, a per-class report and a confusion matrix of a
+trained model, and the files they are written to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from pipeline.io import atomic_outputs, read_json, write_csv, write_json
+
+
+@dataclass
+class Evaluation:
+    metrics: dict            # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
+    report: list[dict]       # per class: precision, recall, support, predicted
+    matrix: np.ndarray       # counts[actual, predicted]
+    x: np.ndarray            # the test split, as prepared
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    test_data: str           # the test split's digest: versions compare on the same data
+    model: object = None     # the Keras model evaluated
+
+
+def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
+    """Run the train stage's model over the prepared test split (an EvaluateConfig's batch
+    size and top k)."""
+    from pipeline.training import model_folder
+    from pipeline.data import arrays
+    from pipeline.data.inputs import image_size_for
+
+    model = model_folder.load_model(model_dir)
+    x, y = arrays.load_split(data, "test")
+    stats = read_json(Path(data) / "stats.json")
+    logits = predict_logits(model, x, batch_size=cfg.batch_size, image_size=image_size_for(stats, model))
+    metrics = metrics_from_logits(logits, y, cfg.top_k)
+    y_pred = logits.argmax(axis=1)
+    matrix = confusion_matrix(y, y_pred, stats["num_classes"])
+    report = per_class_report(matrix)
+    metrics.update(macro_averages(report))
+    return Evaluation(metrics, report, matrix, x, y, y_pred, test_digest(x, y), model)
+
+
+def test_digest(x: np.ndarray, y: np.ndarray) -> str:
+    """sha256 of the test split's samples and labels (shape, type and bytes), as a short hex."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in (x, y):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def write_outputs(ev: Evaluation, *, metrics: Path, per_class: Path, confusion: Path, confusion_png: Path,
+                  title: str) -> None:
+    """The metrics JSON (for dvc metrics), the per-class CSV, the (actual, predicted) CSV (for
+    dvc plots) and the confusion matrix as an image."""
+    from pipeline.training import plots
+
+    with atomic_outputs(metrics, per_class, confusion, confusion_png) as (m_tmp, pc_tmp, c_tmp, png_tmp):
+        write_json(m_tmp, ev.metrics)
+        write_csv(pc_tmp, ev.report, ev.report[0])
+        write_csv(c_tmp, [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
+                  ("actual", "predicted"))
+        plots.confusion(ev.matrix, png_tmp, title)
+
+
+def predict_logits(model, x: np.ndarray, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:
+    """Logits for every test sample, in order, through the same input pipeline as training."""
+    from pipeline.data.inputs import make_dataset
+
+    ds = make_dataset(x, np.zeros(len(x), np.int32), batch_size=batch_size, shuffle=False,
+                      image_size=image_size).map(lambda features, _: features)
+    return np.asarray(model.predict(ds, verbose=0))
+
+
+def metrics_from_logits(logits: np.ndarray, y: np.ndarray, top_k: Optional[int] = None) -> dict:
+    """Mean cross-entropy (from logits), accuracy and, if asked, top-k accuracy."""
+    y = y.astype(np.int64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    metrics = {
+        "test_loss": float(-log_probs[np.arange(len(y)), y].mean()),
+        "test_accuracy": float((logits.argmax(axis=1) == y).mean()),
+        "test_samples": int(len(y)),
+    }
+    if top_k:
+        # A label counts as in the top k when fewer than k classes score strictly higher.
+        target = logits[np.arange(len(y)), y][:, None]
+        metrics[f"test_top{top_k}_accuracy"] = float(((logits > target).sum(axis=1) < top_k).mean())
+    return metrics
+
+
+def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> np.ndarray:
+    """counts[actual, predicted]."""
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (y_true.astype(np.int64), y_pred.astype(np.int64)), 1)
+    return matrix
+
+
+def per_class_report(matrix: np.ndarray) -> list[dict]:
+    """Precision, recall and support of each class (0.0 where undefined, with support shown)."""
+    tp = np.diag(matrix).astype(float)
+    predicted = matrix.sum(axis=0)
+    actual = matrix.sum(axis=1)
+    rows = []
+    for c in range(len(matrix)):
+        rows.append({
+            "class": c,
+            "precision": float(tp[c] / predicted[c]) if predicted[c] else 0.0,
+            "recall": float(tp[c] / actual[c]) if actual[c] else 0.0,
+            "support": int(actual[c]),
+            "predicted": int(predicted[c]),
+        })
+    return rows
+
+
+def macro_averages(report: list[dict]) -> dict:
+    """Unweighted means of per-class precision and recall over the classes the test set has."""
+    present = [r for r in report if r["support"]]
+    return {
+        "test_macro_precision": float(np.mean([r["precision"] for r in present])) if present else 0.0,
+        "test_macro_recall": float(np.mean([r["recall"] for r in present])) if present else 0.0,
+    }

@@ -1,0 +1,250 @@
+"""Training under a tf.distribute strategy, with Keras `fit` or a custom `strategy.run` loop:
+seeds and precision, batch sizes that suit the replicas, the learning-rate schedule, the best
+epoch, and the figures of the run. What is backed up for a resume is `pipeline.training.resume`'s."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pipeline.data.inputs import image_size_for, make_dataset
+from pipeline.training import model_folder
+from pipeline.runtime import usage
+from pipeline.training.early_stopping import BestEpoch
+from pipeline.io import atomic_outputs, write_csv, write_json
+from pipeline.training.models import build_model, compile_model
+from pipeline.training.resume import Backup
+
+log = logging.getLogger(__name__)
+
+# what each epoch computed (history.csv, for dvc plots: the same bytes when a run reproduces);
+# each epoch's times and throughput go to MLflow with these (a history row holds both)
+HISTORY_COLUMNS = ("epoch", "loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
+# what the train stage measured (--measurements: numbers, for `dvc metrics show` in the
+# workspace; neither git nor dvc.lock records them)
+DEVICE_COUNTS = ("replicas", "workers", "logical_devices", "physical_gpus")
+
+
+def lr_at_epoch(base: float, decay_epochs, factor: float, epoch: int) -> float:
+    """The learning rate of 0-based `epoch`: `base`, times `factor` once per decay epoch passed.
+
+    A decay epoch d takes effect after d epochs, so `[30]` with 40 epochs trains 30 epochs at
+    the base rate and 10 at base * factor.
+    """
+    return base * factor ** sum(1 for d in decay_epochs if epoch >= d)
+
+
+@dataclass
+class TrainResult:
+    model: keras.Model
+    history: list[dict]
+    global_batch_size: int
+    train_seconds: float
+    samples_per_second: float
+    peak_rss_mb: float  # the process's, at the end of training
+    summary: dict = field(default_factory=dict)
+
+
+def even_batch(n: int, batch: int, replicas: int) -> int:
+    """A batch size for evaluating `n` samples on `replicas` replicas without tripping Keras or TF.
+
+    Two upstream limits shape it. Keras 3 builds a model from the first batch reduced across
+    replicas (`_maybe_symbolic_build`), which fails ("AddN must have the same size") when that
+    batch splits unevenly; and a replica handed an empty slice of a last batch breaks Conv1D
+    on the CPU ("input depth must be evenly divisible"). So: a multiple of `replicas`, at
+    most `batch`, whose last partial batch (if any) has at least one sample per replica.
+    Evaluation results do not depend on the batch size.
+    """
+    top = min(batch, n) - min(batch, n) % replicas
+    for size in range(top, replicas - 1, -replicas):
+        rest = n % size
+        if rest == 0 or rest >= replicas:
+            return size
+    return max(1, min(batch, n))
+
+
+def train_batches(n: int, global_batch: int, replicas: int) -> tuple[int, bool]:
+    """(batch size, drop_remainder) for training on `n` samples.
+
+    The global batch, unless the split is smaller than it. When the last batch of an epoch
+    would leave some replica without a sample (fewer samples than replicas), that batch is
+    dropped: a different handful of samples each epoch, as the order is reshuffled, and said
+    so in the log.
+    """
+    if n < global_batch:
+        return even_batch(n, global_batch, replicas), False
+    rest = n % global_batch
+    return global_batch, 0 < rest < replicas
+
+
+def global_batch_size(cfg, replicas: int) -> int:
+    """The batch of one step across all replicas: the params give it per replica."""
+    return cfg.batch_size_per_replica * replicas
+
+
+@dataclass
+class Prepared:
+    """A model compiled under its strategy, and its input pipelines."""
+
+    model: keras.Model
+    train_ds: tf.data.Dataset
+    val_ds: Optional[tf.data.Dataset]
+    global_batch_size: int
+    train_samples: int
+    step_batch: int  # the batch a training step takes: the global batch, or a smaller split whole
+
+
+def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
+    """Seeds, precision, `cfg.model` built and compiled under `strategy`, and the training and
+    validation datasets: what a training and a benchmark (`pipeline.tools.bench`) share."""
+    keras.utils.set_random_seed(cfg.seed)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.mixed_precision.set_dtype_policy(cfg.precision)
+    replicas = strategy.num_replicas_in_sync
+    global_batch = global_batch_size(cfg, replicas)
+    with strategy.scope():
+        model = build_model(cfg, stats)
+        compile_model(model, cfg)
+    image_size = image_size_for(stats, model)
+    x_train, y_train = splits["train"]
+    batch, drop = train_batches(len(y_train), global_batch, replicas)
+    if drop:
+        log.info("the last %d sample(s) of each shuffled epoch are left out, so that every one of %d "
+                 "replicas gets a sample in each step", len(y_train) % batch, replicas)
+    train_ds = make_dataset(x_train, y_train, batch_size=batch, shuffle=True, seed=cfg.seed,
+                            shuffle_buffer=cfg.shuffle_buffer, image_size=image_size, drop_remainder=drop)
+    val_ds = None
+    if "val" in splits and len(splits["val"][1]):
+        val_ds = make_dataset(*splits["val"], batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
+                              shuffle=False, image_size=image_size)
+    return Prepared(model, train_ds, val_ds, global_batch, len(y_train), batch)
+
+
+def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher) -> list:
+    """A training's Keras callbacks, by name, in the one order that works (None: not in this
+    training). Keras calls them in list order at every hook, and each one relies on those
+    before it:
+
+    1. `recorder` (resume.EpochRecorder): the epoch's row, and on a resume the rows of the
+       epochs restored; everything after it decides from those rows.
+    2. `schedule`: the learning rate of the epoch about to begin (fit; the custom loop sets it).
+    3. `keeper` (early_stopping): a new best epoch's weights, kept before the backup saves the
+       epoch, so that whichever epoch a resume restores, its best epoch's weights exist.
+    4. `backup`: the finished epoch saved (Keras' BackupAndRestore, or the custom loop's
+       checkpoint); at the start, it restores a killed run and sets its first epoch.
+    5. `stopper` (early_stopping): after the backup, whose restore it reads at the start; it
+       ends the run once the patience is spent (a restored run that had stopped trains none).
+    6. `publisher` (resume.EpochPublisher): last, it hands MLflow each epoch once every worker
+       has backed it up, so that a killed and resumed run logs each epoch exactly once.
+    """
+    return [c for c in (recorder, schedule, keeper, backup, stopper, publisher) if c is not None]
+
+
+def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None,
+          verbose: int = 2) -> TrainResult:
+    """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
+
+    `on_epoch(epoch, row)` hears of each finished epoch once. With an enabled `backup`, each
+    finished epoch is backed up, and a run that was killed resumes from its last finished
+    epoch; the caller calls `backup.finish()` after a finished run. `cfg.early_stopping` may
+    end the run early and put the best epoch's weights back (`pipeline.training.early_stopping`).
+    `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
+    """
+    backup = backup or Backup(None, strategy)
+    prepared = prepare(cfg, splits=splits, stats=stats, strategy=strategy)
+    model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
+    hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
+    initial_epoch = hooks.initial_epoch
+    best = BestEpoch(cfg.early_stopping, hooks.recorder, epochs=cfg.epochs, folder=backup.best_folder,
+                     initial_epoch=initial_epoch if cfg.loop == "custom" else None)
+
+    def lr_for_epoch(epoch):
+        return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
+
+    schedule = None  # the custom loop sets each epoch's rate itself
+    if cfg.loop == "fit" and cfg.lr_decay_epochs:
+        schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch))
+    callbacks = callbacks_in_order(recorder=hooks.recorder, schedule=schedule, keeper=best.keeper,
+                                   backup=hooks.backup, stopper=best.stopper, publisher=hooks.publisher)
+    if cfg.loop == "fit":
+        # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
+        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose,
+                  shuffle=False)
+    else:
+        from pipeline.training.custom_loop import CustomLoop
+
+        loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
+        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
+                 lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None, progress=None if verbose else False)
+    best_epoch = best.restore(model)
+    rows = hooks.recorder.rows
+    train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
+    return TrainResult(
+        model=model,
+        history=rows,
+        global_batch_size=prepared.global_batch_size,
+        train_seconds=train_seconds,
+        samples_per_second=prepared.train_samples * len(rows) / train_seconds if train_seconds else 0.0,
+        peak_rss_mb=usage.peak_rss_mb(),
+        summary={
+            "final_loss": rows[-1]["loss"],
+            "final_accuracy": rows[-1]["accuracy"],
+            "final_val_loss": rows[-1]["val_loss"],
+            "final_val_accuracy": rows[-1]["val_accuracy"],
+            "best_epoch": best_epoch,
+            "epochs_trained": len(rows),
+            "params_count": int(model.count_params()),
+        },
+    )
+
+
+def measured(result: TrainResult, figures: dict) -> dict:
+    """The train stage's measurements: time, throughput (also of the epochs after the first,
+    which traces the step functions, when there are any), peak memory, device counts."""
+    later = [row["epoch_samples_per_second"] for row in result.history[1:]]
+    steady = {"steady_samples_per_second": sum(later) / len(later)} if later else {}
+    return {"train_seconds": result.train_seconds, "samples_per_second": result.samples_per_second, **steady,
+            "peak_rss_mb": round(result.peak_rss_mb), **{key: figures[key] for key in DEVICE_COUNTS}}
+
+
+def weights_digest(model: keras.Model) -> str:
+    """sha256 of all weights, to show that every worker ended with the same model."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()
+
+
+def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_dir: Path, history: Path,
+                  summary: Path, curves: Path, title: str, measurements: Optional[Path] = None,
+                  machine: Optional[Path] = None, machine_facts: Optional[dict] = None) -> str:
+    """The train stage's files. What the run computed, the same bytes whenever it reproduces:
+    the model with its MLflow run ids (`model_folder`), the per-epoch history (for dvc plots),
+    the summary of results (for dvc metrics) and the learning curves. What it measured, apart:
+    with `measurements`, time, throughput, peak memory and device counts; with `machine`,
+    `machine_facts` (`pipeline.runtime.environment.machine()`: the host, versions, date). All of them
+    or none. Returns the model file's digest."""
+    from pipeline.training import plots
+
+    extra = [path for path in (measurements, machine) if path is not None]
+    with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
+            model_tmp, history_tmp, summary_tmp, curves_tmp, *extra_tmp):
+        model_sha256 = model_folder.save(model_tmp, result.model, run_ids)
+        write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
+        write_json(summary_tmp, {"global_batch_size": result.global_batch_size, **result.summary})
+        plots.learning_curves(result.history, curves_tmp, title)
+        staged = dict(zip(extra, extra_tmp))
+        if measurements is not None:
+            write_json(staged[measurements], measured(result, figures))
+        if machine is not None:
+            write_json(staged[machine], machine_facts)
+    return model_sha256

@@ -1,0 +1,38 @@
+"""pipeline/config/schema.py: every key has its meaning and check, no default; the objects are frozen
+and flatten to the dotted keys MLflow logs."""
+
+import dataclasses
+
+import pytest
+
+from helpers import ROOT, field_cases
+from pipeline.config.loader import load_params
+
+
+@pytest.mark.parametrize("cls,f", field_cases(), ids=lambda x: getattr(x, "__name__", getattr(x, "name", "")))
+def test_every_key_has_a_help_text(cls, f):
+    text = f.metadata.get("help")
+    assert text and text.strip(), f"{cls.__name__}.{f.name} has no help text: give its _spec(...) a help="
+    assert text.endswith((".", ")")), f"{cls.__name__}.{f.name}: end the help text with a full stop"
+    assert "the seeds" not in text  # the project says "the reference tutorials"
+    assert "<" not in text and "|" not in text.replace("train|training", "").replace("test|testing", "")
+
+
+def test_no_key_has_a_default():
+    """Defaults live in params.yaml only: a key the file lacks is an error, not a fallback."""
+    for cls, f in field_cases():
+        assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
+            f"{cls.__name__}.{f.name} has a default: put it in params.yaml"
+
+
+def test_config_objects_are_frozen():
+    params = load_params(ROOT / "params.yaml", "reuters")
+    with pytest.raises(AttributeError):
+        params.train.epochs = 3
+
+
+def test_flat_keys_cover_nested_values():
+    flat = load_params(ROOT / "params.yaml", "reuters").flat()
+    assert flat["train.reuters.devices.logical_devices"] is None
+    assert flat["download.reuters.files.0.url"].endswith("reuters.npz")
+    assert flat["train.reuters.lr_decay_epochs"] == []

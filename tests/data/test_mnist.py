@@ -1,0 +1,203 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
+from fixtures import encode, make_mnist_archive, write_archive
+from pipeline.config.loader import load_params
+from pipeline.data import mnist
+from pipeline.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    # archives of every layout: decoding is tested here, the digest below
+    return dataclasses.replace(load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None)
+
+
+@pytest.mark.parametrize("name,splits,top,ext", [
+    ("mnist_png.tar.gz", ("training", "testing"), "mnist_png", "png"),
+    ("mnist.zip", ("train", "test"), "mnist", "jpg"),
+    ("flat.zip", ("train", "test"), "", "png"),
+])
+def test_layouts_and_formats(tmp_path, cfg, name, splits, top, ext):
+    archive = make_mnist_archive(tmp_path / name, splits=splits, top=top, ext=ext, per_class=(4, 2))
+    images = mnist.read_archive(archive, 28)
+    x, y = images["train"]
+    assert x.shape == (40, 28, 28) and x.dtype == np.uint8
+    assert np.bincount(y).tolist() == [4] * 10
+    assert images["test"][0].shape == (20, 28, 28)
+    # the fixture draws a bright bar whose row depends on the class
+    assert x[y == 1][0][7:11, 2:12].min() > 150
+
+
+def test_colour_images_are_converted_to_grayscale(tmp_path):
+    archive = make_mnist_archive(tmp_path / "rgb.tar.gz", mode="RGB", per_class=(1, 1))
+    x, _ = mnist.read_archive(archive, 28)["train"]
+    assert x.ndim == 3 and x[1][7:11, 2:12].min() > 150
+
+
+def test_prepare_holds_out_validation_and_counts_classes(tmp_path, cfg):
+    archive = make_mnist_archive(tmp_path / "a.tar.gz", per_class=(10, 3))
+    splits, stats = mnist.split(mnist.read_archive(archive, 28), cfg)
+    assert stats["samples"] == {"train": 90, "val": 10, "test": 30}
+    assert stats["class_counts"]["test"] == [3] * 10
+    total = np.add(stats["class_counts"]["train"], stats["class_counts"]["val"])
+    assert total.tolist() == [10] * 10
+
+
+def bad_archive(tmp_path, name, data=None):
+    img = encode(np.zeros((28, 28), np.uint8))
+    members = {f"d/train/{c}/0.png": img for c in range(10)}
+    members.update({f"d/test/{c}/0.png": img for c in range(10)})
+    members[name] = img if data is None else data
+    path = tmp_path / "bad.tar.gz"
+    write_archive(path, members)
+    return path
+
+
+def test_non_digit_class_folder(tmp_path):
+    path = bad_archive(tmp_path, "d/train/cat/1.png")
+    with pytest.raises(DataError, match=r"d/train/cat/1.png: class folder 'cat' is not a digit 0-9"):
+        mnist.read_archive(path, 28)
+
+
+def test_unreadable_image_is_named(tmp_path):
+    path = bad_archive(tmp_path, "d/test/3/broken.png", b"\x89PNG\r\n\x1a\nnot really")
+    with pytest.raises(DataError, match=r"d/test/3/broken.png: unreadable image"):
+        mnist.read_archive(path, 28)
+
+
+def test_non_image_file_in_a_class_folder(tmp_path):
+    path = bad_archive(tmp_path, "d/test/3/notes.txt", b"hello")
+    with pytest.raises(DataError, match=r"d/test/3/notes.txt: not a PNG or JPEG image"):
+        mnist.read_archive(path, 28)
+
+
+def test_wrong_size_image(tmp_path):
+    path = bad_archive(tmp_path, "d/train/4/big.png", encode(np.zeros((32, 32), np.uint8)))
+    with pytest.raises(DataError, match=r"d/train/4/big.png: expected a 28x28 image, got 32x32"):
+        mnist.read_archive(path, 28)
+
+
+def test_missing_split(tmp_path):
+    path = tmp_path / "only_train.zip"
+    make_mnist_archive(path, per_class=(1, 0), splits=("train", "test"))
+    with pytest.raises(DataError, match=r"no test images: expected a folder named test or testing"):
+        mnist.read_archive(path, 28)
+
+
+def test_truncated_archive(tmp_path):
+    good = make_mnist_archive(tmp_path / "good.tar.gz", per_class=(3, 1))
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(good.read_bytes()[:-2000])
+    with pytest.raises(DataError, match="bad.tar.gz: truncated or corrupt archive"):
+        mnist.read_archive(bad, 28)
+
+
+def test_find_archive_needs_exactly_one(tmp_path):
+    with pytest.raises(DataError, match="expected exactly one archive"):
+        mnist.find_archive(tmp_path)
+
+
+def gnu_tar(tmp_path, prepare_tree):
+    """An archive made by GNU tar itself from a folder tree of the fixture's images."""
+    import subprocess
+    import tarfile
+
+    tree = tmp_path / "tree"
+    with tarfile.open(make_mnist_archive(tmp_path / "src.tar.gz", per_class=(3, 1))) as tf:
+        tf.extractall(tree, filter="data")
+    prepare_tree(tree / "mnist_png")
+    out = tmp_path / "mnist_png.tar.gz"
+    subprocess.run(["tar", "-czf", str(out), "-C", str(tree), "mnist_png"], check=True)
+    return out
+
+
+def test_hard_linked_copies_from_gnu_tar_are_read_not_dropped(tmp_path):
+    def link(root):
+        # an identical image stored twice: GNU tar writes the second as a hard link
+        copy = root / "training" / "4" / "4999.png"
+        copy.hardlink_to(root / "training" / "4" / "4000.png")
+        (root / "training" / "5" / "5999.png").symlink_to("../5/5000.png")
+
+    archive = gnu_tar(tmp_path, link)
+    import tarfile
+
+    with tarfile.open(archive) as tf:
+        assert any(m.islnk() for m in tf) and any(m.issym() for m in tf)
+    x, y = mnist.read_archive(archive, 28)["train"]
+    assert np.bincount(y).tolist() == [3, 3, 3, 3, 4, 4, 3, 3, 3, 3]
+    assert np.array_equal(x[y == 4][0], x[y == 4][-1])  # 4000.png and its linked copy 4999.png
+
+
+def test_a_member_that_is_not_a_file_is_an_error(tmp_path):
+    import os
+
+    archive = gnu_tar(tmp_path, lambda root: os.mkfifo(root / "training" / "3" / "pipe.png"))
+    with pytest.raises(DataError, match=r"mnist_png/training/3/pipe.png: not a file but a FIFO"):
+        mnist.read_archive(archive, 28)
+
+
+def test_a_link_to_a_file_the_archive_lacks_is_an_error(tmp_path):
+    def dangle(root):
+        (root / "training" / "2" / "2999.png").symlink_to("/nowhere/2.png")
+
+    archive = gnu_tar(tmp_path, dangle)
+    with pytest.raises(DataError, match=r"2999.png: a link to '/nowhere/2.png', which the archive does not hold"):
+        mnist.read_archive(archive, 28)
+
+
+@pytest.mark.parametrize("name", ["mnist.zip", "mnist_png.tar.gz"])
+def test_corrupt_compressed_data_is_one_error(tmp_path, name):
+    good = make_mnist_archive(tmp_path / name, per_class=(3, 1))
+    data = bytearray(good.read_bytes())
+    for offset in range(len(data) // 3, len(data) // 3 + 64):
+        data[offset] ^= 0x5A  # inside the compressed stream
+    bad = tmp_path / f"bad-{name}"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=rf"bad-{name}: truncated or corrupt archive: \S"):
+        mnist.read_archive(bad, 28)
+
+
+def test_the_images_digest_is_what_the_archive_holds_not_how_it_is_packed(tmp_path):
+    """Any faithful re-packing of the same images (another format, other file names, another
+    order) shares the digest; one pixel or one label changed does not."""
+    packed = mnist.read_archive(make_mnist_archive(tmp_path / "a.tar.gz", per_class=(3, 1)), 28)
+    members = {}
+    for split, (x, y) in packed.items():
+        for i in reversed(range(len(y))):
+            members[f"other/{'train' if split == 'train' else 'test'}/{y[i]}/img{i:04d}.png"] = encode(x[i])
+    write_archive(tmp_path / "b.zip", members)
+    repacked = mnist.read_archive(tmp_path / "b.zip", 28)
+    assert mnist.images_digest(repacked) == mnist.images_digest(packed)
+    x, y = packed["train"]
+    flipped = x.copy()
+    flipped[0, 0, 0] ^= 1
+    assert mnist.images_digest({**packed, "train": (flipped, y)}) != mnist.images_digest(packed)
+    relabelled = y.copy()
+    relabelled[0] = (relabelled[0] + 1) % 10
+    assert mnist.images_digest({**packed, "train": (x, relabelled)}) != mnist.images_digest(packed)
+    moved = {"train": (x[1:], y[1:]), "test": (np.concatenate([packed["test"][0], x[:1]]),
+                                               np.concatenate([packed["test"][1], y[:1]]))}
+    assert mnist.images_digest(moved) != mnist.images_digest(packed)  # an image in the other split
+
+
+def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing_written(tmp_path):
+    (tmp_path / "raw").mkdir()
+    make_mnist_archive(tmp_path / "raw" / "mnist_png.tar.gz", per_class=(3, 1))  # not the test archive
+    write_params(tmp_path)
+    out = run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "error: raw/mnist_png.tar.gz: its images are not the ones preprocess.mnist.images_sha256 "
+        f"pins (expected {fixture_images_sha256()}, got "
+        f"{mnist.images_digest(mnist.read_archive(tmp_path / 'raw' / 'mnist_png.tar.gz', 28))}): another archive was downloaded"]
+    assert not (tmp_path / "prepared").exists()
+    # unpinned: it prepares, says which digest would pin these images, and the download warns
+    write_params(tmp_path, {"preprocess.mnist.images_sha256": None})
+    out = run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    digest = mnist.images_digest(mnist.read_archive(tmp_path / "raw" / "mnist_png.tar.gz", 28))
+    assert f"images sha256 {digest} (not checked: set preprocess.mnist.images_sha256" in out.stderr

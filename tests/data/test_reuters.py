@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+from helpers import ROOT
+from fixtures import make_reuters_npz
+from pipeline.config.loader import load_params
+from pipeline.data import reuters
+from pipeline.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_params(ROOT / "params.yaml", "reuters").preprocess
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("raw")
+    make_reuters_npz(folder / "reuters.npz", n=200)
+    return reuters.load_raw(folder)
+
+
+def with_(cfg, **changes):
+    import dataclasses
+
+    return dataclasses.replace(cfg, **changes)
+
+
+def test_pad_and_truncate_on_each_side():
+    seqs = [np.array([1, 2, 3, 4, 5]), np.array([7])]
+    assert reuters.pad(seqs, 3, "pre", "pre").tolist() == [[3, 4, 5], [0, 0, 7]]
+    assert reuters.pad(seqs, 3, "post", "post").tolist() == [[1, 2, 3], [7, 0, 0]]
+    assert reuters.pad(seqs, 3, "pre", "post").tolist() == [[1, 2, 3], [0, 0, 7]]
+    assert reuters.pad(seqs, 3, "pre", "pre").dtype == np.int32
+
+
+def test_split_follows_keras(raw, cfg):
+    xs, ys = raw
+    splits, stats = reuters.split_and_pad(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
+    n_train = int(len(ys) * (1 - cfg.test_split))
+    assert stats["samples"] == {"train": n_train, "val": 0, "test": len(ys) - n_train}
+    # Keras: shuffle indices with RandomState(113), then 1 + (w + 3) for each word.
+    order = np.arange(len(ys))
+    np.random.RandomState(113).shuffle(order)
+    first_test = order[n_train]
+    expected = [1] + [w + 3 for w in xs[first_test]]
+    row = splits["test"][0][0]
+    assert row[-len(expected):].tolist() == expected
+    assert splits["test"][1][0] == ys[first_test]
+    assert stats["num_classes"] == 46
+
+
+def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
+    xs, ys = raw
+    splits, stats = reuters.split_and_pad(xs, ys, cfg)
+    assert sum(stats["samples"].values()) == len(ys)
+    assert stats["samples"]["val"] == round(int(len(ys) * 0.8) * cfg.validation_split)
+    train_rows = {tuple(r) for r in splits["train"][0]}
+    assert not any(tuple(r) in train_rows for r in splits["val"][0])
+    assert all(x.shape[1] == cfg.max_len for x, _ in splits.values())
+    assert stats["truncated_fraction"] > 0  # the fixture has sequences longer than max_len
+
+
+def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
+    splits, stats = reuters.split_and_pad(*raw, with_(cfg, num_words=50))
+    everything = np.concatenate([x.ravel() for x, _ in splits.values()])
+    assert everything.max() < 50
+    assert (everything == reuters.OOV).any()
+    assert stats["vocab_size"] == 50
+
+
+def test_whole_vocabulary_when_uncapped(raw, cfg):
+    xs, _ = raw
+    _, stats = reuters.split_and_pad(*raw, cfg)
+    assert stats["vocab_size"] == max(int(x.max()) for x in xs) + 3 + 1
+
+
+def test_npz_without_expected_keys(tmp_path):
+    np.savez(tmp_path / "reuters.npz", a=np.arange(3))
+    with pytest.raises(DataError, match=r"reuters.npz: expected arrays 'x' and 'y', missing \['x', 'y'\]"):
+        reuters.load_raw(tmp_path)
+
+
+def test_not_an_npz(tmp_path):
+    (tmp_path / "reuters.npz").write_bytes(b"<html>proxy login</html>")
+    with pytest.raises(DataError, match="reuters.npz: not a readable .npz file"):
+        reuters.load_raw(tmp_path)
+
+
+def test_mismatched_lengths(tmp_path):
+    x = np.empty(2, dtype=object)
+    x[:] = [[1, 2], [3]]
+    np.savez(tmp_path / "reuters.npz", x=x, y=np.array([1]))
+    with pytest.raises(DataError, match="'x' has 2 items but 'y' has 1"):
+        reuters.load_raw(tmp_path)

@@ -1,0 +1,203 @@
+"""The repository's shape as docs/architecture.md draws it: its Layout names every part of the
+tree; the tests mirror the package; the import graph of pipeline/ and stages/ has no cycle and no
+import from a lower layer back up to a higher one (the layers are docs/architecture.md's)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+from helpers import ROOT
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def layout_entries() -> set[str]:
+    """The paths docs/architecture.md's Layout names (folders end with /)."""
+    text = ARCHITECTURE.read_text()
+    block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    looks_like_path = re.compile(r"^[\w.-]+(/[\w.-]*)*$")
+    parents: list[tuple[int, str]] = []
+    paths = set()
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or indent > 6:  # a description's second line
+            continue
+        names = []
+        for token in line.split():
+            name = token.rstrip(",")
+            if not (looks_like_path.match(name) and ("." in name or name.endswith("/") or name == "Makefile")):
+                break
+            names.append(name)
+            if not token.endswith(","):  # "a.py, b.py" names two; "a.py b.py ..." one and a description
+                break
+        assert names, f"Layout line names no path: {line!r}"
+        parents = [(i, p) for i, p in parents if i < indent]
+        prefix = parents[-1][1] if parents else ""
+        for name in names:
+            paths.add(prefix + name)
+            if name.endswith("/") and len(names) == 1:
+                parents.append((indent, prefix + name))
+    return paths
+
+
+def test_layout_names_every_part_of_the_tree_and_nothing_else():
+    listed = layout_entries()
+    missing = sorted(p for p in listed if not (ROOT / p).exists())
+    assert missing == [], f"docs/architecture.md's Layout names what does not exist: {missing}"
+    tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    tracked = [t for t in tracked if (ROOT / t).exists()]
+    top = {t.split("/")[0] + ("/" if "/" in t else "") for t in tracked}
+    top -= {"README.md", ".dockerignore", ".dvcignore", ".gitattributes", ".gitignore"}
+    assert sorted(top - {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}) == [], \
+        "a top-level part of the repository is missing from docs/architecture.md's Layout"
+    modules = {t for t in tracked if t.split("/")[0] in ("pipeline", "stages", "scripts") and not t.endswith(".md")}
+    assert sorted(modules - listed) == [], "docs/architecture.md's Layout leaves these files out"
+
+
+def test_the_tests_mirror_the_package():
+    """The unit tests of pipeline/<wing>/<module>.py are tests/<wing>/test_<module>.py (a root
+    module's, tests/test_<module>.py), and every test module of a wing's folder is a module's;
+    the whole-system scenarios are in tests/scenarios/, the checks of the repository's own files
+    in tests/repository/. A package's __init__.py (its docstring) and __main__.py are not modules
+    of their own."""
+    modules = [p.relative_to(ROOT / "pipeline") for p in (ROOT / "pipeline").rglob("*.py")
+               if p.name not in ("__init__.py", "__main__.py")]
+    assert len(modules) > 30, "pipeline/ has lost its modules: is ROOT the repository?"
+    expected = {Path("tests", *m.parent.parts, f"test_{m.name}") for m in modules}
+    untested = sorted(str(t) for t in expected if not (ROOT / t).is_file())
+    assert untested == [], "a module of pipeline/ without its test module"
+    found = {p.relative_to(ROOT) for p in (ROOT / "tests").rglob("test_*.py")}
+    orphans = sorted(str(t) for t in found - expected if t.parts[1] not in ("scenarios", "repository"))
+    assert orphans == [], "a test module in tests/ or a wing's folder that no module of pipeline/ has"
+    wings = {m.parts[0] for m in modules if len(m.parts) > 1}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(folders - wings) == ["container", "repository", "scenarios", "workers"]
+
+
+# --------------------------------------------------------------------------- the import graph
+
+# Low to high: a module imports its own wing and the ones below it, never one above. The root's
+# errors, log and io are the floor; the command line (cli, options) and the stages the roof.
+LAYERS = (("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline"), ("pipeline.runtime",), ("pipeline.data",),
+          ("pipeline.config",), ("pipeline.tracking",), ("pipeline.training",), ("pipeline.serving",),
+          ("pipeline.tuning",), ("pipeline.tools",), ("pipeline.cli", "pipeline.options", "pipeline.__main__", "stages"))
+
+
+def module_files() -> dict[str, Path]:
+    found = {}
+    for path in sorted([*(ROOT / "pipeline").rglob("*.py"), *(ROOT / "stages").glob("*.py")]):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project's modules that `name` imports, at its top and inside its functions alike
+    (an import in a function is still an edge), but for those only a type checker reads."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking(node):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {m for m in found if m in modules and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_files()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def layer_of(name: str) -> int:
+    """The layer of the longest prefix of LAYERS that names `name` or its package."""
+    found = [(len(p), depth) for depth, prefixes in enumerate(LAYERS) for p in prefixes
+             if name == p or name.startswith(p + ".") and p != "pipeline"]
+    if found:
+        return max(found)[1]
+    raise AssertionError(f"{name}: in no layer of LAYERS (docs/architecture.md): place it")
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = import_graph()
+    assert len(graph) > 40 and sum(map(len, graph.values())) > 80, "the graph lost its modules or edges"
+    assert cycles(graph) == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = sorted(f"{a} -> {b}" for a, targets in import_graph().items() for b in targets
+                    if layer_of(b) > layer_of(a))
+    assert upward == []
+
+
+def test_the_checks_see_a_cycle_and_an_upward_import():
+    graph = {"pipeline.io": {"pipeline.data.arrays"}, "pipeline.data.arrays": {"pipeline.io"}}
+    assert cycles(graph) == [["pipeline.data.arrays", "pipeline.io"]]
+    assert layer_of("pipeline.data.arrays") > layer_of("pipeline.io")
+    source = "from pipeline.training import trainer\nif TYPE_CHECKING:\n    from pipeline.config import schema\n"
+    path = ROOT / "pipeline" / "data" / "arrays.py"
+    tree = {"pipeline.training.trainer": path, "pipeline.config.schema": path, "pipeline.data.arrays": path}
+    import unittest.mock
+    with unittest.mock.patch.object(Path, "read_text", return_value=source):
+        assert imports_of("pipeline.data.arrays", path, tree) == {"pipeline.training.trainer"}
+
+
+def test_a_package_init_holds_its_docstring_alone():
+    """Importing a module of a wing runs its package's __init__.py first: with nothing in it but
+    what the wing holds, no command pays for a sibling it does not use."""
+    for path in [*(ROOT / "pipeline").rglob("__init__.py"), ROOT / "stages" / "__init__.py"]:
+        body = ast.parse(path.read_text()).body
+        rest = [node for node in body[1:] if not (isinstance(node, ast.Assign) and path.parent.name == "pipeline")]
+        assert ast.get_docstring(ast.parse(path.read_text())) and rest == [], f"{path.relative_to(ROOT)}"

@@ -1,0 +1,73 @@
+"""pipeline/tracking/runs.py: the runs a training, an evaluation and a benchmark log."""
+
+import hashlib
+
+from helpers import fixture_images_sha256, use_sqlite, write_params
+from pipeline.tracking import runs
+
+
+def test_a_training_run_is_named_by_its_source_and_ends(tmp_path, monkeypatch):
+    import mlflow
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    monkeypatch.setenv("DVC_STAGE", "train@reuters")
+    with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
+        pass
+    tags = MlflowClient(uri).get_run(run.run_id).data.tags
+    assert tags["mlflow.source.name"] == "train@reuters"  # not MLflow's `__main__.py`
+    assert tags["mlflow.source.type"] == "LOCAL"
+    assert mlflow.active_run() is None
+
+
+def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monkeypatch):
+    """The download stage warns once; the run a model is traced back to carries it too."""
+    import numpy as np
+    from mlflow import MlflowClient
+
+    from pipeline.config.loader import load_params
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    data = tmp_path / "prepared"
+    data.mkdir()
+    x, y = np.zeros((4, 28, 28), np.uint8), np.arange(4, dtype=np.uint8)
+    tags = {}
+    for digest in (fixture_images_sha256(), None):
+        params = load_params(write_params(tmp_path, {"preprocess.mnist.images_sha256": digest}), "mnist")
+        with runs.TrainingRun.open("mnist", "mnist-run") as run:
+            run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
+        tags[digest] = MlflowClient(uri).get_run(run.run_id).data.tags
+    assert "data.unpinned" not in tags[fixture_images_sha256()]
+    assert tags[None]["data.unpinned"] == params.unpinned()[0]
+    assert tags[None]["data.unpinned"].startswith("download.mnist.files[0] (https://github.com/myleott/mnist_png/raw/")
+
+
+def test_a_model_without_its_run_json_is_evaluated_into_the_run_tagged_with_its_digest(tmp_path, monkeypatch):
+    """DVC keeps no run.json: for a model brought back by `dvc checkout`, evaluate finds the
+    training run by the `model.sha256` tag the train stage sets (the newest such run); a model
+    no run of the store trained gets a new run, tagged with its digest."""
+    from mlflow import MlflowClient
+
+    from pipeline.config.loader import load_params
+    from pipeline.tracking import store
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.keras").write_bytes(b"the model's bytes")
+    digest = hashlib.sha256(b"the model's bytes").hexdigest()
+    assert store.run_that_trained("reuters", digest) is None  # no experiment yet
+    trained = []
+    for tag in ("0" * 64, digest, digest, "f" * 64):
+        with runs.TrainingRun.open("reuters", "reuters-run") as run:
+            MlflowClient(uri).set_tag(run.run_id, "model.sha256", tag)
+        trained.append(run.run_id)
+    assert store.run_that_trained("reuters", digest).info.run_id == trained[2]
+    params = load_params(write_params(tmp_path), "reuters")
+    with runs.TrainingRun.for_evaluation(params, None, model, digest) as run:
+        assert run.run_id == trained[2]  # not evaluated yet: the evaluation goes into it
+    (model / "model.keras").write_bytes(b"another model")
+    with runs.TrainingRun.for_evaluation(params, None, model, hashlib.sha256(b"another model").hexdigest()) as run:
+        tags = MlflowClient(uri).get_run(run.run_id).data.tags
+    assert run.run_id not in trained and "pipeline.model_run_id" not in tags
+    assert tags["pipeline.model_sha256"] == hashlib.sha256(b"another model").hexdigest()

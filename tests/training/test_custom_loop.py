@@ -1,0 +1,76 @@
+"""The strategy.run loop on one replica (the multi-replica cases are in test_equivalence.py,
+each in its own process)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, reuters_model
+from pipeline.config.loader import load_params
+
+pytestmark = pytest.mark.slow
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from pipeline.training import models  # noqa: E402
+from pipeline.training.custom_loop import CustomLoop  # noqa: E402
+from pipeline.data.inputs import make_dataset  # noqa: E402
+
+
+class Seen(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.calls.append(("begin", epoch, float(self.model.optimizer.learning_rate)))
+
+    def on_test_begin(self, logs=None):
+        self.calls.append(("test",))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.calls.append(("end", epoch, sorted(logs)))
+
+
+def small_loop(seed=0):
+    keras.utils.set_random_seed(seed)
+    rng = np.random.RandomState(seed)
+    x = rng.randint(1, 50, (40, 12)).astype(np.int32)
+    y = (x[:, 0] % 46).astype(np.int32)
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, loop="custom")
+    strategy = tf.distribute.get_strategy()
+    with strategy.scope():
+        model = reuters_model(max_len=12, vocab_size=50)
+        models.compile_model(model, cfg)
+    train = make_dataset(x, y, batch_size=8, shuffle=True, seed=seed)
+    val = make_dataset(x[:16], y[:16], batch_size=8, shuffle=False)
+    return CustomLoop(model, strategy), train, val, (x[:16], y[:16])
+
+
+def test_epochs_call_the_keras_hooks_with_fits_log_keys_and_the_schedule():
+    loop, train, val, _ = small_loop()
+    seen = Seen()
+    loop.fit(train, val, epochs=3, initial_epoch=1, callbacks=[seen], lr_for_epoch=lambda e: 0.1 * e,
+             progress=False)
+    assert seen.calls == [
+        ("begin", 1, pytest.approx(0.1)), ("test",), ("end", 1, ["accuracy", "loss", "val_accuracy", "val_loss"]),
+        ("begin", 2, pytest.approx(0.2)), ("test",), ("end", 2, ["accuracy", "loss", "val_accuracy", "val_loss"]),
+    ]
+
+
+def test_validation_figures_are_the_models_own():
+    loop, train, val, (x, y) = small_loop()
+    logs = {}
+
+    class Keep(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, epoch_logs=None):
+            logs.update(epoch_logs)
+
+    loop.fit(train, val, epochs=1, callbacks=[Keep()], progress=False)
+    logits = loop.model.predict(x, verbose=0)
+    expected_loss = float(np.mean(models.loss(reduction=None)(y, logits)))
+    assert logs["val_loss"] == pytest.approx(expected_loss, rel=1e-5)
+    assert logs["val_accuracy"] == pytest.approx(float(np.mean(logits.argmax(1) == y)))
+    assert logs["loss"] > 0 and 0 <= logs["accuracy"] <= 1

@@ -1,0 +1,115 @@
+"""The two models, the shared loss and the optimizer set-up of both training loops."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, reuters_model
+from pipeline.config.loader import load_params
+
+pytestmark = pytest.mark.slow
+
+
+from pipeline.training import models  # noqa: E402
+
+
+def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    model = models.build_model(cfg, {"max_len": 300, "vocab_size": 1000, "num_classes": 46})
+    kinds = [(type(layer).__name__, getattr(layer, "filters", None), getattr(layer, "kernel_size", None))
+             for layer in model.layers[1:]]
+    assert kinds == [("Embedding", None, None), ("Conv1D", 64, (5,)), ("MaxPooling1D", None, None),
+                     ("Conv1D", 32, (3,)), ("MaxPooling1D", None, None), ("Flatten", None, None),
+                     ("Dense", None, None)]
+    assert model.get_layer("embedding").output_dim == 7
+    assert model.output_shape == (None, 46)
+    # logits: the last layer has no softmax
+    assert model.get_layer("logits").activation.__name__ == "linear"
+
+
+def test_the_reuters_layers_follow_their_params():
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, conv_filters=(16, 8, 4),
+                              conv_kernel_sizes=(3, 3, 2), pool_size=3)
+    model = models.build_model(cfg, {"max_len": 100, "vocab_size": 50, "num_classes": 46})
+    convs = [(layer.filters, layer.kernel_size) for layer in model.layers if type(layer).__name__ == "Conv1D"]
+    pools = [layer.pool_size for layer in model.layers if type(layer).__name__ == "MaxPooling1D"]
+    assert (convs, pools) == ([(16, (3,)), (8, (3,)), (4, (2,))], [(3,), (3,), (3,)])
+
+
+def test_mobilenet_model_has_no_top_and_logits():
+    model = models.mobilenet_v2(img_size=32, num_classes=10, alpha=1.0, dense_units=512, batchnorm_momentum=0.9)
+    assert model.input_shape == (None, 32, 32, 3)
+    assert model.output_shape == (None, 10)
+    backbone = model.layers[1]
+    assert backbone.name.startswith("mobilenetv2") and backbone.output_shape == (None, 1280)
+    assert model.get_layer("dense").units == 512
+    assert model.get_layer("logits").activation.__name__ == "linear"
+    norms = [layer for layer in backbone.layers if isinstance(layer, models.keras.layers.BatchNormalization)]
+    assert norms and {layer.momentum for layer in norms} == {0.9}
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(alpha):
+    keras = models.keras
+    reference = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=alpha, include_top=False,
+                                               weights=None, pooling="avg")
+    backbone = models.mobilenet_v2(img_size=32, num_classes=10, alpha=alpha, dense_units=8,
+                                   batchnorm_momentum=0.9).layers[1]
+    assert backbone.count_params() == reference.count_params()
+    dense = {layer.name for layer in backbone.layers if type(layer) is keras.layers.Dense}
+    pointwise = {layer.name for layer in reference.layers
+                 if type(layer) is keras.layers.Conv2D and layer.kernel_size == (1, 1)}
+    assert dense == pointwise and len(dense) == 34  # 17 projects, 16 expands, Conv_1
+    assert [type(layer).__name__ for layer in backbone.layers if type(layer) is keras.layers.Conv2D] == ["Conv2D"]
+    rng = np.random.default_rng(0)
+    for layer in (layer for layer in reference.layers if layer.weights):
+        ours = backbone.get_layer(layer.name)
+        weights = [rng.normal(0, 0.3, w.shape).astype("float32") for w in layer.get_weights()]
+        if isinstance(layer, keras.layers.BatchNormalization):
+            weights[3] = np.abs(weights[3]) + 0.5  # a variance
+        layer.set_weights(weights)
+        ours.set_weights([w.reshape(v.shape) for w, v in zip(weights, ours.get_weights())])
+    images = rng.uniform(-1, 1, (4, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(backbone(images, training=False), reference(images, training=False),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_the_mnist_model_follows_its_width_multiplier():
+    cfg = load_params(ROOT / "params.yaml", "mnist").train
+    stats = {"num_classes": 10, "input": "images"}
+    widths = {}
+    for alpha in (1.0, 0.5):
+        model = models.build_model(dataclasses.replace(cfg, alpha=alpha, dense_units=16), stats)
+        backbone = model.layers[1]
+        widths[alpha] = (backbone.get_layer("Conv1").filters, backbone.get_layer("block_16_project").units,
+                         backbone.output_shape[-1])
+    # Keras rounds each width to a multiple of 8 and keeps the last layer's 1280 for alpha <= 1.
+    assert widths == {1.0: (32, 320, 1280), 0.5: (16, 160, 1280)}
+
+
+def test_build_model_sizes_the_model_from_the_prepared_stats():
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    model = models.build_model(cfg, {"max_len": 40, "vocab_size": 300, "num_classes": 46, "input": "sequences"})
+    assert model.input_shape == (None, 40) and model.output_shape == (None, 46)
+    assert model.get_layer("embedding").input_dim == 300
+
+
+@pytest.mark.parametrize("optimizer,cls", [("nadam", "Nadam"), ("sgd", "SGD"), ("rmsprop", "RMSprop")])
+def test_compile_builds_the_named_optimizer_with_its_slots(optimizer, cls):
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, optimizer=optimizer,
+                              learning_rate=0.02)
+    model = reuters_model(max_len=30, vocab_size=30)
+    models.compile_model(model, cfg)
+    assert type(model.optimizer).__name__ == cls
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.02)
+    assert model.optimizer.built  # slots exist before the first step (keras#23085)
+
+
+def test_the_loss_is_on_logits_and_per_sample_without_reduction():
+    labels = np.array([0, 1])
+    logits = np.array([[2.0, 0.0], [0.0, 2.0]], np.float32)
+    per_sample = np.asarray(models.loss(reduction=None)(labels, logits))
+    assert per_sample.shape == (2,)
+    assert per_sample == pytest.approx(np.log1p(np.exp(-2.0)), rel=1e-5)  # softmax applied to logits
+    assert float(models.loss()(labels, logits)) == pytest.approx(per_sample.mean(), rel=1e-6)

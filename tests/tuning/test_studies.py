@@ -1,0 +1,213 @@
+"""A study in Optuna's storage: where it lives by default, made once with its MLflow run and
+joined by every other worker, refused when it searches another space, and a silent worker's
+trial failed and queued again, in a journal file and in a real PostgreSQL."""
+
+import dataclasses
+import time
+
+import pytest
+
+from helpers import ROOT, run_command, use_sqlite, write_params
+from pipeline.config import search_space
+from pipeline.tuning import studies as studying
+from pipeline.config.loader import load_params
+from pipeline.errors import ConfigError
+
+
+def params(*overrides):
+    return load_params(ROOT / "params.yaml", "reuters", list(overrides))
+
+
+def test_the_default_storage_is_a_journal_beside_mlflow_db(tmp_path, monkeypatch):
+    use_sqlite(tmp_path, monkeypatch)
+    assert studying.default_storage() == str(tmp_path / "optuna.journal")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert studying.default_storage() == str(tmp_path / "optuna.journal")  # the repository root
+    assert not studying.is_database(studying.default_storage())
+    assert studying.is_database("postgresql://u:p@db/optuna") and not studying.is_database("file:///srv/s.journal")
+    assert studying.shown("postgresql://u:secret@db:5432/optuna") == "postgresql://u:***@db:5432/optuna"
+
+
+def test_the_first_worker_makes_the_study_and_its_run_the_next_joins_it(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    journal = str(tmp_path / "optuna.journal")
+    first = studying.open_study(params(), "s1", journal)
+    second = studying.open_study(params(), "s1", journal)
+    assert (first.created, second.created) == (True, False) and first.run_id == second.run_id
+    run = MlflowClient(uri).get_run(first.run_id)
+    assert run.info.run_name == "tune-s1" and run.data.tags["optuna.study"] == "s1"
+    assert run.data.params["tune.space"] == search_space.as_json(params().tune.space)
+    assert run.data.params["tune.sampler"] == "tpe" and run.data.params["tune.storage"] == journal
+    assert MlflowClient(uri).get_experiment(run.info.experiment_id).name == "reuters"
+
+
+def test_a_study_that_searches_another_space_is_refused(tmp_path, monkeypatch):
+    use_sqlite(tmp_path, monkeypatch)
+    journal = str(tmp_path / "optuna.journal")
+    studying.open_study(params(), "s2", journal)
+    other = params()
+    other = dataclasses.replace(other, tune=dataclasses.replace(
+        other.tune, space=(dataclasses.replace(other.tune.space[0], high=0.05), *other.tune.space[1:])))
+    with pytest.raises(ConfigError) as info:
+        studying.open_study(other, "s2", journal)
+    assert str(info.value).startswith(f"study 's2' in {journal} has another space (")
+    assert "name a new study with --study, or put tune.reuters.space back" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        studying.open_study(params(), "s3", journal, create=False)
+    assert str(info.value) == f"no study 's3' in {journal} (its studies: s2)"
+
+
+def test_a_journal_in_a_folder_that_does_not_exist(tmp_path):
+    with pytest.raises(studying.StudyError) as info:
+        studying.open_storage(str(tmp_path / "nowhere" / "optuna.journal"), params().tune)
+    assert str(info.value) == f"{tmp_path / 'nowhere' / 'optuna.journal'}: no folder {tmp_path / 'nowhere'} " \
+                              "for the study's journal file"
+
+
+@pytest.mark.parametrize("kind", ["journal", "postgresql"])
+def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch, request, kind):
+    """The heartbeat: a trial whose worker stopped recording it (killed) is failed by the next
+    worker that asks for a trial, its MLflow run ends FAILED, and its params are queued again."""
+    from mlflow import MlflowClient
+    from optuna.trial import TrialState
+
+    from pipeline.tuning import study_runs
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    url = request.getfixturevalue("postgres") if kind == "postgresql" else str(tmp_path / "optuna.journal")
+    p = params("tune.reuters.heartbeat_seconds=1")
+    opened = studying.open_study(p, f"silent-{kind}", url)
+    trial = opened.study.ask()
+    values = search_space.suggest(trial, p.tune.space)
+    run = study_runs.TrialRun.open(p, parent_run_id=opened.run_id, study="silent", number=trial.number, values=values,
+                                figures={}, data=tmp_path, splits={}, worker="elsewhere:1")
+    trial.set_user_attr(studying.RUN_ATTR, run.run_id)
+    opened.study._storage.record_heartbeat(trial._trial_id)
+    studying.quiet_optuna().storages.fail_stale_trials(opened.study)
+    assert opened.study.trials[0].state == TrialState.RUNNING  # within twice the interval: alive
+    time.sleep(2.5)
+    studying.quiet_optuna().storages.fail_stale_trials(opened.study)
+    failed, again = opened.study.trials
+    assert failed.state == TrialState.FAIL and again.state == TrialState.WAITING
+    assert again.params == trial.params and again.system_attrs["failed_trial"] == 0
+    finished = MlflowClient(uri).get_run(run.run_id)
+    assert finished.info.status == "FAILED" and finished.data.tags["optuna.state"] == "failed"
+    assert studying.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 1, "running": 0, "waiting": 1}
+
+
+def test_the_best_trial_as_a_dvc_experiment(tmp_path, monkeypatch):
+    use_sqlite(tmp_path, monkeypatch)
+    p = params()
+    opened = studying.open_study(p, "s4", str(tmp_path / "optuna.journal"))
+    assert studying.best(opened.study, p.tune.space) is None
+    for value in (0.5, 0.7, 0.6):
+        trial = opened.study.ask()
+        search_space.suggest(trial, p.tune.space)
+        opened.study.tell(trial, value)
+    best = studying.best(opened.study, p.tune.space)
+    assert best["number"] == 1 and best["value"] == 0.7
+    line = studying.dvc_line("reuters", "s4", {"learning_rate": 0.002, "conv_filters": [16, 8]},
+                             ["train.reuters.epochs=5", "tune.reuters.trials=40"])
+    assert line == ("dvc exp run evaluate@reuters --name tune-s4-best -S train.reuters.epochs=5 "
+                    "-S train.reuters.learning_rate=0.002 -S 'train.reuters.conv_filters=[16, 8]'")
+
+
+def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
+    """Both looked at the counts before asking: the trial with the later number is withdrawn,
+    and the counts leave it out."""
+    use_sqlite(tmp_path, monkeypatch)
+    p = params()
+    opened = studying.open_study(p, "s5", str(tmp_path / "optuna.journal"))
+    first, second = opened.study.ask(), opened.study.ask()
+    assert studying.within_budget(opened.study, first, 1) and not studying.within_budget(opened.study, second, 1)
+    second.set_user_attr(studying.WITHDRAWN_ATTR, True)
+    opened.study.tell(second, state=studying.quiet_optuna().trial.TrialState.FAIL)
+    assert studying.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 0, "running": 1, "waiting": 0}
+    assert studying.within_budget(opened.study, first, 1)
+
+
+def storage_of(kind: str, tmp_path, request) -> str:
+    return {"journal": lambda: str(tmp_path / "optuna.journal"),
+            "sqlite": lambda: f"sqlite:///{tmp_path / 'optuna.db'}",
+            "postgresql": lambda: request.getfixturevalue("postgres")}[kind]()
+
+
+def optunas_own(url: str, cfg):
+    """The storage as a script of the user's would open it: Optuna's, none of the project's."""
+    import optuna
+
+    if studying.is_database(url):
+        return optuna.storages.RDBStorage(studying.database_url(url))
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(url))
+
+
+def snapshot(url: str, name: str):
+    """What the storage holds of the study `name`: its direction, attributes and trials."""
+    import optuna
+
+    found = optuna.load_study(study_name=name, storage=optunas_own(url, None))
+    return ([d.name for d in found.directions], found.user_attrs,
+            [(t.number, t.state.name, t.values, t.params) for t in found.trials])
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
+def test_a_study_made_outside_the_project_is_joined_only_if_it_is_the_same_search(tmp_path, monkeypatch, request, kind):
+    """A study named as the params' that Optuna made directly (a script, an older version, a
+    teammate's study of another metric): refused in one line, exit 2, its storage untouched."""
+    import optuna
+
+    studying.quiet_optuna()
+    use_sqlite(tmp_path, monkeypatch)
+    url = storage_of(kind, tmp_path, request)
+    name = f"outside-{kind}-{tmp_path.name}"[:60]
+    # made to minimize, with a trial: the params' search maximizes val_accuracy
+    made = optuna.create_study(study_name=name, storage=optunas_own(url, None), direction="minimize")
+    made.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions={
+        "x": optuna.distributions.FloatDistribution(0, 1)}, value=0.0))
+    before = snapshot(url, name)
+    with pytest.raises(ConfigError) as info:
+        studying.open_study(params(), name, url)
+    assert str(info.value) == (f"study {name!r} in {studying.shown(url)} has another direction (Optuna's: minimize, "
+                               "not maximize): name a new study with --study, or put tune.reuters.direction back")
+    assert info.value.exit_code == 2 and snapshot(url, name) == before
+    # the same direction, but none of what the project records: another search, perhaps
+    same = f"{name}-max"
+    made = optuna.create_study(study_name=same, storage=optunas_own(url, None), direction="maximize")
+    with pytest.raises(ConfigError) as info:  # empty: its creator may be recording it; not for long
+        studying.open_study(params(), same, url, wait_seconds=1)
+    assert str(info.value) == (f"study {same!r} in {studying.shown(url)} records no dataset, space, metric, direction: "
+                               "it was not made by `pipeline tune`, so it may be another search: name a new study "
+                               "with --study")
+    made.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.9))
+    before = snapshot(url, same)
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError):  # with a trial: at once
+        studying.open_study(params(), same, url)
+    assert time.monotonic() - t0 < 30 and snapshot(url, same) == before
+
+
+def test_a_study_copied_under_another_name_is_another_study(tmp_path, monkeypatch):
+    import optuna
+
+    use_sqlite(tmp_path, monkeypatch)
+    journal = str(tmp_path / "optuna.journal")
+    studying.open_study(params(), "original", journal)
+    optuna.copy_study(from_study_name="original", from_storage=optunas_own(journal, None),
+                      to_storage=optunas_own(journal, None), to_study_name="copy")
+    with pytest.raises(ConfigError) as info:
+        studying.open_study(params(), "copy", journal)
+    assert str(info.value).startswith(f"study 'copy' in {journal} has another study (original, not copy): ")
+
+
+@pytest.mark.parametrize("url", ["ftp://host/optuna", "mysql://u@db/optuna", "redis://localhost:6379"])
+def test_a_storage_no_study_can_live_in_is_a_usage_error_naming_those_that_work(tmp_path, url):
+    write_params(tmp_path)
+    result, code, imported = run_command(["tune", "reuters", "--storage", url], cwd=tmp_path)
+    scheme = url.split("://")[0]
+    assert code == 2 and "tensorflow" not in imported
+    assert result.stderr.strip().splitlines() == [
+        f"error: {url}: a study cannot live in a {scheme}:// storage: expected a journal file (a path, or "
+        "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

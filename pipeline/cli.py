@@ -86,12 +86,12 @@ def stage_finished(_result, **_options):
               help="Apply this dataset's train.<dataset>.devices and strategy from the params file.")
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
-def devices(dataset, params_path, as_json):
+def devices_command(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
-    from pipeline.tools import devices as found
+    from pipeline.tools import devices
 
-    report = found.report(params_path, dataset)
-    click.echo(json.dumps(report, indent=2) if as_json else found.as_text(report))
+    report = devices.report(params_path, dataset)
+    click.echo(json.dumps(report, indent=2) if as_json else devices.as_text(report))
 
 
 @cli.command("params")
@@ -101,7 +101,7 @@ def devices(dataset, params_path, as_json):
 @click.option("--rewrite", is_flag=True,
               help="Rewrite the params file in the form `dvc exp run -S` writes it (after a hand edit), "
                    "so that an override changes one line.")
-def params(dataset, params_path, markdown, rewrite):
+def params_command(dataset, params_path, markdown, rewrite):
     """Every param, its value and what it means.
 
     Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
@@ -141,7 +141,7 @@ def params(dataset, params_path, markdown, rewrite):
               help="Also write the figures as JSON to this file.")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the measurement as an MLflow run.")
 @params_option
-def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflow, params_path):
+def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflow, params_path):
     """Measure training throughput with the params in force.
 
     Warm-up steps, then timed steps of the train stage's model on its real input pipeline:
@@ -151,17 +151,17 @@ def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflo
     memory. Each
     measurement is logged as an MLflow run tagged pipeline.benchmark, in the dataset's
     experiment."""
-    from pipeline.tools import bench as benchmark
+    from pipeline.tools import bench
 
-    results = benchmark.run(params_path, dataset, overrides, data=data or Path("data/prepared") / dataset,
+    results = bench.run(params_path, dataset, overrides, data=data or Path("data/prepared") / dataset,
                             warmup=warmup, steps=steps, replicas=replicas, log_runs=not no_mlflow)
     if json_path is not None:
         from pipeline.io import write_json
 
         write_json(json_path, results if replicas is not None else results[0])
-    click.echo(benchmark.headline(results[0]))
-    click.echo(benchmark.table(results))
-    click.echo(benchmark.peak_line(results[0]))
+    click.echo(bench.headline(results[0]))
+    click.echo(bench.table(results))
+    click.echo(bench.peak_line(results[0]))
 
 
 @cli.command("doctor")
@@ -169,20 +169,20 @@ def bench(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflo
               help="Whose train.<dataset> params decide the strategy checked.")
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
-def doctor(dataset, params_path, as_json):
+def doctor_command(dataset, params_path, as_json):
     """Check this host before a run: problems and their fixes.
 
     Git, DVC, the MLflow tracking store, disk, GPUs, driver and library versions, shared
     memory and the strategy, one line each: pass, warn or fail with its fix. Exits 1 if any
     check fails."""
-    from pipeline.tools import doctor as checks
+    from pipeline.tools import doctor
 
-    results = checks.run_checks(params_path, dataset)
+    results = doctor.run_checks(params_path, dataset)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in results], indent=2))
     else:
         for check in results:
-            click.echo(checks.format_line(check))
+            click.echo(doctor.format_line(check))
     if any(c.status == "fail" for c in results):
         sys.exit(1)
 
@@ -194,22 +194,22 @@ def doctor(dataset, params_path, as_json):
               help="Training steps each process takes.")
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
-def selftest(datasets, steps, params_path, as_json):
+def selftest_command(datasets, steps, params_path, as_json):
     """Check distributed training on this host before a long run, in minutes.
 
     For each dataset's model at the params in force: N replicas over every visible GPU (2
     logical CPU devices where there is none) and one device take the same steps from the same
     weights, and their updates must agree; no loss may be NaN or infinite; the all-reduce in
     force must sum every replica's value right. One line per check; exits 1 if any fails."""
-    from pipeline.tools import selftest as checking
+    from pipeline.tools import selftest
 
     started = time.perf_counter()
-    checks = checking.run(params_path, datasets or DATASETS, steps)
+    checks = selftest.run(params_path, datasets or DATASETS, steps)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
     else:
-        click.echo("\n".join(checking.format_lines(checks)))
-        click.echo(checking.verdict(checks, time.perf_counter() - started))
+        click.echo("\n".join(selftest.format_lines(checks)))
+        click.echo(selftest.verdict(checks, time.perf_counter() - started))
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
@@ -224,7 +224,7 @@ def selftest(datasets, steps, params_path, as_json):
               help="Where the study lives: a journal file that processes of one host (or a shared file "
                    "system) share, or a database URL (postgresql://USER:PASSWORD@HOST/DB) for several hosts.  "
                    "[default: optuna.journal beside mlflow.db]")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--workers", "worker_count", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes on this host, the cores shared out between them.")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="The prepared data.  [default: data/prepared/DATASET]")
@@ -232,27 +232,27 @@ def selftest(datasets, steps, params_path, as_json):
 @click.option("--apply", "apply_best", is_flag=True,
               help="Then run the best trial as the DVC experiment tune-STUDY-best (train and evaluate).")
 @params_option
-def tune(dataset, overrides, study, storage, workers, data, best_only, apply_best, params_path):
+def tune_command(dataset, overrides, study, storage, worker_count, data, best_only, apply_best, params_path):
     """Search train.DATASET's params with an Optuna study (tune.DATASET in the params file).
 
     Each trial trains with the train stage's code and reports each epoch's metric to the
     pruner; each is an MLflow run nested under the study's run, in the dataset's experiment.
     A rerun continues the study; other hosts join it with the same --study and --storage. The
     best trial is printed as the `dvc exp run` line that reproduces it (--apply runs it)."""
-    from pipeline.tuning import workers as tuning
+    from pipeline.tuning import workers
 
-    target = tuning.Target.make(dataset, params_path, overrides, study, storage,
+    target = workers.Target.make(dataset, params_path, overrides, study, storage,
                                 data or Path("data/prepared") / dataset)
     if best_only:
-        from pipeline.tuning import studies as studying
+        from pipeline.tuning import studies
 
-        opened = studying.open_study(target.params(), target.study, target.storage, create=False)
+        opened = studies.open_study(target.params, target.study, target.storage, create=False)
     else:
-        opened = tuning.run(target, workers)
-    for line in tuning.summary(target, opened):
+        opened = workers.run(target, worker_count)
+    for line in workers.summary(target, opened):
         click.echo(line)
     if apply_best:
-        sys.exit(tuning.apply(target, opened))
+        sys.exit(workers.apply(target, opened))
 
 
 @cli.command("promote")
@@ -260,7 +260,7 @@ def tune(dataset, overrides, study, storage, workers, data, best_only, apply_bes
 @click.argument("version", type=click.IntRange(min=1), required=False)
 @click.option("--force", is_flag=True, help="Move the alias whatever the version scores (a rollback).")
 @params_option
-def promote(dataset, version, force, params_path):
+def promote_command(dataset, version, force, params_path):
     """Make a registered version of DATASET the champion (the alias `pipeline serve` serves).
 
     VERSION is a version of the registered model DATASET (evaluate registers each model it
@@ -291,7 +291,7 @@ def promote(dataset, version, force, params_path):
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Server processes, each with its own copy of the model.")
 @params_option
-def serve(dataset, alias, version, host, port, workers, params_path):
+def serve_command(dataset, alias, version, host, port, workers, params_path):
     """Serve DATASET's registered model over HTTP with `mlflow models serve`.
 
     The champion by default (`pipeline promote DATASET` sets it), from the tracking store
@@ -311,7 +311,7 @@ def serve(dataset, alias, version, host, port, workers, params_path):
 @click.option("--all", "show_all", is_flag=True, help="Show the params and tags that are equal too.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV: section, key, one column per run.")
-def compare(runs, show_all, as_json, as_csv):
+def compare_command(runs, show_all, as_json, as_csv):
     """MLflow runs side by side: what differs among them, and their metrics.
 
     RUN is a run id, a run name or a DVC experiment name (`dvc exp show`), in the tracking
@@ -319,23 +319,23 @@ def compare(runs, show_all, as_json, as_csv):
     params (stage params, device counts, strategy) and lineage tags (commit, data hashes,
     versions, host) whose values differ among the runs, and every metric (a run's last value;
     system metrics left out)."""
-    from pipeline.tracking import compare as comparing
+    from pipeline.tracking import compare
 
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
-    result = comparing.compare(runs, show_all=show_all)
+    result = compare.compare(runs, show_all=show_all)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     elif as_csv:
-        click.echo(comparing.as_csv(result), nl=False)
+        click.echo(compare.as_csv(result), nl=False)
     else:
-        click.echo(comparing.as_text(result))
+        click.echo(compare.as_text(result))
 
 
 @cli.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to serve on.")
 @click.option("--port", type=int, default=5000, show_default=True, help="Port to serve on (MLflow's own).")
-def ui(host, port):
+def ui_command(host, port):
     """MLflow's UI on this project's runs, on 127.0.0.1.
 
     The runs in mlflow.db in the repository root, or in the store MLFLOW_TRACKING_URI names
@@ -343,9 +343,9 @@ def ui(host, port):
     experiment's runs table (MLflow 3.17 opens an experiment on its GenAI overview until the
     browser's "Model training" switch is on). One worker, no job runners, no access log;
     Ctrl+C stops it."""
-    from pipeline.tracking import ui as serving
+    from pipeline.tracking import ui
 
-    sys.exit(serving.serve(host, port, DATASETS, click.echo))
+    sys.exit(ui.serve(host, port, DATASETS, click.echo))
 
 
 def main(args=None) -> None:

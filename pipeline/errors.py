@@ -37,6 +37,16 @@ class OutputError(PipelineError):
     folder. Nothing of the stage's outputs is left half-written."""
 
 
+class StudyError(PipelineError):
+    """A study's storage cannot be opened or reached, or the study is not the one asked for."""
+
+
+class ServerError(PipelineError):
+    """A server this process starts (the MLflow UI, the model server) cannot be served: its port
+    cannot be bound (another program holds it, or the host has no such address), or it stopped
+    on its own."""
+
+
 def report(call) -> int:
     """Run `call`; its exit code (None: 0). The one boundary where failures become one `error:`
     line: a PipelineError with its own code, Ctrl+C 130, anything else 1 as a bug (its traceback

@@ -7,6 +7,7 @@ so a config error stops a stage in well under a second and before anything is wr
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
@@ -95,8 +96,23 @@ def load_params(path: Path | str, dataset: str, overrides: Sequence[str] = ()) -
     path = Path(path)
     if dataset not in DATASETS:
         raise ConfigError(f"unknown dataset {dataset!r}: expected one of {', '.join(DATASETS)}")
-    raw = apply_overrides(read_yaml(path), overrides, source=str(path))
-    built = validate(raw, source=str(path))
+    return params_of(apply_overrides(read_yaml(path), overrides, source=str(path)), dataset, str(path))
+
+
+def params_of(raw: Any, dataset: str, source: str) -> DatasetParams:
+    """One dataset's sections of the params mapping `raw` (a file's, as read), every key of it
+    validated, the search spaces too: what a process is handed instead of a file to read again."""
+    return _bundle(validate(raw, source), dataset, raw)
+
+
+def overridden(params: DatasetParams, overrides: Sequence[str], source: str) -> DatasetParams:
+    """`params` with the `key=value` overrides applied to a copy of its mapping (a trial's drawn
+    values): the sections built and checked again, not the search spaces, which `params` passed."""
+    raw = apply_overrides(copy.deepcopy(params.raw), overrides, source)
+    return _bundle(build.sections(raw, source), params.dataset, raw)
+
+
+def _bundle(built: dict[str, dict[str, Any]], dataset: str, raw: Any) -> DatasetParams:
     return DatasetParams(
         dataset=dataset,
         download=built["download"][dataset],

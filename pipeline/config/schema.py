@@ -336,6 +336,12 @@ class ServeConfig:
              "params.top_k asks for another number); read by evaluate, which logs the model.")
 
 
+# Whether a higher value is better, for each test metric a promotion can compare (the metric
+# key's choices, one for one).
+PROMOTE_METRICS = {"test_accuracy": "maximize", "test_loss": "minimize", "test_macro_precision": "maximize",
+                   "test_macro_recall": "maximize"}
+
+
 @dataclass(frozen=True)
 class PromoteConfig:
     metric: Literal["test_accuracy", "test_loss", "test_macro_precision", "test_macro_recall"] = _spec(
@@ -344,6 +350,11 @@ class PromoteConfig:
     margin: float = _spec("a number >= 0", lambda v: v >= 0,
                           help="How much a version must beat the champion by on the same test split "
                                "before `pipeline promote` moves the champion alias to it (--force: always).")
+
+    @property
+    def maximize(self) -> bool:
+        """Whether a higher `metric` is better."""
+        return PROMOTE_METRICS[self.metric] == "maximize"
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,13 @@ the parent's verbosity."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Optional
+
+from pipeline.errors import ServerError
 
 
 def _command(module: str, spec: dict, out: Path) -> list[str]:
@@ -54,3 +57,15 @@ def serve(work: Callable[[dict], dict]) -> NoReturn:
     log.configure(spec["verbosity"])
     imports.skip_keras_extras()
     sys.exit(errors.report(lambda: io.write_json(Path(sys.argv[2]), work(spec))))
+
+
+def check_port(host: str, port: int, what: str = "the UI") -> None:
+    """ServerError unless `host`:`port` can be bound now (released again at once), as the server
+    binds it: with SO_REUSEADDR, so that a port left in TIME_WAIT by the last server is free."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise ServerError(f"{host}:{port}: cannot serve {what} there ({exc.strerror or exc}); "
+                      "stop what holds it, or pick another port with --port") from None

@@ -118,7 +118,7 @@ def promote(dataset: str, cfg, number: Optional[int] = None, force: bool = False
     """Move `champion` to version `number` (by default the best by cfg.metric on the champion's
     test data, or on any when there is no champion) if it beats the champion by cfg.margin on
     the same test data; with `force`, whatever it scores (a rollback)."""
-    maximize = cfg.metric != "test_loss"
+    maximize = cfg.maximize
     current = champion(dataset, cfg.metric)
     if number is not None:
         candidate = version(dataset, number, cfg.metric)

@@ -37,7 +37,7 @@ def serve(dataset: str, alias: str, version: Optional[int], metric: str, host: s
           echo: Callable[[str], None]) -> None:
     """Replace this process with the model server (signals and exit code are its own)."""
     from pipeline.tracking import probe, store
-    from pipeline.tracking.ui import check_port
+    from pipeline.runtime.processes import check_port
 
     uri = store.tracking_uri()
     probe.check_tracking(uri)

@@ -16,24 +16,8 @@ import subprocess
 import sys
 from typing import Callable, Iterable
 
-from pipeline.errors import PipelineError
-
-
-class UIError(PipelineError):
-    """The UI cannot be served: its port cannot be bound (another program holds it, or the host
-    has no such address), or its server stopped on its own."""
-
-
-def check_port(host: str, port: int, what: str = "the UI") -> None:
-    """UIError unless `host`:`port` can be bound now (released again at once), as the server
-    binds it: with SO_REUSEADDR, so that a port left in TIME_WAIT by the last server is free."""
-    try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except OSError as exc:
-        raise UIError(f"{host}:{port}: cannot serve {what} there ({exc.strerror or exc}); "
-                      "stop what holds it, or pick another port with --port") from None
+from pipeline.errors import ServerError
+from pipeline.runtime.processes import check_port
 
 
 def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], None]) -> int:
@@ -76,4 +60,4 @@ def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], N
         server.wait(timeout=30)
         return 0
     # not stopped by the user: whatever the server's own exit code, the UI is gone
-    raise UIError(f"the MLflow server on {host}:{port} stopped (exit code {code}); its output is above")
+    raise ServerError(f"the MLflow server on {host}:{port} stopped (exit code {code}); its output is above")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from pipeline.config import search_space
-from pipeline.errors import ConfigError, PipelineError
+from pipeline.errors import ConfigError, StudyError
 from pipeline.tracking import store
 
 JOURNAL_NAME = "optuna.journal"
@@ -21,10 +21,6 @@ JOURNAL_NAME = "optuna.journal"
 ATTRS = ("dataset", "space", "metric", "direction")
 RUN_ATTR = "mlflow_run_id"
 FINISHED_STATES = ("COMPLETE", "PRUNED")
-
-
-class StudyError(PipelineError):
-    """The study's storage cannot be opened or reached, or the study is not the one asked for."""
 
 
 def default_storage() -> str:

@@ -36,3 +36,12 @@ def test_flat_keys_cover_nested_values():
     assert flat["train.reuters.devices.logical_devices"] is None
     assert flat["download.reuters.files.0.url"].endswith("reuters.npz")
     assert flat["train.reuters.lr_decay_epochs"] == []
+
+
+def test_every_metric_a_promotion_compares_has_its_direction():
+    import typing
+
+    from pipeline.config.schema import PROMOTE_METRICS, PromoteConfig
+
+    assert list(typing.get_args(typing.get_type_hints(PromoteConfig)["metric"])) == list(PROMOTE_METRICS)
+    assert [PromoteConfig(metric=m, margin=0).maximize for m in PROMOTE_METRICS] == [True, False, True, True]

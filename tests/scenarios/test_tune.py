@@ -25,9 +25,9 @@ def tune(project, *args, env, timeout=900):
 
 
 def load(project: Path, name: str, storage: str = "optuna.journal"):
-    from pipeline.tuning import studies as studying
+    from pipeline.tuning import studies
 
-    optuna = studying.quiet_optuna()
+    optuna = studies.quiet_optuna()
     journal = optuna.storages.journal.JournalFileBackend(str(project / storage))
     return optuna.load_study(study_name=name, storage=optuna.storages.JournalStorage(journal))
 

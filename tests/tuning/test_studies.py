@@ -9,9 +9,9 @@ import pytest
 
 from helpers import ROOT, run_command, use_sqlite, write_params
 from pipeline.config import search_space
-from pipeline.tuning import studies as studying
+from pipeline.tuning import studies
 from pipeline.config.loader import load_params
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, StudyError
 
 
 def params(*overrides):
@@ -20,12 +20,12 @@ def params(*overrides):
 
 def test_the_default_storage_is_a_journal_beside_mlflow_db(tmp_path, monkeypatch):
     use_sqlite(tmp_path, monkeypatch)
-    assert studying.default_storage() == str(tmp_path / "optuna.journal")
+    assert studies.default_storage() == str(tmp_path / "optuna.journal")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
-    assert studying.default_storage() == str(tmp_path / "optuna.journal")  # the repository root
-    assert not studying.is_database(studying.default_storage())
-    assert studying.is_database("postgresql://u:p@db/optuna") and not studying.is_database("file:///srv/s.journal")
-    assert studying.shown("postgresql://u:secret@db:5432/optuna") == "postgresql://u:***@db:5432/optuna"
+    assert studies.default_storage() == str(tmp_path / "optuna.journal")  # the repository root
+    assert not studies.is_database(studies.default_storage())
+    assert studies.is_database("postgresql://u:p@db/optuna") and not studies.is_database("file:///srv/s.journal")
+    assert studies.shown("postgresql://u:secret@db:5432/optuna") == "postgresql://u:***@db:5432/optuna"
 
 
 def test_the_first_worker_makes_the_study_and_its_run_the_next_joins_it(tmp_path, monkeypatch):
@@ -33,8 +33,8 @@ def test_the_first_worker_makes_the_study_and_its_run_the_next_joins_it(tmp_path
 
     uri = use_sqlite(tmp_path, monkeypatch)
     journal = str(tmp_path / "optuna.journal")
-    first = studying.open_study(params(), "s1", journal)
-    second = studying.open_study(params(), "s1", journal)
+    first = studies.open_study(params(), "s1", journal)
+    second = studies.open_study(params(), "s1", journal)
     assert (first.created, second.created) == (True, False) and first.run_id == second.run_id
     run = MlflowClient(uri).get_run(first.run_id)
     assert run.info.run_name == "tune-s1" and run.data.tags["optuna.study"] == "s1"
@@ -46,22 +46,22 @@ def test_the_first_worker_makes_the_study_and_its_run_the_next_joins_it(tmp_path
 def test_a_study_that_searches_another_space_is_refused(tmp_path, monkeypatch):
     use_sqlite(tmp_path, monkeypatch)
     journal = str(tmp_path / "optuna.journal")
-    studying.open_study(params(), "s2", journal)
+    studies.open_study(params(), "s2", journal)
     other = params()
     other = dataclasses.replace(other, tune=dataclasses.replace(
         other.tune, space=(dataclasses.replace(other.tune.space[0], high=0.05), *other.tune.space[1:])))
     with pytest.raises(ConfigError) as info:
-        studying.open_study(other, "s2", journal)
+        studies.open_study(other, "s2", journal)
     assert str(info.value).startswith(f"study 's2' in {journal} has another space (")
     assert "name a new study with --study, or put tune.reuters.space back" in str(info.value)
     with pytest.raises(ConfigError) as info:
-        studying.open_study(params(), "s3", journal, create=False)
+        studies.open_study(params(), "s3", journal, create=False)
     assert str(info.value) == f"no study 's3' in {journal} (its studies: s2)"
 
 
 def test_a_journal_in_a_folder_that_does_not_exist(tmp_path):
-    with pytest.raises(studying.StudyError) as info:
-        studying.open_storage(str(tmp_path / "nowhere" / "optuna.journal"), params().tune)
+    with pytest.raises(StudyError) as info:
+        studies.open_storage(str(tmp_path / "nowhere" / "optuna.journal"), params().tune)
     assert str(info.value) == f"{tmp_path / 'nowhere' / 'optuna.journal'}: no folder {tmp_path / 'nowhere'} " \
                               "for the study's journal file"
 
@@ -78,37 +78,37 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
     uri = use_sqlite(tmp_path, monkeypatch)
     url = request.getfixturevalue("postgres") if kind == "postgresql" else str(tmp_path / "optuna.journal")
     p = params("tune.reuters.heartbeat_seconds=1")
-    opened = studying.open_study(p, f"silent-{kind}", url)
+    opened = studies.open_study(p, f"silent-{kind}", url)
     trial = opened.study.ask()
     values = search_space.suggest(trial, p.tune.space)
     run = study_runs.TrialRun.open(p, parent_run_id=opened.run_id, study="silent", number=trial.number, values=values,
                                 figures={}, data=tmp_path, splits={}, worker="elsewhere:1")
-    trial.set_user_attr(studying.RUN_ATTR, run.run_id)
+    trial.set_user_attr(studies.RUN_ATTR, run.run_id)
     opened.study._storage.record_heartbeat(trial._trial_id)
-    studying.quiet_optuna().storages.fail_stale_trials(opened.study)
+    studies.quiet_optuna().storages.fail_stale_trials(opened.study)
     assert opened.study.trials[0].state == TrialState.RUNNING  # within twice the interval: alive
     time.sleep(2.5)
-    studying.quiet_optuna().storages.fail_stale_trials(opened.study)
+    studies.quiet_optuna().storages.fail_stale_trials(opened.study)
     failed, again = opened.study.trials
     assert failed.state == TrialState.FAIL and again.state == TrialState.WAITING
     assert again.params == trial.params and again.system_attrs["failed_trial"] == 0
     finished = MlflowClient(uri).get_run(run.run_id)
     assert finished.info.status == "FAILED" and finished.data.tags["optuna.state"] == "failed"
-    assert studying.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 1, "running": 0, "waiting": 1}
+    assert studies.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 1, "running": 0, "waiting": 1}
 
 
 def test_the_best_trial_as_a_dvc_experiment(tmp_path, monkeypatch):
     use_sqlite(tmp_path, monkeypatch)
     p = params()
-    opened = studying.open_study(p, "s4", str(tmp_path / "optuna.journal"))
-    assert studying.best(opened.study, p.tune.space) is None
+    opened = studies.open_study(p, "s4", str(tmp_path / "optuna.journal"))
+    assert studies.best(opened.study, p.tune.space) is None
     for value in (0.5, 0.7, 0.6):
         trial = opened.study.ask()
         search_space.suggest(trial, p.tune.space)
         opened.study.tell(trial, value)
-    best = studying.best(opened.study, p.tune.space)
+    best = studies.best(opened.study, p.tune.space)
     assert best["number"] == 1 and best["value"] == 0.7
-    line = studying.dvc_line("reuters", "s4", {"learning_rate": 0.002, "conv_filters": [16, 8]},
+    line = studies.dvc_line("reuters", "s4", {"learning_rate": 0.002, "conv_filters": [16, 8]},
                              ["train.reuters.epochs=5", "tune.reuters.trials=40"])
     assert line == ("dvc exp run evaluate@reuters --name tune-s4-best -S train.reuters.epochs=5 "
                     "-S train.reuters.learning_rate=0.002 -S 'train.reuters.conv_filters=[16, 8]'")
@@ -119,13 +119,13 @@ def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
     and the counts leave it out."""
     use_sqlite(tmp_path, monkeypatch)
     p = params()
-    opened = studying.open_study(p, "s5", str(tmp_path / "optuna.journal"))
+    opened = studies.open_study(p, "s5", str(tmp_path / "optuna.journal"))
     first, second = opened.study.ask(), opened.study.ask()
-    assert studying.within_budget(opened.study, first, 1) and not studying.within_budget(opened.study, second, 1)
-    second.set_user_attr(studying.WITHDRAWN_ATTR, True)
-    opened.study.tell(second, state=studying.quiet_optuna().trial.TrialState.FAIL)
-    assert studying.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 0, "running": 1, "waiting": 0}
-    assert studying.within_budget(opened.study, first, 1)
+    assert studies.within_budget(opened.study, first, 1) and not studies.within_budget(opened.study, second, 1)
+    second.set_user_attr(studies.WITHDRAWN_ATTR, True)
+    opened.study.tell(second, state=studies.quiet_optuna().trial.TrialState.FAIL)
+    assert studies.counts(opened.study) == {"complete": 0, "pruned": 0, "failed": 0, "running": 1, "waiting": 0}
+    assert studies.within_budget(opened.study, first, 1)
 
 
 def storage_of(kind: str, tmp_path, request) -> str:
@@ -138,8 +138,8 @@ def optunas_own(url: str, cfg):
     """The storage as a script of the user's would open it: Optuna's, none of the project's."""
     import optuna
 
-    if studying.is_database(url):
-        return optuna.storages.RDBStorage(studying.database_url(url))
+    if studies.is_database(url):
+        return optuna.storages.RDBStorage(studies.database_url(url))
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(url))
 
 
@@ -158,7 +158,7 @@ def test_a_study_made_outside_the_project_is_joined_only_if_it_is_the_same_searc
     teammate's study of another metric): refused in one line, exit 2, its storage untouched."""
     import optuna
 
-    studying.quiet_optuna()
+    studies.quiet_optuna()
     use_sqlite(tmp_path, monkeypatch)
     url = storage_of(kind, tmp_path, request)
     name = f"outside-{kind}-{tmp_path.name}"[:60]
@@ -168,23 +168,23 @@ def test_a_study_made_outside_the_project_is_joined_only_if_it_is_the_same_searc
         "x": optuna.distributions.FloatDistribution(0, 1)}, value=0.0))
     before = snapshot(url, name)
     with pytest.raises(ConfigError) as info:
-        studying.open_study(params(), name, url)
-    assert str(info.value) == (f"study {name!r} in {studying.shown(url)} has another direction (Optuna's: minimize, "
+        studies.open_study(params(), name, url)
+    assert str(info.value) == (f"study {name!r} in {studies.shown(url)} has another direction (Optuna's: minimize, "
                                "not maximize): name a new study with --study, or put tune.reuters.direction back")
     assert info.value.exit_code == 2 and snapshot(url, name) == before
     # the same direction, but none of what the project records: another search, perhaps
     same = f"{name}-max"
     made = optuna.create_study(study_name=same, storage=optunas_own(url, None), direction="maximize")
     with pytest.raises(ConfigError) as info:  # empty: its creator may be recording it; not for long
-        studying.open_study(params(), same, url, wait_seconds=1)
-    assert str(info.value) == (f"study {same!r} in {studying.shown(url)} records no dataset, space, metric, direction: "
+        studies.open_study(params(), same, url, wait_seconds=1)
+    assert str(info.value) == (f"study {same!r} in {studies.shown(url)} records no dataset, space, metric, direction: "
                                "it was not made by `pipeline tune`, so it may be another search: name a new study "
                                "with --study")
     made.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.9))
     before = snapshot(url, same)
     t0 = time.monotonic()
     with pytest.raises(ConfigError):  # with a trial: at once
-        studying.open_study(params(), same, url)
+        studies.open_study(params(), same, url)
     assert time.monotonic() - t0 < 30 and snapshot(url, same) == before
 
 
@@ -193,11 +193,11 @@ def test_a_study_copied_under_another_name_is_another_study(tmp_path, monkeypatc
 
     use_sqlite(tmp_path, monkeypatch)
     journal = str(tmp_path / "optuna.journal")
-    studying.open_study(params(), "original", journal)
+    studies.open_study(params(), "original", journal)
     optuna.copy_study(from_study_name="original", from_storage=optunas_own(journal, None),
                       to_storage=optunas_own(journal, None), to_study_name="copy")
     with pytest.raises(ConfigError) as info:
-        studying.open_study(params(), "copy", journal)
+        studies.open_study(params(), "copy", journal)
     assert str(info.value).startswith(f"study 'copy' in {journal} has another study (original, not copy): ")
 
 

@@ -1,0 +1,47 @@
+"""pipeline/config/build.py: a params mapping built into the schema's objects, key by key, and the
+keys that must agree checked across; the search spaces are left to search_space, which builds
+each value a space can draw with it (tests/config/test_loader.py: the file as a whole)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from helpers import ROOT
+from pipeline.config import build
+from pipeline.config.schema import ReutersTrainConfig
+from pipeline.errors import ConfigError
+
+RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def test_every_section_is_built_for_every_dataset():
+    built = build.sections(copy.deepcopy(RAW))
+    assert isinstance(built["train"]["reuters"], ReutersTrainConfig)
+    assert set(built) == set(RAW) and all(set(per) == {"reuters", "mnist"} for per in built.values())
+
+
+def test_the_search_spaces_are_left_to_search_space():
+    raw = copy.deepcopy(RAW)
+    raw["tune"]["reuters"]["space"][0].update(low=-1.0)  # learning_rate: log_uniform from -1
+    build.sections(raw)  # the space's own check is search_space.check's (the loader runs both)
+
+
+def test_keys_that_disagree_name_the_key():
+    raw = copy.deepcopy(RAW)
+    raw["train"]["reuters"]["conv_kernel_sizes"] = [5]
+    with pytest.raises(ConfigError, match=r"params.yaml: train\.reuters\.conv_kernel_sizes: expected one kernel "
+                                          r"size per conv_filters \(2\), got 1"):
+        build.sections(raw)
+
+
+@pytest.mark.parametrize("parts, expected", [
+    (["train", "reuters", "epochs"], None),
+    (["train", "reuters", "epoch"], (2, " (did you mean 'epochs'?)")),
+    (["train", "reuters", "epochs", "deeper"], (3, "")),
+    (["nothing"], (0, "")),
+])
+def test_the_first_missing_key_of_a_dotted_path_and_its_nearest_name(parts, expected):
+    assert build.missing_key(RAW, parts) == expected

@@ -31,13 +31,13 @@ TEST_TOOLS = ("pytest", "hypothesis")
 # configuration, the study (a journal file and a real PostgreSQL through the postgres extra), the
 # data formats, the MLflow store and its errors; about 100 s (test_params_doc, left out, would
 # add 115 s of params files rewritten). Each module whole, but:
-UNIT_MODULES = ("test_config", "test_schema", "test_search_space", "test_options", "test_errors",
-                "test_study", "test_studies", "test_archives", "test_arrays", "test_io", "test_lineage",
-                "test_store", "test_probe")
+UNIT_MODULES = ("config/test_loader", "config/test_build", "config/test_schema", "config/test_search_space",
+                "test_options", "test_errors", "tuning/test_studies", "tuning/test_study_runs", "data/test_archives",
+                "data/test_arrays", "test_io", "tracking/test_lineage", "tracking/test_store", "tracking/test_probe")
 DESELECTED = {
     # MLflow 3.10 still opens a file:// store (deprecated); from 3.16 it refuses it, which that
     # case checks is said in one line
-    "test_probe.py::test_a_store_that_cannot_be_opened_is_a_tracking_error_naming_it": "the file store case",
+    "tracking/test_probe.py::test_a_store_that_cannot_be_opened_is_a_tracking_error_naming_it": "the file store case",
 }
 
 

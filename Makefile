@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup system-deps repro test coverage lock clean-venv
+.PHONY: setup system-deps repro lint test coverage lock clean-venv
 
 $(UV):
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.10 or newer is required") if sys.version_info < (3, 10) else None'
@@ -45,10 +45,17 @@ repro: setup
 system-deps:
 	bash scripts/system-deps.sh
 
-# The whole test suite: unit, multi-replica, multi-worker, faults, end-to-end (dvc repro +
+# The linter, the formatter's check and the type checker (pyproject.toml's [tool.ruff] and
+# [tool.mypy]): seconds, so that a mistake shows before the suite's minutes.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# The whole test suite, after lint: unit, multi-replica, multi-worker, faults, end-to-end (dvc repro +
 # mlflow server), the shell blocks of the README and docs/, the docs site, the containers and
 # the MLflow UI in headless Chromium (Debian's packages installed when missing).
-test: setup system-deps
+test: setup lint system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
 
 # The same suite under coverage.py, then the line coverage of pipeline/ and stages/, measured in

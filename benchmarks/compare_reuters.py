@@ -29,10 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pipeline.runtime import environment  # noqa: E402
 from pipeline.config.loader import load_params  # noqa: E402
 from pipeline.config.params_doc import set_in_file  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
+from pipeline.runtime import environment  # noqa: E402
 
 
 def run_measured(args: list[str], cwd: Path, env: dict) -> dict:
@@ -47,13 +47,15 @@ def run_measured(args: list[str], cwd: Path, env: dict) -> dict:
         if code:
             err.seek(0)
             sys.exit(f"{' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
-            "out": out.decode()}
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024, "out": out.decode()}
 
 
 def baseline(work: Path, npz: Path, epochs: int, env: dict) -> dict:
-    run = run_measured([sys.executable, str(ROOT / "benchmarks" / "reuters_baseline.py"), "--npz", str(npz),
-                        "--epochs", str(epochs)], work, env)
+    run = run_measured(
+        [sys.executable, str(ROOT / "benchmarks" / "reuters_baseline.py"), "--npz", str(npz), "--epochs", str(epochs)],
+        work,
+        env,
+    )
     figures = json.loads(run["out"].strip().splitlines()[-1])
     return {**run, "samples_per_second": figures["samples_per_second"], "test_accuracy": figures["test_accuracy"]}
 
@@ -61,13 +63,45 @@ def baseline(work: Path, npz: Path, epochs: int, env: dict) -> dict:
 def pipeline(work: Path, prepared: Path, env: dict) -> dict:
     out = work / "out"
     common = ["reuters", "--data", str(prepared), "--model-dir", str(out / "model")]
-    run = run_measured([sys.executable, "-m", "pipeline", "train", *common, "--history", str(out / "history.csv"),
-                        "--summary", str(out / "train.json"), "--curves", str(out / "curves.png"),
-                        "--measurements", str(out / "measured.json")], work, env)
+    run = run_measured(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "train",
+            *common,
+            "--history",
+            str(out / "history.csv"),
+            "--summary",
+            str(out / "train.json"),
+            "--curves",
+            str(out / "curves.png"),
+            "--measurements",
+            str(out / "measured.json"),
+        ],
+        work,
+        env,
+    )
     summary = json.loads((out / "measured.json").read_text())
-    run_measured([sys.executable, "-m", "pipeline", "evaluate", *common, "--metrics", str(out / "metrics.json"),
-                  "--per-class", str(out / "per_class.csv"), "--confusion", str(out / "confusion.csv"),
-                  "--confusion-png", str(out / "confusion.png")], work, env)
+    run_measured(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "evaluate",
+            *common,
+            "--metrics",
+            str(out / "metrics.json"),
+            "--per-class",
+            str(out / "per_class.csv"),
+            "--confusion",
+            str(out / "confusion.csv"),
+            "--confusion-png",
+            str(out / "confusion.png"),
+        ],
+        work,
+        env,
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     return {**run, "samples_per_second": summary["samples_per_second"], "test_accuracy": metrics["test_accuracy"]}
 
@@ -82,8 +116,15 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None, help="Both sides (default: train.reuters.epochs).")
     parser.add_argument("--raw", type=Path, default=ROOT / "data/raw/reuters", help="Folder of reuters.npz.")
     parser.add_argument("--prepared", type=Path, default=ROOT / "data/prepared/reuters")
-    parser.add_argument("-S", "--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
-                        help="A param of the pipeline's side, as `dvc exp run -S`.")
+    parser.add_argument(
+        "-S",
+        "--set",
+        dest="assignments",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A param of the pipeline's side, as `dvc exp run -S`.",
+    )
     opts = parser.parse_args()
     for path in (opts.raw / "reuters.npz", opts.prepared / "train.npz"):
         if not path.is_file():
@@ -98,18 +139,31 @@ def main() -> None:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(exc.exit_code)
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "MLFLOW_TRACKING_URI": f"sqlite:///{work}/mlflow.db",
-               "PYTHONPATH": str(ROOT)}
-        print(f"Reuters, {epochs} epochs, {opts.pairs} pairs alternating; {environment.cpu()[0]}, {os.cpu_count()} cores"
-              + (f"; pipeline with {' '.join('-S ' + a for a in opts.assignments)}" if opts.assignments else ""))
-        print(f"{'run':<10}{'pair':>5}{'wall s':>9}{'CPU s':>8}{'train samples/s':>17}{'test acc':>10}{'peak RSS MB':>13}")
+        env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "MLFLOW_TRACKING_URI": f"sqlite:///{work}/mlflow.db",
+            "PYTHONPATH": str(ROOT),
+        }
+        print(
+            f"Reuters, {epochs} epochs, {opts.pairs} pairs alternating; {environment.cpu()[0]}, {os.cpu_count()} cores"
+            + (f"; pipeline with {' '.join('-S ' + a for a in opts.assignments)}" if opts.assignments else "")
+        )
+        print(
+            f"{'run':<10}{'pair':>5}{'wall s':>9}{'CPU s':>8}{'train samples/s':>17}{'test acc':>10}{'peak RSS MB':>13}"
+        )
         rows = []
         for pair in range(1, opts.pairs + 1):
-            row = {"baseline": baseline(work, opts.raw.resolve() / "reuters.npz", epochs, env),
-                   "pipeline": pipeline(work, opts.prepared.resolve(), env)}
+            row = {
+                "baseline": baseline(work, opts.raw.resolve() / "reuters.npz", epochs, env),
+                "pipeline": pipeline(work, opts.prepared.resolve(), env),
+            }
             for side, r in row.items():
-                print(f"{side:<10}{pair:>5}{r['wall']:>9.1f}{r['cpu']:>8.1f}{r['samples_per_second']:>17,.0f}"
-                      f"{r['test_accuracy']:>10.4f}{r['rss_mb']:>13,.0f}", flush=True)
+                print(
+                    f"{side:<10}{pair:>5}{r['wall']:>9.1f}{r['cpu']:>8.1f}{r['samples_per_second']:>17,.0f}"
+                    f"{r['test_accuracy']:>10.4f}{r['rss_mb']:>13,.0f}",
+                    flush=True,
+                )
             rows.append(row)
 
         def ratios(key):
@@ -119,9 +173,13 @@ def main() -> None:
         print(f"  wall time           {spread(ratios('wall'))}")
         print(f"  CPU time            {spread(ratios('cpu'))}")
         print(f"  train samples/s     {spread(ratios('samples_per_second'))}")
-        accuracy = {side: statistics.median(r[side]["test_accuracy"] for r in rows) for side in ("baseline", "pipeline")}
-        print(f"  test accuracy       {accuracy['pipeline']:.4f} vs {accuracy['baseline']:.4f} "
-              f"({accuracy['pipeline'] - accuracy['baseline']:+.4f})")
+        accuracy = {
+            side: statistics.median(r[side]["test_accuracy"] for r in rows) for side in ("baseline", "pipeline")
+        }
+        print(
+            f"  test accuracy       {accuracy['pipeline']:.4f} vs {accuracy['baseline']:.4f} "
+            f"({accuracy['pipeline'] - accuracy['baseline']:+.4f})"
+        )
 
 
 if __name__ == "__main__":

@@ -53,23 +53,31 @@ def main() -> None:
 
     strategy = tf.distribute.MirroredStrategy()
     global_batch = BATCH_SIZE_PER_REPLICA * strategy.num_replicas_in_sync
-    train_ds = (tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train))
-                .batch(global_batch).prefetch(tf.data.AUTOTUNE).cache())
-    test_ds = tf.data.Dataset.from_tensor_slices((x_test, y_test)).batch(global_batch).prefetch(tf.data.AUTOTUNE).cache()
+    train_ds = (
+        tf.data.Dataset.from_tensor_slices((x_train, y_train))
+        .shuffle(len(x_train))
+        .batch(global_batch)
+        .prefetch(tf.data.AUTOTUNE)
+        .cache()
+    )
+    test_ds = (
+        tf.data.Dataset.from_tensor_slices((x_test, y_test)).batch(global_batch).prefetch(tf.data.AUTOTUNE).cache()
+    )
 
     with strategy.scope():
-        model = keras.Sequential([
-            keras.Input(shape=(MAX_LEN,)),
-            keras.layers.Embedding(vocab_size, EMBEDDING_DIM),
-            keras.layers.Conv1D(64, 5, activation="relu"),
-            keras.layers.MaxPooling1D(2),
-            keras.layers.Conv1D(32, 3, activation="relu"),
-            keras.layers.MaxPooling1D(2),
-            keras.layers.Flatten(),
-            keras.layers.Dense(num_classes, activation="softmax"),
-        ])
-        model.compile(loss="sparse_categorical_crossentropy", optimizer=keras.optimizers.Nadam(),
-                      metrics=["accuracy"])
+        model = keras.Sequential(
+            [
+                keras.Input(shape=(MAX_LEN,)),
+                keras.layers.Embedding(vocab_size, EMBEDDING_DIM),
+                keras.layers.Conv1D(64, 5, activation="relu"),
+                keras.layers.MaxPooling1D(2),
+                keras.layers.Conv1D(32, 3, activation="relu"),
+                keras.layers.MaxPooling1D(2),
+                keras.layers.Flatten(),
+                keras.layers.Dense(num_classes, activation="softmax"),
+            ]
+        )
+        model.compile(loss="sparse_categorical_crossentropy", optimizer=keras.optimizers.Nadam(), metrics=["accuracy"])
 
     class TrainingTime(keras.callbacks.Callback):
         """Seconds spent training in each epoch: from its start to the start of validation."""
@@ -84,13 +92,17 @@ def main() -> None:
 
     timer = TrainingTime()
     history = model.fit(train_ds, epochs=opts.epochs, validation_data=test_ds, callbacks=[timer], verbose=0)
-    print(json.dumps({
-        "train_seconds": timer.seconds,
-        "samples_per_second": len(x_train) * opts.epochs / timer.seconds,
-        "test_accuracy": float(history.history["val_accuracy"][-1]),
-        "train_samples": len(x_train),
-        "epochs": opts.epochs,
-    }))
+    print(
+        json.dumps(
+            {
+                "train_seconds": timer.seconds,
+                "samples_per_second": len(x_train) * opts.epochs / timer.seconds,
+                "test_accuracy": float(history.history["val_accuracy"][-1]),
+                "train_samples": len(x_train),
+                "epochs": opts.epochs,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -69,13 +69,13 @@ def main() -> None:
     params = load_params(ROOT / "params.yaml", opts.dataset, opts.assignments)
     cfg = params.train
     from pipeline.tools import bench, capacity
-
     from pipeline.training import distribute
+
     setup = distribute.setup(cfg, where=f"train.{opts.dataset}")
     import tensorflow as tf
 
-    from pipeline.training import trainer
     from pipeline.data import arrays
+    from pipeline.training import trainer
 
     data = opts.data or ROOT / "data" / "prepared" / opts.dataset
     splits, stats = arrays.load_prepared(data, ("train",))
@@ -95,21 +95,38 @@ def main() -> None:
     def gradients():
         with tf.GradientTape() as tape:
             loss = model.compute_loss(x, y, model(x, training=True))
-        return tf.add_n([tf.reduce_sum(g if not isinstance(g, tf.IndexedSlices) else g.values)
-                         for g in tape.gradient(loss, model.trainable_variables)])
+        return tf.add_n(
+            [
+                tf.reduce_sum(g if not isinstance(g, tf.IndexedSlices) else g.values)
+                for g in tape.gradient(loss, model.trainable_variables)
+            ]
+        )
 
     first_backward, backward = timed(gradients, opts.steps)
     model.fit(dataset, steps_per_epoch=5, epochs=1, verbose=0, shuffle=False)  # Keras builds its metrics and state
     first_step, step = timed(tf.function(lambda: model.train_step((x, y))["loss"]), opts.steps)
-    rows = [("input pipeline alone", input_only), ("forward", forward), ("forward + backward", backward),
-            ("whole step (update, metrics)", step)]
+    rows = [
+        ("input pipeline alone", input_only),
+        ("forward", forward),
+        ("forward + backward", backward),
+        ("whole step (update, metrics)", step),
+    ]
     for spe in (1, opts.spe):
-        figures = bench.measure(load_params(ROOT / "params.yaml", opts.dataset,
-                                            [*opts.assignments, f"train.{opts.dataset}.steps_per_execution={spe}"]),
-                                data=data, warmup=2 * spe, steps=opts.steps)
+        figures = bench.measure(
+            load_params(
+                ROOT / "params.yaml",
+                opts.dataset,
+                [*opts.assignments, f"train.{opts.dataset}.steps_per_execution={spe}"],
+            ),
+            data=data,
+            warmup=2 * spe,
+            steps=opts.steps,
+        )
         rows.append((f"fit, steps_per_execution {spe}", figures["step_ms_median"] / 1000))
-    print(f"{opts.dataset}: {cfg.model}, global batch {batch}, {cfg.precision}; "
-          f"{flops / 1e6:,.1f} MFLOP per training sample; {opts.steps} steps per timing, median of 3")
+    print(
+        f"{opts.dataset}: {cfg.model}, global batch {batch}, {cfg.precision}; "
+        f"{flops / 1e6:,.1f} MFLOP per training sample; {opts.steps} steps per timing, median of 3"
+    )
     print(f"{'':32}{'ms/step':>9}{'samples/s':>11}{'GFLOP/s':>9}" + ("  % of peak" if peak else ""))
     for name, seconds in rows:
         rate = batch / seconds
@@ -120,8 +137,10 @@ def main() -> None:
         print(line)
     if peak:
         print(f"peak: {peak.gflops:,.1f} GFLOP/s = {peak.how}")
-    print(f"first call (trace, graph optimization, one run), s: forward {first_forward:.2f}, "
-          f"forward + backward {first_backward:.2f}, whole step {first_step:.2f}")
+    print(
+        f"first call (trace, graph optimization, one run), s: forward {first_forward:.2f}, "
+        f"forward + backward {first_backward:.2f}, whole step {first_step:.2f}"
+    )
 
 
 if __name__ == "__main__":

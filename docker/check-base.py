@@ -75,8 +75,11 @@ def pins(lines) -> dict[str, str]:
 def reason(text: str) -> str:
     """A tool's error output as one line: uv's tree of reasons (`x ...`, `+-> ...`) joined."""
     lines = [re.sub(r"^[\s\u00d7\u2570\u2500\u25b6\u2502\u251c:]+", "", line).strip() for line in text.splitlines()]
-    lines = [re.sub(r"^(error|cause|caused by):\s*", "", line, flags=re.I) for line in lines
-             if line and not line.startswith(("hint:", "help:", "warning:"))]
+    lines = [
+        re.sub(r"^(error|cause|caused by):\s*", "", line, flags=re.I)
+        for line in lines
+        if line and not line.startswith(("hint:", "help:", "warning:"))
+    ]
     return "; ".join(line.rstrip(":") for line in lines[-6:]) if lines else "no output"
 
 
@@ -95,8 +98,11 @@ def resolve(folder: str, base: dict[str, str], work: str, image: str) -> str:
     project = os.path.join(folder, "pyproject.toml")
     try:
         with open(project, "rb") as handle:
-            extras = [name for name in tomllib.load(handle).get("project", {}).get("optional-dependencies", {})
-                      if name != "test"]
+            extras = [
+                name
+                for name in tomllib.load(handle).get("project", {}).get("optional-dependencies", {})
+                if name != "test"
+            ]
     except (OSError, ValueError) as exc:
         fail(f"cannot read {project}: {getattr(exc, 'strerror', None) or exc}")
     # NVIDIA's own builds carry a local version (tensorflow 2.17.0+nv25.2): PyPI's release of the
@@ -109,32 +115,63 @@ def resolve(folder: str, base: dict[str, str], work: str, image: str) -> str:
         handle.write(UV)
     tool = os.path.join(work, "uv")
     run([sys.executable, "-m", "venv", tool], f"cannot make a virtual environment for uv in {tool}")
-    run([os.path.join(tool, "bin", "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir",
-         "--disable-pip-version-check", "--require-hashes", "--no-deps", "-r", requirement],
-        "cannot install uv 0.13.9 with its hashes from the package index")
+    run(
+        [
+            os.path.join(tool, "bin", "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            requirement,
+        ],
+        "cannot install uv 0.13.9 with its hashes from the package index",
+    )
     env = {**os.environ, "UV_CACHE_DIR": os.path.join(work, "cache"), "UV_NO_CONFIG": "1", "UV_SYSTEM_CERTS": "1"}
     if os.environ.get("PIP_CERT"):  # the CA bundle pip is told to trust (a TLS-inspecting proxy's)
         env["SSL_CERT_FILE"] = os.environ["PIP_CERT"]
     if os.environ.get("PIP_INDEX_URL"):  # the site's index, as pip would use it
         env["UV_DEFAULT_INDEX"] = os.environ["PIP_INDEX_URL"]
     output = os.path.join(work, "ngc.lock")
-    run([os.path.join(tool, "bin", "uv"), "pip", "compile", os.path.join(folder, "pyproject.toml"),
-         *[f"--extra={name}" for name in extras], "--constraint", constraints,
-         *[f"--no-emit-package={name}" for name in sorted(base)], "--generate-hashes", "--python", sys.executable,
-         "--quiet", "--custom-compile-command", f"docker/check-base.py, in docker/Dockerfile's build on {image}",
-         "--output-file", output],
-        "cannot resolve pyproject.toml's dependencies against the base's installed packages", env=env)
+    run(
+        [
+            os.path.join(tool, "bin", "uv"),
+            "pip",
+            "compile",
+            os.path.join(folder, "pyproject.toml"),
+            *[f"--extra={name}" for name in extras],
+            "--constraint",
+            constraints,
+            *[f"--no-emit-package={name}" for name in sorted(base)],
+            "--generate-hashes",
+            "--python",
+            sys.executable,
+            "--quiet",
+            "--custom-compile-command",
+            f"docker/check-base.py, in docker/Dockerfile's build on {image}",
+            "--output-file",
+            output,
+        ],
+        "cannot resolve pyproject.toml's dependencies against the base's installed packages",
+        env=env,
+    )
     with open(output) as handle:
         return handle.read()
 
 
 def base_list(base: dict[str, str], image: str) -> str:
     """The base's packages as docker/ngc-base.txt keeps them (scripts/base-packages.sh's form)."""
-    return (f"# The Python packages of the project image's base, {image} (Python {platform.python_version()}),\n"
-            "# as `pip list --format=freeze` printed them in docker/Dockerfile's build, but pip, setuptools\n"
-            "# and wheel: docker/ngc.lock was resolved against them. Written by docker/check-base.py; in a\n"
-            "# clone by `scripts/base-packages.sh --pin IMAGE`, after which a build on this base is strict.\n"
-            + "".join(f"{name}=={version}\n" for name, version in sorted(base.items())))
+    return (
+        f"# The Python packages of the project image's base, {image} (Python {platform.python_version()}),\n"
+        "# as `pip list --format=freeze` printed them in docker/Dockerfile's build, but pip, setuptools\n"
+        "# and wheel: docker/ngc.lock was resolved against them. Written by docker/check-base.py; in a\n"
+        "# clone by `scripts/base-packages.sh --pin IMAGE`, after which a build on this base is strict.\n"
+        + "".join(f"{name}=={version}\n" for name, version in sorted(base.items()))
+    )
 
 
 def main() -> None:
@@ -149,17 +186,21 @@ def main() -> None:
     except OSError as exc:
         fail(f"cannot read {listed_file}: {exc.strerror}")
     listed = {name: v for name, v in pins(template.splitlines()).items() if name not in PIP_TOOLS}
-    freeze = run([sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
-                 f"cannot list the Python packages of the base {image}").stdout.splitlines()
+    freeze = run(
+        [sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+        f"cannot list the Python packages of the base {image}",
+    ).stdout.splitlines()
     everything = {name: v for name, v in pins(freeze).items() if name != "pip"}
     base = {name: v for name, v in everything.items() if name not in PIP_TOOLS}
     if base == listed:
         print(f"base {image}: its Python packages are docker/ngc-base.txt's; installing docker/ngc.lock as locked")
         return
     # versions that differ first, then what only the base has, then what only the list has
-    differs = [f"{name} {listed.get(name, 'absent')} in the list, {base.get(name, 'absent')} here"
-               for name in sorted(set(listed) | set(base), key=lambda n: (n not in listed, n not in base, n))
-               if listed.get(name) != base.get(name)]
+    differs = [
+        f"{name} {listed.get(name, 'absent')} in the list, {base.get(name, 'absent')} here"
+        for name in sorted(set(listed) | set(base), key=lambda n: (n not in listed, n not in base, n))
+        if listed.get(name) != base.get(name)
+    ]
     work = tempfile.mkdtemp(prefix="pipeline-resolve-")
     try:
         # setuptools and wheel too, when the base has them: nothing of the base is replaced
@@ -176,11 +217,14 @@ def main() -> None:
     for name in ("ngc.lock", "ngc-base.txt"):
         os.replace(os.path.join(folder, name + ".part"), os.path.join(folder, name))
     digest = hashlib.sha256(lock.encode()).hexdigest()
-    print(f"base {image}: its Python packages are not docker/ngc-base.txt's ({len(differs)} differ: "
-          f"{'; '.join(differs[:3])}{f'; {len(differs) - 3} more' if len(differs) > 3 else ''}), so what the project adds was resolved "
-          f"against them: {len(added)} packages, installed with the hashes of {folder}/ngc.lock "
-          f"(sha256:{digest}); `scripts/base-packages.sh --pin IMAGE` writes that lock and the base's list "
-          "into the clone, and the next build on this base is strict")
+    print(
+        f"base {image}: its Python packages are not docker/ngc-base.txt's ({len(differs)} differ: "
+        f"{'; '.join(differs[:3])}{f'; {len(differs) - 3} more' if len(differs) > 3 else ''}), "
+        "so what the project adds was resolved "
+        f"against them: {len(added)} packages, installed with the hashes of {folder}/ngc.lock "
+        f"(sha256:{digest}); `scripts/base-packages.sh --pin IMAGE` writes that lock and the base's list "
+        "into the clone, and the next build on this base is strict"
+    )
 
 
 if __name__ == "__main__":

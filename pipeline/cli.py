@@ -18,11 +18,10 @@ from pathlib import Path
 import click
 
 from pipeline import errors, log
-
-from pipeline.runtime import imports, usage
 from pipeline.config.datasets import DATASETS
 from pipeline.config.schema import STAGES
 from pipeline.options import params_option
+from pipeline.runtime import imports, usage
 
 STAGE_ENTRY_POINTS = "pipeline.stages"
 
@@ -41,8 +40,10 @@ class LazyGroup(click.Group):
         stage = self._stages().get(name)
         if stage is None and name in STAGES:
             # run from a clone without `pip install -e .`: no package metadata, no entry points
-            raise click.UsageError(f"the stage command {name!r} is not installed: run `pip install -e .` "
-                                   f"in the repository (the stages are found through its entry points)")
+            raise click.UsageError(
+                f"the stage command {name!r} is not installed: run `pip install -e .` "
+                f"in the repository (the stages are found through its entry points)"
+            )
         return stage.load() if stage is not None else super().get_command(ctx, name)
 
     def resolve_command(self, ctx, args):
@@ -52,8 +53,7 @@ class LazyGroup(click.Group):
             import difflib
 
             hint = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
-            raise click.UsageError(f"No such command {name!r}." + (f" Did you mean {hint[0]!r}?" if hint else ""),
-                                   ctx)
+            raise click.UsageError(f"No such command {name!r}." + (f" Did you mean {hint[0]!r}?" if hint else ""), ctx)
         return super().resolve_command(ctx, args)
 
 
@@ -82,8 +82,13 @@ def stage_finished(_result, **_options):
 
 
 @cli.command("devices")
-@click.option("--dataset", type=click.Choice(DATASETS), default=DATASETS[0], show_default=True,
-              help="Apply this dataset's train.<dataset>.devices and strategy from the params file.")
+@click.option(
+    "--dataset",
+    type=click.Choice(DATASETS),
+    default=DATASETS[0],
+    show_default=True,
+    help="Apply this dataset's train.<dataset>.devices and strategy from the params file.",
+)
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices_command(dataset, params_path, as_json):
@@ -98,9 +103,12 @@ def devices_command(dataset, params_path, as_json):
 @click.argument("dataset", type=click.Choice(DATASETS), required=False)
 @params_option
 @click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (one column per dataset).")
-@click.option("--rewrite", is_flag=True,
-              help="Rewrite the params file in the form `dvc exp run -S` writes it (after a hand edit), "
-                   "so that an override changes one line.")
+@click.option(
+    "--rewrite",
+    is_flag=True,
+    help="Rewrite the params file in the form `dvc exp run -S` writes it (after a hand edit), "
+    "so that an override changes one line.",
+)
 def params_command(dataset, params_path, markdown, rewrite):
     """Every param, its value and what it means.
 
@@ -126,19 +134,40 @@ def params_command(dataset, params_path, markdown, rewrite):
 
 @cli.command("bench")
 @click.argument("dataset", type=click.Choice(DATASETS))
-@click.option("-S", "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Set a param for this measurement, as `dvc exp run -S` does (e.g. "
-                   "train.reuters.steps_per_execution=8). Repeatable.")
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="The prepared data.  [default: data/prepared/DATASET]")
-@click.option("--warmup", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Steps run before the timing (tracing, first allocations).")
+@click.option(
+    "-S",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a param for this measurement, as `dvc exp run -S` does (e.g. "
+    "train.reuters.steps_per_execution=8). Repeatable.",
+)
+@click.option(
+    "--data", type=click.Path(path_type=Path), default=None, help="The prepared data.  [default: data/prepared/DATASET]"
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Steps run before the timing (tracing, first allocations).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True, help="Steps timed.")
-@click.option("--replicas", default=None, metavar="N,N,...",
-              help="Measure scaling: once per replica count, each in its own process (N logical CPU "
-                   "devices, or the first N GPUs), with the efficiency against the first count.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
-              help="Also write the figures as JSON to this file.")
+@click.option(
+    "--replicas",
+    default=None,
+    metavar="N,N,...",
+    help="Measure scaling: once per replica count, each in its own process (N logical CPU "
+    "devices, or the first N GPUs), with the efficiency against the first count.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the figures as JSON to this file.",
+)
 @click.option("--no-mlflow", is_flag=True, help="Do not log the measurement as an MLflow run.")
 @params_option
 def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, no_mlflow, params_path):
@@ -153,8 +182,16 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
     experiment."""
     from pipeline.tools import bench
 
-    results = bench.run(params_path, dataset, overrides, data=data or Path("data/prepared") / dataset,
-                            warmup=warmup, steps=steps, replicas=replicas, log_runs=not no_mlflow)
+    results = bench.run(
+        params_path,
+        dataset,
+        overrides,
+        data=data or Path("data/prepared") / dataset,
+        warmup=warmup,
+        steps=steps,
+        replicas=replicas,
+        log_runs=not no_mlflow,
+    )
     if json_path is not None:
         from pipeline.io import write_json
 
@@ -165,8 +202,13 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
 
 
 @cli.command("doctor")
-@click.option("--dataset", type=click.Choice(DATASETS), default=DATASETS[0], show_default=True,
-              help="Whose train.<dataset> params decide the strategy checked.")
+@click.option(
+    "--dataset",
+    type=click.Choice(DATASETS),
+    default=DATASETS[0],
+    show_default=True,
+    help="Whose train.<dataset> params decide the strategy checked.",
+)
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def doctor_command(dataset, params_path, as_json):
@@ -188,10 +230,16 @@ def doctor_command(dataset, params_path, as_json):
 
 
 @cli.command("selftest")
-@click.option("--dataset", "datasets", type=click.Choice(DATASETS), multiple=True,
-              help="Check this dataset's model only (repeatable).  [default: every dataset]")
-@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Training steps each process takes.")
+@click.option(
+    "--dataset",
+    "datasets",
+    type=click.Choice(DATASETS),
+    multiple=True,
+    help="Check this dataset's model only (repeatable).  [default: every dataset]",
+)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Training steps each process takes."
+)
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def selftest_command(datasets, steps, params_path, as_json):
@@ -216,21 +264,42 @@ def selftest_command(datasets, steps, params_path, as_json):
 
 @cli.command("tune")
 @click.argument("dataset", type=click.Choice(DATASETS))
-@click.option("-S", "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Set a param for this study, as `dvc exp run -S` does (e.g. tune.reuters.trials=40 or "
-                   "train.reuters.epochs=5). Repeatable.")
+@click.option(
+    "-S",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a param for this study, as `dvc exp run -S` does (e.g. tune.reuters.trials=40 or "
+    "train.reuters.epochs=5). Repeatable.",
+)
 @click.option("--study", default=None, help="The study's name.  [default: tune.DATASET.study]")
-@click.option("--storage", default=None, metavar="URL",
-              help="Where the study lives: a journal file that processes of one host (or a shared file "
-                   "system) share, or a database URL (postgresql://USER:PASSWORD@HOST/DB) for several hosts.  "
-                   "[default: optuna.journal beside mlflow.db]")
-@click.option("--workers", "worker_count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes on this host, the cores shared out between them.")
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="The prepared data.  [default: data/prepared/DATASET]")
+@click.option(
+    "--storage",
+    default=None,
+    metavar="URL",
+    help="Where the study lives: a journal file that processes of one host (or a shared file "
+    "system) share, or a database URL (postgresql://USER:PASSWORD@HOST/DB) for several hosts.  "
+    "[default: optuna.journal beside mlflow.db]",
+)
+@click.option(
+    "--workers",
+    "worker_count",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes on this host, the cores shared out between them.",
+)
+@click.option(
+    "--data", type=click.Path(path_type=Path), default=None, help="The prepared data.  [default: data/prepared/DATASET]"
+)
 @click.option("--best", "best_only", is_flag=True, help="Run no trial: show the best so far and its dvc exp run line.")
-@click.option("--apply", "apply_best", is_flag=True,
-              help="Then run the best trial as the DVC experiment tune-STUDY-best (train and evaluate).")
+@click.option(
+    "--apply",
+    "apply_best",
+    is_flag=True,
+    help="Then run the best trial as the DVC experiment tune-STUDY-best (train and evaluate).",
+)
 @params_option
 def tune_command(dataset, overrides, study, storage, worker_count, data, best_only, apply_best, params_path):
     """Search train.DATASET's params with an Optuna study (tune.DATASET in the params file).
@@ -241,8 +310,9 @@ def tune_command(dataset, overrides, study, storage, worker_count, data, best_on
     best trial is printed as the `dvc exp run` line that reproduces it (--apply runs it)."""
     from pipeline.tuning import workers
 
-    target = workers.Target.make(dataset, params_path, overrides, study, storage,
-                                data or Path("data/prepared") / dataset)
+    target = workers.Target.make(
+        dataset, params_path, overrides, study, storage, data or Path("data/prepared") / dataset
+    )
     if best_only:
         from pipeline.tuning import studies
 
@@ -267,8 +337,8 @@ def promote_command(dataset, version, force, params_path):
     evaluates); by default the best by promote.DATASET.metric. The alias moves only if the
     version beats the champion by promote.DATASET.margin on the same test split, and the
     reason is printed when it does not (exit 1); --force moves it anyway."""
-    from pipeline.serving import registry
     from pipeline.config.loader import load_params
+    from pipeline.serving import registry
     from pipeline.tracking import probe
 
     cfg = load_params(params_path, dataset).promote
@@ -282,14 +352,29 @@ def promote_command(dataset, version, force, params_path):
 @cli.command("serve")
 @click.argument("dataset", type=click.Choice(DATASETS))
 @click.option("--alias", default="champion", show_default=True, help="Serve the version this alias points at.")
-@click.option("--version", "version", type=click.IntRange(min=1), default=None,
-              help="Serve this version instead of the alias's.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to serve on (0.0.0.0: every interface, as in a container).")
-@click.option("--port", type=click.IntRange(1, 65535), default=5001, show_default=True,
-              help="Port to serve on (the MLflow UI has 5000).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Server processes, each with its own copy of the model.")
+@click.option(
+    "--version", "version", type=click.IntRange(min=1), default=None, help="Serve this version instead of the alias's."
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to serve on (0.0.0.0: every interface, as in a container).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=5001,
+    show_default=True,
+    help="Port to serve on (the MLflow UI has 5000).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Server processes, each with its own copy of the model.",
+)
 @params_option
 def serve_command(dataset, alias, version, host, port, workers, params_path):
     """Serve DATASET's registered model over HTTP with `mlflow models serve`.
@@ -299,8 +384,8 @@ def serve_command(dataset, alias, version, host, port, workers, params_path):
     (--env-manager local). POST /invocations a JSON request: Reuters takes a newswire's
     `text` (or Keras' word-id sequence, `ids`), MNIST a PNG or JPEG `image` (base64) or 28x28
     `pixels`; each row gets its label, probability and top k. Ctrl+C stops it."""
-    from pipeline.serving import server
     from pipeline.config.loader import load_params
+    from pipeline.serving import server
 
     metric = load_params(params_path, dataset).promote.metric
     server.serve(dataset, alias, version, metric, host, port, workers, click.echo)

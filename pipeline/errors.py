@@ -60,5 +60,9 @@ def report(call) -> int:
     except KeyboardInterrupt:
         return log.fail("interrupted", 130)
     except Exception as exc:  # a bug: one line here, the traceback with -v
-        return log.fail(f"unexpected {type(exc).__name__}: {exc}; this is a bug: run the command again "
-                        f"with `pipeline -v` to see where", 1, trace=True)
+        return log.fail(
+            f"unexpected {type(exc).__name__}: {exc}; this is a bug: run the command again "
+            f"with `pipeline -v` to see where",
+            1,
+            trace=True,
+        )

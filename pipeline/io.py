@@ -13,9 +13,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
-
+from typing import Any, Optional
 
 # The place an output goes to cannot take it: the disk or quota is full, it is read-only, or
 # not ours. What the user fixes is the place, not the data.

@@ -31,11 +31,15 @@ TF_CPP_QUIET, TF_CPP_VERBOSE = "2", "0"
 # "2025-01-01 10:00:00.123: I file.cc:31] text"). INFO lines are dropped; warnings and errors
 # only when they are listed here; anything else passes.
 _NATIVE_LOG = re.compile(r"^(?:([IWEF])\d{4} [\d:.]+ +\d+ |[\d-]+ [\d:.]+: ([IWEF]) )\S+:\d+\] (.*)")
-NATIVE_NOISE = re.compile("|".join((
-    r"failed call to cuInit",                                # a host without an NVIDIA driver
-    r"Unable to register cu\w+ factory",                     # CUDA plugins registered twice
-    r"TF-TRT Warning: Could not find TensorRT",
-)))
+NATIVE_NOISE = re.compile(
+    "|".join(
+        (
+            r"failed call to cuInit",  # a host without an NVIDIA driver
+            r"Unable to register cu\w+ factory",  # CUDA plugins registered twice
+            r"TF-TRT Warning: Could not find TensorRT",
+        )
+    )
+)
 _ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
 
@@ -59,8 +63,7 @@ def filter_native_stderr() -> None:
     filter_native_stderr.active = True
     sys.stderr.flush()
     terminal = os.dup(2)
-    sys.stderr = open(terminal, "w", buffering=1, encoding=sys.stderr.encoding,
-                      errors=sys.stderr.errors, closefd=False)
+    sys.stderr = open(terminal, "w", buffering=1, encoding=sys.stderr.encoding, errors=sys.stderr.errors, closefd=False)
     for handler in log.handlers:
         if isinstance(handler, logging.StreamHandler):
             handler.setStream(sys.stderr)

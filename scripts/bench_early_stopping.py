@@ -42,20 +42,60 @@ def run(work: Path, dataset: str, data: Path, setting: str, seed: int, env: dict
     set_in_file(work / "params.yaml", overrides)
     model = work / f"model-{setting}-{seed}"
     stage = [sys.executable, "-m", "pipeline", "-q"]
-    subprocess.run([*stage, "train", dataset, "--data", str(data), "--model-dir", str(model),
-                    "--history", str(work / "history.csv"), "--summary", str(work / "train.json"),
-                    "--curves", str(work / "curves.png"), "--measurements", str(work / "measurements.json")],
-                   cwd=work, env=env, check=True)
-    subprocess.run([*stage, "evaluate", dataset, "--data", str(data), "--model-dir", str(model),
-                    "--metrics", str(work / "metrics.json"), "--per-class", str(work / "per_class.csv"),
-                    "--confusion", str(work / "confusion.csv"), "--confusion-png", str(work / "confusion.png")],
-                   cwd=work, env=env, check=True)
+    subprocess.run(
+        [
+            *stage,
+            "train",
+            dataset,
+            "--data",
+            str(data),
+            "--model-dir",
+            str(model),
+            "--history",
+            str(work / "history.csv"),
+            "--summary",
+            str(work / "train.json"),
+            "--curves",
+            str(work / "curves.png"),
+            "--measurements",
+            str(work / "measurements.json"),
+        ],
+        cwd=work,
+        env=env,
+        check=True,
+    )
+    subprocess.run(
+        [
+            *stage,
+            "evaluate",
+            dataset,
+            "--data",
+            str(data),
+            "--model-dir",
+            str(model),
+            "--metrics",
+            str(work / "metrics.json"),
+            "--per-class",
+            str(work / "per_class.csv"),
+            "--confusion",
+            str(work / "confusion.csv"),
+            "--confusion-png",
+            str(work / "confusion.png"),
+        ],
+        cwd=work,
+        env=env,
+        check=True,
+    )
     train = json.loads((work / "train.json").read_text())
     test = json.loads((work / "metrics.json").read_text())
-    return {"setting": setting, "seed": seed, "best_epoch": train["best_epoch"],
-            "epochs_trained": train["epochs_trained"],
-            "train_seconds": json.loads((work / "measurements.json").read_text())["train_seconds"],
-            "test_accuracy": test["test_accuracy"]}
+    return {
+        "setting": setting,
+        "seed": seed,
+        "best_epoch": train["best_epoch"],
+        "epochs_trained": train["epochs_trained"],
+        "train_seconds": json.loads((work / "measurements.json").read_text())["train_seconds"],
+        "test_accuracy": test["test_accuracy"],
+    }
 
 
 def main() -> None:
@@ -76,13 +116,18 @@ def main() -> None:
             for setting in settings:
                 r = run(work, args.dataset, args.data.resolve(), setting, seed, env)
                 results.append(r)
-                print(f"{setting:<10} {seed:>4}  {r['best_epoch']:>10}  {r['epochs_trained']:>6}  "
-                      f"{r['train_seconds']:>7.1f}  {r['test_accuracy']:.4f}", flush=True)
+                print(
+                    f"{setting:<10} {seed:>4}  {r['best_epoch']:>10}  {r['epochs_trained']:>6}  "
+                    f"{r['train_seconds']:>7.1f}  {r['test_accuracy']:.4f}",
+                    flush=True,
+                )
         print()
         for setting in settings:
             accuracies = [r["test_accuracy"] for r in results if r["setting"] == setting]
-            print(f"{setting:<10} test accuracy mean {statistics.mean(accuracies):.4f} "
-                  f"(min {min(accuracies):.4f}, max {max(accuracies):.4f}, {len(accuracies)} seeds)")
+            print(
+                f"{setting:<10} test accuracy mean {statistics.mean(accuracies):.4f} "
+                f"(min {min(accuracies):.4f}, max {max(accuracies):.4f}, {len(accuracies)} seeds)"
+            )
 
 
 if __name__ == "__main__":

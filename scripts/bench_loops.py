@@ -37,9 +37,27 @@ def train(work: Path, dataset: str, data: Path, overrides: dict, env: dict, kill
             node = node[part]
         node[last] = value
     (work / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    args = [sys.executable, "-m", "pipeline", "train", dataset, "--data", str(data.resolve()),
-            "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json", "--curves", "curves.png",
-            "--measurements", "measured.json", "--backup-dir", "backup"]
+    args = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "train",
+        dataset,
+        "--data",
+        str(data.resolve()),
+        "--model-dir",
+        "model",
+        "--history",
+        "history.csv",
+        "--summary",
+        "summary.json",
+        "--curves",
+        "curves.png",
+        "--measurements",
+        "measured.json",
+        "--backup-dir",
+        "backup",
+    ]
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if kill_after_epochs is not None:
@@ -76,8 +94,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--dataset", default="reuters", choices=("reuters", "mnist"))
-    parser.add_argument("--epochs", type=positive_int, default=4,
-                        help="Epochs of each run (kill-and-resume needs 2 or more).")
+    parser.add_argument(
+        "--epochs", type=positive_int, default=4, help="Epochs of each run (kill-and-resume needs 2 or more)."
+    )
     opts = parser.parse_args()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,13 +106,20 @@ def main() -> None:
             for replicas in (1, 2):
                 work = Path(tmp) / f"{loop}-{replicas}"
                 work.mkdir()
-                _, rows = train(work, opts.dataset, opts.data, {
-                    "loop": loop, "epochs": opts.epochs, "devices.logical_devices": replicas}, env)
+                _, rows = train(
+                    work,
+                    opts.dataset,
+                    opts.data,
+                    {"loop": loop, "epochs": opts.epochs, "devices.logical_devices": replicas},
+                    env,
+                )
                 measured = json.loads((work / "measured.json").read_text())
                 steady = measured.get("steady_samples_per_second")  # none with --epochs 1
                 steady_text = f"{steady:.0f}" if steady is not None else "n/a"
-                print(f"{loop:<8}{replicas:>9}{measured['samples_per_second']:>17.0f}"
-                      f"{steady_text:>20}{float(rows[-1]['val_accuracy']):>9.4f}")
+                print(
+                    f"{loop:<8}{replicas:>9}{measured['samples_per_second']:>17.0f}"
+                    f"{steady_text:>20}{float(rows[-1]['val_accuracy']):>9.4f}"
+                )
         if opts.epochs < 2:
             print("kill-and-resume: skipped: it kills a run in its second epoch, and --epochs 1 has none")
             return
@@ -103,12 +129,15 @@ def main() -> None:
             whole, _ = train(base, opts.dataset, opts.data, {"loop": loop, "epochs": opts.epochs}, env)
             work = Path(tmp) / f"resume-{loop}"
             work.mkdir()
-            first = train(work, opts.dataset, opts.data, {"loop": loop, "epochs": opts.epochs}, env,
-                          kill_after_epochs=1)
+            first = train(
+                work, opts.dataset, opts.data, {"loop": loop, "epochs": opts.epochs}, env, kill_after_epochs=1
+            )
             second, rows = train(work, opts.dataset, opts.data, {"loop": loop, "epochs": opts.epochs}, env)
             assert [int(r["epoch"]) for r in rows] == list(range(1, opts.epochs + 1))
-            print(f"kill-and-resume ({loop}): uninterrupted {whole:.1f} s; killed after {first:.1f} s + resumed "
-                  f"{second:.1f} s = {first + second:.1f} s; cost {first + second - whole:.1f} s")
+            print(
+                f"kill-and-resume ({loop}): uninterrupted {whole:.1f} s; killed after {first:.1f} s + resumed "
+                f"{second:.1f} s = {first + second:.1f} s; cost {first + second - whole:.1f} s"
+            )
 
 
 if __name__ == "__main__":

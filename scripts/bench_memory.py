@@ -29,15 +29,35 @@ from pipeline.runtime.usage import run_measured  # noqa: E402
 def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float, dict]:
     """One train stage run: (wall seconds, whole-process peak RSS in MiB, its results and
     measurements)."""
-    args = [sys.executable, "-m", "pipeline", "-q", "train", dataset, "--data", str(data.resolve()),
-            "--model-dir", "model", "--history", "history.csv", "--summary", "summary.json",
-            "--curves", "curves.png", "--measurements", "measurements.json"]
+    args = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "-q",
+        "train",
+        dataset,
+        "--data",
+        str(data.resolve()),
+        "--model-dir",
+        "model",
+        "--history",
+        "history.csv",
+        "--summary",
+        "summary.json",
+        "--curves",
+        "curves.png",
+        "--measurements",
+        "measurements.json",
+    ]
     with open(work / "stderr.txt", "w") as err:
         code, seconds, peak = run_measured(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err)
     if code != 0:
         sys.exit((work / "stderr.txt").read_text()[-3000:])
-    return seconds, peak, {**json.loads((work / "summary.json").read_text()),
-                           **json.loads((work / "measurements.json").read_text())}
+    return (
+        seconds,
+        peak,
+        {**json.loads((work / "summary.json").read_text()), **json.loads((work / "measurements.json").read_text())},
+    )
 
 
 def epoch_counts(text: str) -> list[int]:
@@ -76,8 +96,10 @@ def main() -> None:
     print(f"{opts.dataset}: train stage peak memory against epochs ({os.cpu_count()} CPUs)")
     print(f"{'epochs':>6}{'wall s':>9}{'stage peak MiB':>16}{'process peak MiB':>18}{'val acc':>9}")
     for epochs, seconds, peak, summary in rows:
-        print(f"{epochs:>6}{seconds:>9.1f}{summary['peak_rss_mb']:>16,.0f}{peak:>18,.0f}"
-              f"{summary['final_val_accuracy']:>9.4f}")
+        print(
+            f"{epochs:>6}{seconds:>9.1f}{summary['peak_rss_mb']:>16,.0f}{peak:>18,.0f}"
+            f"{summary['final_val_accuracy']:>9.4f}"
+        )
     (first, _, peak_first, _), (last, _, peak_last, _) = rows[0], rows[-1]
     if last > first:
         print(f"growth: {(peak_last - peak_first) / (last - first):+,.1f} MiB per added epoch (process peak)")

@@ -60,8 +60,7 @@ def main() -> None:
         for stage in STAGES:
             for dataset in DATASETS:
                 name = f"{stage}@{dataset}"
-                seconds, peak = run([sys.executable, "-m", "dvc", "repro", "--single-item", name], cwd=work,
-                                    env=env)
+                seconds, peak = run([sys.executable, "-m", "dvc", "repro", "--single-item", name], cwd=work, env=env)
                 rows.append((name, seconds, peak))
                 total += seconds
         print(f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
@@ -70,10 +69,15 @@ def main() -> None:
             print(f"{name:<22}{seconds:>10.1f}{peak:>16,.0f}")
         print(f"{'total dvc repro':<22}{total:>10.1f}")
         for dataset in DATASETS:
-            figures = {k: v for name in ("metrics.json", "train.json", "measurements.json")
-                       for k, v in json.loads((work / f"reports/{dataset}/{name}").read_text()).items()}
-            print(f"{dataset}: " + ", ".join(
-                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(figures.items())))
+            figures = {
+                k: v
+                for name in ("metrics.json", "train.json", "measurements.json")
+                for k, v in json.loads((work / f"reports/{dataset}/{name}").read_text()).items()
+            }
+            print(
+                f"{dataset}: "
+                + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(figures.items()))
+            )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,10 @@ def rows(dataset: str, data: Path, count: int) -> list[dict]:
     """`count` request rows of the test split, raw as a user has them (images as base64)."""
     from pipeline.serving.classifier import raw_rows
 
-    return [{k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for k, v in row.items()}
-            for row in raw_rows(data, count)]
+    return [
+        {k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for k, v in row.items()}
+        for row in raw_rows(data, count)
+    ]
 
 
 async def _client(url, bodies: list[bytes], queue: asyncio.Queue, latencies: list, failures: list) -> None:
@@ -45,8 +47,10 @@ async def _client(url, bodies: list[bytes], queue: asyncio.Queue, latencies: lis
             except asyncio.QueueEmpty:
                 return
             body = bodies[i % len(bodies)]
-            head = (f"POST {parts.path.rstrip('/')}/invocations HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+            head = (
+                f"POST {parts.path.rstrip('/')}/invocations HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
             started = time.perf_counter()
             writer.write(head + body)
             await writer.drain()
@@ -58,8 +62,9 @@ async def _client(url, bodies: list[bytes], queue: asyncio.Queue, latencies: lis
                     length = int(value)
             await reader.readexactly(length)
             if i >= 0:  # warm-up requests carry negative numbers
-                (latencies if status == 200 else failures).append(time.perf_counter() - started
-                                                                  if status == 200 else status)
+                (latencies if status == 200 else failures).append(
+                    time.perf_counter() - started if status == 200 else status
+                )
     finally:
         writer.close()
 
@@ -75,10 +80,15 @@ async def measure(url: str, bodies: list[bytes], requests: int, concurrency: int
         await asyncio.gather(*(_client(url, bodies, queue, latencies, failures) for _ in range(concurrency)))
         seconds = time.perf_counter() - started
     ms = np.array(latencies) * 1000
-    return {"requests": requests, "ok": len(latencies), "failed": failures, "seconds": seconds,
-            "requests_per_second": len(latencies) / seconds,
-            "p50_ms": float(np.percentile(ms, 50)) if len(ms) else float("nan"),
-            "p99_ms": float(np.percentile(ms, 99)) if len(ms) else float("nan")}
+    return {
+        "requests": requests,
+        "ok": len(latencies),
+        "failed": failures,
+        "seconds": seconds,
+        "requests_per_second": len(latencies) / seconds,
+        "p50_ms": float(np.percentile(ms, 50)) if len(ms) else float("nan"),
+        "p99_ms": float(np.percentile(ms, 99)) if len(ms) else float("nan"),
+    }
 
 
 def main(argv=None) -> int:
@@ -104,18 +114,29 @@ def main(argv=None) -> int:
         parser.error(f"{data}: the test split has {len(pool)} samples, fewer than --batch {max(batches)}")
     results = []
     for batch in batches:
-        bodies = [json.dumps({"dataframe_records": pool[i:i + batch]}).encode()
-                  for i in range(0, len(pool) - batch + 1, batch)]
+        bodies = [
+            json.dumps({"dataframe_records": pool[i : i + batch]}).encode()
+            for i in range(0, len(pool) - batch + 1, batch)
+        ]
         figures = asyncio.run(measure(args.url, bodies, args.requests, args.concurrency, args.warmup))
-        results.append({"dataset": args.dataset, "batch": batch, "concurrency": args.concurrency, **figures,
-                        "rows_per_second": figures["requests_per_second"] * batch})
+        results.append(
+            {
+                "dataset": args.dataset,
+                "batch": batch,
+                "concurrency": args.concurrency,
+                **figures,
+                "rows_per_second": figures["requests_per_second"] * batch,
+            }
+        )
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(f"{'batch':>5} {'requests':>8} {'req/s':>8} {'rows/s':>8} {'p50 ms':>8} {'p99 ms':>8}  failed")
         for r in results:
-            print(f"{r['batch']:>5} {r['ok']:>8} {r['requests_per_second']:>8.1f} {r['rows_per_second']:>8.1f} "
-                  f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f}  {len(r['failed'])}")
+            print(
+                f"{r['batch']:>5} {r['ok']:>8} {r['requests_per_second']:>8.1f} {r['rows_per_second']:>8.1f} "
+                f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f}  {len(r['failed'])}"
+            )
     return 1 if any(r["failed"] for r in results) else 0
 
 

@@ -109,9 +109,14 @@ def sweep(work, env, jobs, params, extra_env, rates, epochs) -> dict:
     accs = accuracies(work, env)
     dvc("exp", "remove", "--all-commits", cwd=work, env=env, check=False)
     dvc("queue", "remove", "--all", cwd=work, env=env, check=False)
-    return {"wall": wall, "code": result.returncode, "states": {k: len(v) for k, v in states.items()},
-            "failures": failures, "accuracies": accs,
-            "run_all_output": (result.stdout + result.stderr)[-1500:] if result.returncode else ""}
+    return {
+        "wall": wall,
+        "code": result.returncode,
+        "states": {k: len(v) for k, v in states.items()},
+        "failures": failures,
+        "accuracies": accs,
+        "run_all_output": (result.stdout + result.stderr)[-1500:] if result.returncode else "",
+    }
 
 
 def main() -> None:
@@ -119,15 +124,20 @@ def main() -> None:
     parser.add_argument("--experiments", type=int, default=4, help="learning rates in the grid (at most 8)")
     parser.add_argument("--epochs", type=int, default=3, help="train.reuters.epochs of each (0: params.yaml's)")
     parser.add_argument("--pairs", type=int, default=2, help="rounds of the modes, alternating")
-    parser.add_argument("--mode", dest="modes", action="append", metavar="J[:KEY=VALUE,...]",
-                        help="queue workers and settings of one mode; default: 1 and 2 with defaults")
+    parser.add_argument(
+        "--mode",
+        dest="modes",
+        action="append",
+        metavar="J[:KEY=VALUE,...]",
+        help="queue workers and settings of one mode; default: 1 and 2 with defaults",
+    )
     opts = parser.parse_args()
     texts = opts.modes or ["1", "2"]
     try:
         labels, modes = texts, [parse_mode(text) for text in texts]
     except argparse.ArgumentTypeError as exc:
         parser.error(f"--mode {exc}")
-    rates = ",".join(RATES.split(",")[:max(1, min(opts.experiments, 8))])
+    rates = ",".join(RATES.split(",")[: max(1, min(opts.experiments, 8))])
     env = dict(os.environ, DVC_NO_ANALYTICS="1", TF_CPP_MIN_LOG_LEVEL="2")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -139,17 +149,23 @@ def main() -> None:
         run(["git", "config", "user.name", "bench"], cwd=work, env=env)
         run(["git", "config", "user.email", "bench@localhost"], cwd=work, env=env)
         dvc("repro", "preprocess@reuters", cwd=work, env=env)
-        print(f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-              f"{len(rates.split(','))} Reuters experiments (learning_rate={rates}), "
-              f"{opts.epochs or 'params.yaml'} epochs each", flush=True)
+        print(
+            f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+            f"{len(rates.split(','))} Reuters experiments (learning_rate={rates}), "
+            f"{opts.epochs or 'params.yaml'} epochs each",
+            flush=True,
+        )
         walls: dict[str, list[float]] = {label: [] for label in labels}
         for round_ in range(opts.pairs):
             for label, (jobs, params, extra) in zip(labels, modes):
                 figures = sweep(work, env, jobs, params, extra, rates, opts.epochs)
                 walls[label].append(figures["wall"])
                 accs = ", ".join(f"{a:.4f}" for a in sorted(figures["accuracies"]))
-                print(f"round {round_ + 1} mode {label:<40} wall {figures['wall']:7.1f} s  "
-                      f"exit {figures['code']}  {figures['states']}  test accuracy [{accs}]", flush=True)
+                print(
+                    f"round {round_ + 1} mode {label:<40} wall {figures['wall']:7.1f} s  "
+                    f"exit {figures['code']}  {figures['states']}  test accuracy [{accs}]",
+                    flush=True,
+                )
                 for name, message in figures["failures"]:
                     print(f"  failed {name}: {message}", flush=True)
                 if figures["run_all_output"]:

@@ -61,10 +61,24 @@ def tune(out: Path, label: str, study: str, overrides: list[str], data: Path, wo
     """One `pipeline tune reuters` process in a store of its own; its figures from the journal."""
     folder = out / label
     folder.mkdir(parents=True)
-    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-m", "pipeline", "tune", DATASET, "--study", study, "--data", str(data),
-               "--workers", str(workers)]
+    env = dict(
+        os.environ,
+        MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "tune",
+        DATASET,
+        "--study",
+        study,
+        "--data",
+        str(data),
+        "--workers",
+        str(workers),
+    ]
     for item in overrides:
         command += ["-S", item]
     (folder / "command.txt").write_text(" ".join(command) + "\n")
@@ -74,8 +88,14 @@ def tune(out: Path, label: str, study: str, overrides: list[str], data: Path, wo
     ended = dt.datetime.now()
     (folder / "stdout.txt").write_text(result.stdout)
     (folder / "stderr.txt").write_text(result.stderr)
-    figures = {"label": label, "wall": wall, "code": result.returncode, "stdout": result.stdout,
-               "stderr": result.stderr, "notes": []}
+    figures = {
+        "label": label,
+        "wall": wall,
+        "code": result.returncode,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "notes": [],
+    }
     journal = folder / "optuna.journal"
     if not journal.exists():
         figures["notes"].append(f"no journal at {journal}")
@@ -87,13 +107,19 @@ def tune(out: Path, label: str, study: str, overrides: list[str], data: Path, wo
     starts = [t.datetime_start for t in trials if t.datetime_start]
     finishes = [t.datetime_complete for t in trials if t.datetime_complete]
     figures.update(
-        trials=trials, states=dict(states), epochs=sum(len(t.intermediate_values) for t in trials),
+        trials=trials,
+        states=dict(states),
+        epochs=sum(len(t.intermediate_values) for t in trials),
         best=max((t.value for t in complete), default=None),
-        trial_seconds=sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials
-                          if t.datetime_start and t.datetime_complete),
+        trial_seconds=sum(
+            (t.datetime_complete - t.datetime_start).total_seconds()
+            for t in trials
+            if t.datetime_start and t.datetime_complete
+        ),
         # from the first trial's start to the process's end, and after the last trial ended
         first_start_offset=wall - (ended - min(starts)).total_seconds() if starts else None,
-        tail=(ended - max(finishes)).total_seconds() if finishes else None)
+        tail=(ended - max(finishes)).total_seconds() if finishes else None,
+    )
     figures["notes"] += check_output(result.stdout, trials)
     return figures
 
@@ -112,8 +138,10 @@ def check_output(stdout: str, trials: list) -> list[str]:
             continue
         said = int(m.group(2) or m.group(3))
         if said != len(trial.intermediate_values):
-            notes.append(f"trial {trial.number}: stdout says {said} epochs, the journal has "
-                         f"{len(trial.intermediate_values)} intermediate values")
+            notes.append(
+                f"trial {trial.number}: stdout says {said} epochs, the journal has "
+                f"{len(trial.intermediate_values)} intermediate values"
+            )
     summary = next((m for m in map(SUMMARY_LINE.match, stdout.splitlines()) if m), None)
     if summary is None:
         notes.append("no summary line on stdout")
@@ -161,10 +189,13 @@ def fmt(value, spec=".4f", missing="-") -> str:
 
 def report_run(figures: dict) -> None:
     states = ", ".join(f"{k.lower()} {v}" for k, v in sorted(figures["states"].items()))
-    print(f"  {figures['label']:<22} exit {figures['code']}  wall {figures['wall']:6.1f} s  "
-          f"trials {len(figures['trials'])} ({states})  epochs {figures['epochs']}  best {fmt(figures['best'])}  "
-          f"start-up {fmt(figures.get('first_start_offset'), '.1f')} s  after last trial "
-          f"{fmt(figures.get('tail'), '.1f')} s", flush=True)
+    print(
+        f"  {figures['label']:<22} exit {figures['code']}  wall {figures['wall']:6.1f} s  "
+        f"trials {len(figures['trials'])} ({states})  epochs {figures['epochs']}  best {fmt(figures['best'])}  "
+        f"start-up {fmt(figures.get('first_start_offset'), '.1f')} s  after last trial "
+        f"{fmt(figures.get('tail'), '.1f')} s",
+        flush=True,
+    )
     for note in figures["notes"]:
         print(f"    odd: {note}", flush=True)
     if figures["code"]:
@@ -183,60 +214,92 @@ def configured_epochs(opts) -> int:
 
 
 def pruning(opts, out: Path, data: Path, sizes: list[str]) -> None:
-    print(f"\n== pruning: {opts.pruning_rounds} round(s) of median, none; {' '.join(sizes) or 'params.yaml sizes'}",
-          flush=True)
+    print(
+        f"\n== pruning: {opts.pruning_rounds} round(s) of median, none; {' '.join(sizes) or 'params.yaml sizes'}",
+        flush=True,
+    )
     results = {"median": [], "none": []}
     for round_ in range(1, opts.pruning_rounds + 1):
         for pruner in ("median", "none"):
-            figures = tune(out, f"pruning-{round_}-{pruner}", f"bench-prune-{round_}-{pruner}",
-                           [*sizes, f"tune.{DATASET}.pruner={pruner}"], data)
+            figures = tune(
+                out,
+                f"pruning-{round_}-{pruner}",
+                f"bench-prune-{round_}-{pruner}",
+                [*sizes, f"tune.{DATASET}.pruner={pruner}"],
+                data,
+            )
             results[pruner].append(figures)
             report_run(figures)
             if opts.show_trials:
                 for t in figures["trials"]:
-                    print(f"      trial {t.number:>2} {t.state.name:<8} epochs {len(t.intermediate_values):>2}  "
-                          f"value {fmt(t.value)}  last {fmt(list(t.intermediate_values.values())[-1] if t.intermediate_values else None)}"
-                          f"  {t.params}", flush=True)
-    print(f"\n{'round':<7}{'pruner':<8}{'best':>8}{'complete':>10}{'pruned':>8}{'failed':>8}{'epochs':>8}"
-          f"{'wall s':>9}{'s/epoch':>9}")
+                    print(
+                        f"      trial {t.number:>2} {t.state.name:<8} epochs {len(t.intermediate_values):>2}  "
+                        f"value {fmt(t.value)}  "
+                        f"last {fmt(list(t.intermediate_values.values())[-1] if t.intermediate_values else None)}"
+                        f"  {t.params}",
+                        flush=True,
+                    )
+    print(
+        f"\n{'round':<7}{'pruner':<8}{'best':>8}{'complete':>10}{'pruned':>8}{'failed':>8}{'epochs':>8}"
+        f"{'wall s':>9}{'s/epoch':>9}"
+    )
     for round_ in range(opts.pruning_rounds):
         for pruner in ("median", "none"):
             f = results[pruner][round_]
             s = f["states"]
-            print(f"{round_ + 1:<7}{pruner:<8}{fmt(f['best']):>8}{s.get('COMPLETE', 0):>10}{s.get('PRUNED', 0):>8}"
-                  f"{s.get('FAIL', 0):>8}{f['epochs']:>8}{f['wall']:>9.1f}"
-                  f"{fmt(f['wall'] / f['epochs'] if f['epochs'] else None, '.1f'):>9}")
+            print(
+                f"{round_ + 1:<7}{pruner:<8}{fmt(f['best']):>8}{s.get('COMPLETE', 0):>10}{s.get('PRUNED', 0):>8}"
+                f"{s.get('FAIL', 0):>8}{f['epochs']:>8}{f['wall']:>9.1f}"
+                f"{fmt(f['wall'] / f['epochs'] if f['epochs'] else None, '.1f'):>9}"
+            )
     last = configured_epochs(opts)
     for round_ in range(opts.pruning_rounds):
-        late = [t.number for t in results["median"][round_]["trials"]
-                if t.state.name == "PRUNED" and len(t.intermediate_values) >= last]
+        late = [
+            t.number
+            for t in results["median"][round_]["trials"]
+            if t.state.name == "PRUNED" and len(t.intermediate_values) >= last
+        ]
         if late:
-            print(f"round {round_ + 1}: median pruned {len(late)} trial(s) after their last epoch ({last}), "
-                  f"trained in full and their value dropped: trials {', '.join(map(str, late))}")
-    print("\nsame budget of epochs (the no-pruner study's trials in order, whole trials within the pruned study's epochs):")
+            print(
+                f"round {round_ + 1}: median pruned {len(late)} trial(s) after their last epoch ({last}), "
+                f"trained in full and their value dropped: trials {', '.join(map(str, late))}"
+            )
+    print(
+        "\nsame budget of epochs (the no-pruner study's trials in order, whole trials within the pruned "
+        "study's epochs):"
+    )
     for round_ in range(opts.pruning_rounds):
         pruned, full = results["median"][round_], results["none"][round_]
         best, used, count = budget_walk(full["trials"], pruned["epochs"])
         reach = epochs_to_reach(full["trials"], pruned["best"])
-        print(f"  round {round_ + 1}: median {fmt(pruned['best'])} in {pruned['epochs']} epochs; none "
-              f"{fmt(best)} in its first {count} trials ({used} epochs), {fmt(full['best'])} in all "
-              f"{full['epochs']} epochs; none reached median's best after "
-              f"{fmt(reach, 'd', 'never')} epochs; epochs saved {1 - pruned['epochs'] / full['epochs']:.0%}, "
-              f"wall saved {1 - pruned['wall'] / full['wall']:.0%}" if full["epochs"] and full["wall"] else
-              f"  round {round_ + 1}: no figures (a study failed)")
+        print(
+            f"  round {round_ + 1}: median {fmt(pruned['best'])} in {pruned['epochs']} epochs; none "
+            f"{fmt(best)} in its first {count} trials ({used} epochs), {fmt(full['best'])} in all "
+            f"{full['epochs']} epochs; none reached median's best after "
+            f"{fmt(reach, 'd', 'never')} epochs; epochs saved {1 - pruned['epochs'] / full['epochs']:.0%}, "
+            f"wall saved {1 - pruned['wall'] / full['wall']:.0%}"
+            if full["epochs"] and full["wall"]
+            else f"  round {round_ + 1}: no figures (a study failed)"
+        )
 
 
 def workers(opts, out: Path, data: Path) -> None:
-    sizes = [f"tune.{DATASET}.trials={opts.worker_trials}", f"train.{DATASET}.epochs={opts.worker_epochs}",
-             f"tune.{DATASET}.pruner=none"]
+    sizes = [
+        f"tune.{DATASET}.trials={opts.worker_trials}",
+        f"train.{DATASET}.epochs={opts.worker_epochs}",
+        f"tune.{DATASET}.pruner=none",
+    ]
     modes = [1, 2]
-    print(f"\n== workers: {opts.worker_rounds} round(s) of --workers {', '.join(map(str, modes))}; "
-          f"{' '.join(sizes)}", flush=True)
+    print(
+        f"\n== workers: {opts.worker_rounds} round(s) of --workers {', '.join(map(str, modes))}; {' '.join(sizes)}",
+        flush=True,
+    )
     results: dict[int, list] = {m: [] for m in modes}
     for round_ in range(1, opts.worker_rounds + 1):
         for mode in modes:
-            figures = tune(out, f"workers-{round_}-w{mode}", f"bench-workers-{round_}-w{mode}", sizes, data,
-                           workers=mode)
+            figures = tune(
+                out, f"workers-{round_}-w{mode}", f"bench-workers-{round_}-w{mode}", sizes, data, workers=mode
+            )
             results[mode].append(figures)
             report_run(figures)
 
@@ -244,8 +307,10 @@ def workers(opts, out: Path, data: Path) -> None:
         finished = f["states"].get("COMPLETE", 0) + f["states"].get("PRUNED", 0)
         return finished / f["wall"] * 3600 if f["wall"] else 0.0
 
-    print(f"\n{'round':<7}{'workers':>8}{'wall s':>9}{'trials':>8}{'trials/h':>10}{'trial-s':>9}{'start-up s':>12}"
-          f"{'tail s':>8}{'ratio w2/w1':>13}")
+    print(
+        f"\n{'round':<7}{'workers':>8}{'wall s':>9}{'trials':>8}{'trials/h':>10}{'trial-s':>9}{'start-up s':>12}"
+        f"{'tail s':>8}{'ratio w2/w1':>13}"
+    )
     ratios = []
     for round_ in range(opts.worker_rounds):
         one, two = results[1][round_], results[2][round_]
@@ -253,24 +318,37 @@ def workers(opts, out: Path, data: Path) -> None:
         if ratio is not None:
             ratios.append(ratio)
         for mode, f in ((1, one), (2, two)):
-            print(f"{round_ + 1:<7}{mode:>8}{f['wall']:>9.1f}{len(f['trials']):>8}{per_hour(f):>10.1f}"
-                  f"{fmt(f.get('trial_seconds'), '.1f'):>9}{fmt(f.get('first_start_offset'), '.1f'):>12}"
-                  f"{fmt(f.get('tail'), '.1f'):>8}{(fmt(ratio, '.2f') if mode == 2 else ''):>13}")
+            print(
+                f"{round_ + 1:<7}{mode:>8}{f['wall']:>9.1f}{len(f['trials']):>8}{per_hour(f):>10.1f}"
+                f"{fmt(f.get('trial_seconds'), '.1f'):>9}{fmt(f.get('first_start_offset'), '.1f'):>12}"
+                f"{fmt(f.get('tail'), '.1f'):>8}{(fmt(ratio, '.2f') if mode == 2 else ''):>13}"
+            )
     for mode in modes:
         walls = [f["wall"] for f in results[mode]]
-        print(f"--workers {mode}: median wall {statistics.median(walls):.1f} s, median trials/h "
-              f"{statistics.median(per_hour(f) for f in results[mode]):.1f}  (walls {', '.join(f'{w:.1f}' for w in walls)})")
+        print(
+            f"--workers {mode}: median wall {statistics.median(walls):.1f} s, median trials/h "
+            f"{statistics.median(per_hour(f) for f in results[mode]):.1f}  "
+            f"(walls {', '.join(f'{w:.1f}' for w in walls)})"
+        )
     if ratios:
-        print(f"trials/h ratio, 2 workers over 1, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
-              f"median {statistics.median(ratios):.2f}")
+        print(
+            f"trials/h ratio, 2 workers over 1, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
+            f"median {statistics.median(ratios):.2f}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "prepared" / DATASET, help="prepared Reuters data")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the stores, journals and logs "
-                        "(default: a new temporary folder, kept)")
-    parser.add_argument("--trials", type=int, default=10, help="tune.reuters.trials of the pruning studies (0: params.yaml's)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the stores, journals and logs (default: a new temporary folder, kept)",
+    )
+    parser.add_argument(
+        "--trials", type=int, default=10, help="tune.reuters.trials of the pruning studies (0: params.yaml's)"
+    )
     parser.add_argument("--epochs", type=int, default=5, help="train.reuters.epochs of their trials (0: params.yaml's)")
     parser.add_argument("--startup-trials", type=int, default=3, help="tune.reuters.startup_trials (0: params.yaml's)")
     parser.add_argument("--pruning-rounds", type=int, default=1, help="rounds of median, none")
@@ -285,11 +363,20 @@ def main() -> None:
         parser.error(f"--data {data}: no train.npz (run `dvc repro preprocess@{DATASET}` first)")
     out = (opts.out or Path(tempfile.mkdtemp(prefix="bench-tune-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    sizes = [f"{key}={value}" for key, value in ((f"tune.{DATASET}.trials", opts.trials),
-                                                 (f"train.{DATASET}.epochs", opts.epochs),
-                                                 (f"tune.{DATASET}.startup_trials", opts.startup_trials)) if value]
-    print(f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; code {ROOT}; "
-          f"data {data}; runs in {out}", flush=True)
+    sizes = [
+        f"{key}={value}"
+        for key, value in (
+            (f"tune.{DATASET}.trials", opts.trials),
+            (f"train.{DATASET}.epochs", opts.epochs),
+            (f"tune.{DATASET}.startup_trials", opts.startup_trials),
+        )
+        if value
+    ]
+    print(
+        f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; code {ROOT}; "
+        f"data {data}; runs in {out}",
+        flush=True,
+    )
     start = time.perf_counter()
     if "pruning" not in opts.skip:
         pruning(opts, out, data, sizes)

@@ -27,12 +27,24 @@ OUT = ROOT / ".dvc" / "plots" / "offline.html"
 # (package, version, file inlined, sha512 of the npm tarball). Vega-Lite v5 specs, as DVC's
 # templates are; vega 5.33.1 is not used because its npm tarball has no LICENSE file.
 PACKAGES = [
-    ("vega", "5.33.0", "build/vega.min.js",
-     "sha512-jNAGa7TxLojOpMMMrKMXXBos4K6AaLJbCgGDOw1YEkLRjUkh12pcf65J2lMSdEHjcEK47XXjKiOUVZ8L+MniBA=="),
-    ("vega-lite", "5.23.0", "build/vega-lite.min.js",
-     "sha512-l4J6+AWE3DIjvovEoHl2LdtCUkfm4zs8Xxx7INwZEAv+XVb6kR6vIN1gt3t2gN2gs/y4DYTs/RPoTeYAuEg6mA=="),
-    ("vega-embed", "6.29.0", "build/vega-embed.min.js",
-     "sha512-PmlshTLtLFLgWtF/b23T1OwX53AugJ9RZ3qPE2c01VFAbgt3/GSNI/etzA/GzdrkceXFma+FDHNXUppKuM0U6Q=="),
+    (
+        "vega",
+        "5.33.0",
+        "build/vega.min.js",
+        "sha512-jNAGa7TxLojOpMMMrKMXXBos4K6AaLJbCgGDOw1YEkLRjUkh12pcf65J2lMSdEHjcEK47XXjKiOUVZ8L+MniBA==",
+    ),
+    (
+        "vega-lite",
+        "5.23.0",
+        "build/vega-lite.min.js",
+        "sha512-l4J6+AWE3DIjvovEoHl2LdtCUkfm4zs8Xxx7INwZEAv+XVb6kR6vIN1gt3t2gN2gs/y4DYTs/RPoTeYAuEg6mA==",
+    ),
+    (
+        "vega-embed",
+        "6.29.0",
+        "build/vega-embed.min.js",
+        "sha512-PmlshTLtLFLgWtF/b23T1OwX53AugJ9RZ3qPE2c01VFAbgt3/GSNI/etzA/GzdrkceXFma+FDHNXUppKuM0U6Q==",
+    ),
 ]
 
 # dvc_render (html.py) fills a template with str.replace of these three, in this order, not
@@ -70,8 +82,7 @@ TAIL = """    <style>
 def npm_pack(folder: Path) -> dict[str, Path]:
     """The pinned tarballs, fetched into `folder` and checked against their sha512."""
     specs = [f"{name}@{version}" for name, version, _, _ in PACKAGES]
-    done = subprocess.run(["npm", "pack", "--json", "--silent", *specs], cwd=folder,
-                          capture_output=True, text=True)
+    done = subprocess.run(["npm", "pack", "--json", "--silent", *specs], cwd=folder, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"npm pack failed ({done.returncode}):\n{done.stderr[-3000:]}")
     packed = {entry["name"]: folder / entry["filename"] for entry in json.loads(done.stdout)}
@@ -107,8 +118,10 @@ def build(packed: dict[str, Path]) -> str:
                     sys.exit(f"{name}@{version} holds {placeholder}")
         if "*/" in licence:
             sys.exit(f"{name}@{version}: its LICENSE would end the comment it goes in")
-        parts.append(f"    <script>\n/*! {name} {version} (npm: {name}@{version}, {path})\n"
-                     f"LICENSE of {name}:\n\n{licence}\n*/\n{code.rstrip()}\n    </script>\n")
+        parts.append(
+            f"    <script>\n/*! {name} {version} (npm: {name}@{version}, {path})\n"
+            f"LICENSE of {name}:\n\n{licence}\n*/\n{code.rstrip()}\n    </script>\n"
+        )
     parts.append(TAIL)
     page = "".join(parts)
     assert page.count(PLOT_DIVS) == 1 and page.count(REFRESH_TAG) == 1 and SCRIPTS not in page

@@ -44,8 +44,9 @@ def field(report: dict, path: Path, key: str, kind=NUMBER, optional: bool = Fals
     value = report.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
         names = {NUMBER: "a number", str: "a string", list: "a list", int: "an integer"}
-        raise DataError(f"{path}: expected {key!r} to be {names.get(kind, kind)}, as the stage writes it; "
-                        f"run `dvc repro` again")
+        raise DataError(
+            f"{path}: expected {key!r} to be {names.get(kind, kind)}, as the stage writes it; run `dvc repro` again"
+        )
     return value
 
 
@@ -65,10 +66,12 @@ def describe_machine(reports: Path, dataset: str) -> tuple[str, str]:
     gpus = Counter(field(machine, path, "gpus", list))
     gpu_text = ", ".join(f"{n}x {name}" if n > 1 else str(name) for name, n in gpus.items()) or "no GPU"
     cores = field(machine, path, "cpu_cores", int)
-    text = (f"{field(machine, path, 'cpu', str)} ({cores} logical core{'s' if cores != 1 else ''}"
-            f"{'; ' + ', '.join(map(str, sets)) if sets else ''}), {gpu_text}; "
-            f"TensorFlow {field(machine, path, 'tensorflow_version', str)}, "
-            f"Keras {field(machine, path, 'keras_version', str)}, Python {field(machine, path, 'python_version', str)}")
+    text = (
+        f"{field(machine, path, 'cpu', str)} ({cores} logical core{'s' if cores != 1 else ''}"
+        f"{'; ' + ', '.join(map(str, sets)) if sets else ''}), {gpu_text}; "
+        f"TensorFlow {field(machine, path, 'tensorflow_version', str)}, "
+        f"Keras {field(machine, path, 'keras_version', str)}, Python {field(machine, path, 'python_version', str)}"
+    )
     return text, field(machine, path, "date", str)
 
 
@@ -113,17 +116,21 @@ def wrap(text: str, width: int = 95) -> str:
 
 def results(reports: Path) -> str:
     """The block's first part: its start marker, the results table, the measured marker."""
-    intro = ("What `dvc repro` computed (`reports/<dataset>/metrics.json` and `train.json`, which `dvc "
-             "metrics show` shows): a rerun that reproduces gives these to the last digit.")
-    return "\n".join([
-        START,
-        wrap(intro),
-        "",
-        "| dataset | test accuracy | top-5 | macro precision | macro recall | best epoch |",
-        "|---|---:|---:|---:|---:|---:|",
-        *(row(reports, dataset) for dataset in DATASETS),
-        MEASURED,
-    ])
+    intro = (
+        "What `dvc repro` computed (`reports/<dataset>/metrics.json` and `train.json`, which `dvc "
+        "metrics show` shows): a rerun that reproduces gives these to the last digit."
+    )
+    return "\n".join(
+        [
+            START,
+            wrap(intro),
+            "",
+            "| dataset | test accuracy | top-5 | macro precision | macro recall | best epoch |",
+            "|---|---:|---:|---:|---:|---:|",
+            *(row(reports, dataset) for dataset in DATASETS),
+            MEASURED,
+        ]
+    )
 
 
 def measured(reports: Path) -> str:
@@ -135,25 +142,30 @@ def measured(reports: Path) -> str:
         where = f" on {texts.pop()}"
     else:  # each dataset's own
         where = ": " + "; ".join(f"{DATASETS[dataset]} on {text}" for dataset, (text, _) in machines.items())
-    intro = (f"What the same run measured, on {dates}{where} (`reports/<dataset>/measurements.json` and "
-             f"`machine.json`, which neither git nor dvc.lock keeps):")
-    return "\n".join([
-        "",
-        "",
-        wrap(intro),
-        "",
-        "| dataset | training (s) | samples/s | peak memory (MB) | replicas | workers |",
-        "|---|---:|---:|---:|---:|---:|",
-        *(measured_row(reports, dataset) for dataset in DATASETS),
-        END,
-    ])
+    intro = (
+        f"What the same run measured, on {dates}{where} (`reports/<dataset>/measurements.json` and "
+        f"`machine.json`, which neither git nor dvc.lock keeps):"
+    )
+    return "\n".join(
+        [
+            "",
+            "",
+            wrap(intro),
+            "",
+            "| dataset | training (s) | samples/s | peak memory (MB) | replicas | workers |",
+            "|---|---:|---:|---:|---:|---:|",
+            *(measured_row(reports, dataset) for dataset in DATASETS),
+            END,
+        ]
+    )
 
 
 def has_measurements(reports: Path) -> bool:
     """Whether this workspace has what a run measured (a clone has not: git does not keep it);
     when only some of the files are there, `measured` names one that is not."""
-    return any((reports / dataset / name).exists() for dataset in DATASETS
-               for name in ("measurements.json", "machine.json"))
+    return any(
+        (reports / dataset / name).exists() for dataset in DATASETS for name in ("measurements.json", "machine.json")
+    )
 
 
 def find_block(page: Path, text: str) -> tuple[int, int]:
@@ -182,8 +194,12 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None) -> int:
     parser = Parser(prog="render_figures.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--reports", type=Path, default=Path("reports"),
-                        help="The folder of reports/<dataset>/{train,metrics,measurements,machine}.json.")
+    parser.add_argument(
+        "--reports",
+        type=Path,
+        default=Path("reports"),
+        help="The folder of reports/<dataset>/{train,metrics,measurements,machine}.json.",
+    )
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--check", type=Path, metavar="PAGE", help="Exit 1 if PAGE's results differ.")
     action.add_argument("--write", type=Path, metavar="PAGE", help="Replace PAGE's block in place.")
@@ -195,8 +211,11 @@ def main(argv=None) -> int:
             start, _ = find_block(opts.check, text)
             if text[start:].startswith(head):
                 return 0
-            print(f"error: {opts.check}: the results table differs from what scripts/render_figures.py "
-                  f"renders; run python scripts/render_figures.py --write {opts.check}", file=sys.stderr)
+            print(
+                f"error: {opts.check}: the results table differs from what scripts/render_figures.py "
+                f"renders; run python scripts/render_figures.py --write {opts.check}",
+                file=sys.stderr,
+            )
             return 1
         tail = measured(opts.reports) if has_measurements(opts.reports) else None
         page = opts.write
@@ -206,7 +225,7 @@ def main(argv=None) -> int:
         text = read_page(page)
         start, end = find_block(page, text)
         block = text[start:end]
-        kept = block[block.index(MEASURED) + len(MEASURED):] if MEASURED in block else f"\n{END}"
+        kept = block[block.index(MEASURED) + len(MEASURED) :] if MEASURED in block else f"\n{END}"
         new = head + (tail if tail is not None else kept)
         if new == block:
             return 0

@@ -15,8 +15,7 @@ def _note_dataset(ctx: click.Context, _param, value: str) -> str:
     return value
 
 
-dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS),
-                                  callback=_note_dataset)
+dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS), callback=_note_dataset)
 
 
 def path_option(name: str, help: str):

@@ -24,8 +24,13 @@ def command(dataset, out, manifest, params_path):
     write_json(manifest, {"dataset": dataset, "files": [r.__dict__ for r in results]})
     unpinned = params.unpinned()
     for r in results:
-        state = ("verified" if r.verified else
-                 f"its images checked by preprocess.{dataset}.images_sha256" if not unpinned else "not pinned")
+        state = (
+            "verified"
+            if r.verified
+            else f"its images checked by preprocess.{dataset}.images_sha256"
+            if not unpinned
+            else "not pinned"
+        )
         log.result(f"{r.name}: {r.bytes} bytes, sha256 {r.sha256} ({state}) from {r.fetched_from}")
     for line in unpinned:
         log.log.warning("%s", line)

@@ -32,15 +32,30 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     model_run = model_folder.read_run(model_dir)
     classifier.check_inputs(data)  # what the logged model carries besides the test split
     ev = evaluation.evaluate(model_dir, data, cfg)
-    evaluation.write_outputs(ev, metrics=metrics, per_class=per_class, confusion=confusion,
-                             confusion_png=confusion_png, title=f"{dataset}: test confusion matrix")
+    evaluation.write_outputs(
+        ev,
+        metrics=metrics,
+        per_class=per_class,
+        confusion=confusion,
+        confusion_png=confusion_png,
+        title=f"{dataset}: test confusion matrix",
+    )
     # run.json holds the digest when it is this model's (model_folder.read_run checked it)
     digest = (model_run or {}).get("model_sha256") or model_folder.model_sha256(model_dir)
     with runs.TrainingRun.for_evaluation(params, model_run, model_dir, digest) as run:
         run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
         logged = classifier.log_model(params, model_dir, data, model=ev.model)
-        version = registry.register(dataset, logged.model_uri, run.run_id, ev.metrics, ev.test_data,
-                                    lineage.dvc_experiment(), model_id=logged.model_id)
-    log.result(f"{dataset}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                                          for k, v in ev.metrics.items())
-               + f"; registered model {dataset} version {version} (`pipeline promote {dataset}` to serve it)")
+        version = registry.register(
+            dataset,
+            logged.model_uri,
+            run.run_id,
+            ev.metrics,
+            ev.test_data,
+            lineage.dvc_experiment(),
+            model_id=logged.model_id,
+        )
+    log.result(
+        f"{dataset}: "
+        + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in ev.metrics.items())
+        + f"; registered model {dataset} version {version} (`pipeline promote {dataset}` to serve it)"
+    )

@@ -23,19 +23,31 @@ from stages._common import dataset_argument, params_option, path_option
 @path_option("--history", "CSV of per-epoch metrics, for dvc plots.")
 @path_option("--summary", "JSON of the training's results (best epoch, final losses and accuracies), for dvc metrics.")
 @path_option("--curves", "PNG of the learning curves (loss and accuracy per epoch), for dvc plots.")
-@click.option("--measurements", type=click.Path(path_type=Path), default=None,
-              help="JSON of what the run measured (time, throughput, peak memory, device counts), for dvc metrics.")
-@click.option("--machine", type=click.Path(path_type=Path), default=None,
-              help="JSON of the machine the figures were measured on (CPU, instruction sets, GPUs, versions, date).")
-@click.option("--backup-dir", type=click.Path(path_type=Path), default=None,
-              help="Folder for per-epoch backups, to resume a killed run (removed when training ends).")
+@click.option(
+    "--measurements",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="JSON of what the run measured (time, throughput, peak memory, device counts), for dvc metrics.",
+)
+@click.option(
+    "--machine",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="JSON of the machine the figures were measured on (CPU, instruction sets, GPUs, versions, date).",
+)
+@click.option(
+    "--backup-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder for per-epoch backups, to resume a killed run (removed when training ends).",
+)
 @params_option
 def command(dataset, data, model_dir, history, summary, curves, measurements, machine, backup_dir, params_path):
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
-    from pipeline.training import cluster, distribute
     from pipeline.data import arrays
+    from pipeline.training import cluster, distribute
 
     # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
     # cannot take the run (a single process logs: it is the chief), stops the stage at once
@@ -45,35 +57,53 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
 
     if cluster.detect_cluster() is None:
         probe.check_tracking()
-    from pipeline.runtime import environment
-
     from pipeline import log
+    from pipeline.runtime import environment
     from pipeline.training import resume, trainer
+
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
     name = runs.run_name(dataset, cfg.loop, facts["replicas"], facts["workers"], cfg.precision)
     backup = resume.Backup(backup_dir, setup.strategy)
     fingerprint = json.dumps(params.flat(), sort_keys=True, default=str)
     with backup.resume_or_start(
-            fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)) as run:
+        fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)
+    ) as run:
         run.log_setup(params, setup.figures(), data, splits)
-        result = trainer.train(cfg, splits=splits, stats=stats, strategy=setup.strategy, backup=backup,
-                                on_epoch=run.log_epoch, verbose=2 if log.shows_progress() else 0)
+        result = trainer.train(
+            cfg,
+            splits=splits,
+            stats=stats,
+            strategy=setup.strategy,
+            backup=backup,
+            on_epoch=run.log_epoch,
+            verbose=2 if log.shows_progress() else 0,
+        )
         digest = trainer.weights_digest(result.model)
         if facts["workers"] > 1:  # the same final weights on every worker
             log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
         if setup.chief:
             model_sha256 = trainer.write_outputs(
-                result, figures=setup.figures(), run_ids=run.ids, model_dir=model_dir, history=history,
-                summary=summary, curves=curves, title=f"{dataset}: {name}", measurements=measurements,
-                machine=machine, machine_facts=environment.machine() if machine else None)
-            run.log_training(result, weights_sha256=digest, model_sha256=model_sha256, history=history,
-                             curves=curves)
+                result,
+                figures=setup.figures(),
+                run_ids=run.ids,
+                model_dir=model_dir,
+                history=history,
+                summary=summary,
+                curves=curves,
+                title=f"{dataset}: {name}",
+                measurements=measurements,
+                machine=machine,
+                machine_facts=environment.machine() if machine else None,
+            )
+            run.log_training(result, weights_sha256=digest, model_sha256=model_sha256, history=history, curves=curves)
     backup.finish()
     if setup.chief:
         best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
         stopped = f"; stopped early, {cfg.epochs} at most" if trained < cfg.epochs else ""
         val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
-        log.result(f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
-                   f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
-                   f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run.run_id}")
+        log.result(
+            f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
+            f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
+            f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run.run_id}"
+        )

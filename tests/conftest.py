@@ -14,12 +14,22 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import images
+import pytest
 from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import (ROOT, copy_project, dvc, free_ports, git_repo, project_env, reuters_files_of, sh,
-                     start_mlflow_server, write_params)
+from helpers import (
+    ROOT,
+    copy_project,
+    dvc,
+    free_ports,
+    git_repo,
+    project_env,
+    reuters_files_of,
+    sh,
+    start_mlflow_server,
+    write_params,
+)
+
 from pipeline.runtime import imports
 
 # the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
@@ -51,6 +61,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 # --- the container images, made in the background (tests/images.py) -------------------------
+
 
 def pytest_sessionstart(session):
     # the umask Debian and most distributions give a user: what the tests of output modes
@@ -102,8 +113,10 @@ def pytest_sessionfinish(session):
 # this process at its server would otherwise point every later command of this worker there,
 # long after the server has gone. Each is put back as it was around every test and module.
 
-_MLFLOW_GLOBALS = (("mlflow.tracking._tracking_service.utils", "_tracking_uri"),
-                   ("mlflow.tracking._model_registry.utils", "_registry_uri"))
+_MLFLOW_GLOBALS = (
+    ("mlflow.tracking._tracking_service.utils", "_tracking_uri"),
+    ("mlflow.tracking._model_registry.utils", "_registry_uri"),
+)
 
 
 def _mlflow_state():
@@ -121,7 +134,7 @@ def _put_back(state) -> None:
         if key not in env:
             del os.environ[key]
     os.environ.update(env)
-    for (m, name) in [g for g in _MLFLOW_GLOBALS if g[0] in sys.modules]:
+    for m, name in [g for g in _MLFLOW_GLOBALS if g[0] in sys.modules]:
         setattr(sys.modules[m], name, saved.get((m, name)))
 
 
@@ -140,6 +153,7 @@ def _mlflow_state_per_test():
 
 
 # --- datasets and services -------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def dataset_files(tmp_path_factory) -> Path:
@@ -205,8 +219,17 @@ def postgres():
         return done
 
     as_postgres(bindir / "initdb", "-D", folder / "data", "-U", "postgres", "--auth=trust", "-E", "UTF8")
-    as_postgres(bindir / "pg_ctl", "-D", folder / "data", "-l", folder / "log", "-w", "-o",
-                f"-p {port} -k {folder} -c listen_addresses=127.0.0.1", "start")
+    as_postgres(
+        bindir / "pg_ctl",
+        "-D",
+        folder / "data",
+        "-l",
+        folder / "log",
+        "-w",
+        "-o",
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1",
+        "start",
+    )
     as_postgres(bindir / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "optuna")
     yield f"postgresql://postgres@127.0.0.1:{port}/optuna"
     as_postgres(bindir / "pg_ctl", "-D", folder / "data", "-m", "fast", "stop")
@@ -225,11 +248,15 @@ def mlflow_server(tmp_path_factory):
 
 # --- the project, trained once per session ---------------------------------------------------
 
+
 # A clone's params.yaml but for the fixture data's checksums (so that the real check runs on
 # them) and a shorter MNIST run: what README.md's session starts from.
 def trained_overrides(served: Path) -> dict:
-    return {"download.reuters.files": reuters_files_of(served),
-            "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16}
+    return {
+        "download.reuters.files": reuters_files_of(served),
+        "train.mnist.epochs": 1,
+        "train.mnist.batch_size_per_replica": 16,
+    }
 
 
 @dataclass(frozen=True)
@@ -251,13 +278,18 @@ class TrainedProject:
         return dest
 
     def save(self, record: Path) -> None:
-        done = {name: {"args": p.args, "returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
-                for name, p in (("first", self.first), ("second", self.second))}
-        record.write_text(json.dumps({"path": str(self.path), "env": self.env, "server": self.server,
-                                      "requested": self.requested, **done}))
+        done = {
+            name: {"args": p.args, "returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+            for name, p in (("first", self.first), ("second", self.second))
+        }
+        record.write_text(
+            json.dumps(
+                {"path": str(self.path), "env": self.env, "server": self.server, "requested": self.requested, **done}
+            )
+        )
 
     @classmethod
-    def load(cls, record: Path) -> "TrainedProject":
+    def load(cls, record: Path) -> TrainedProject:
         raw = json.loads(record.read_text())
         done = {name: subprocess.CompletedProcess(**raw[name]) for name in ("first", "second")}
         return cls(Path(raw["path"]), raw["env"], raw["server"], requested=raw["requested"], **done)

@@ -61,7 +61,7 @@ def digit_image(label: int, rng: np.random.RandomState, size: int = 28) -> np.nd
     img = rng.randint(0, 40, (size, size)).astype(np.uint8)
     row = 2 + (label % 5) * 5
     col = 2 if label < 5 else size // 2
-    img[row: row + 4, col: col + 10] = 220 + rng.randint(0, 30)
+    img[row : row + 4, col : col + 10] = 220 + rng.randint(0, 30)
     return img
 
 
@@ -167,7 +167,7 @@ class FileServer:
                     self.wfile.write(body)
                     return
                 for at in range(0, len(body), 8192):
-                    self.wfile.write(body[at: at + 8192])
+                    self.wfile.write(body[at : at + 8192])
                     self.wfile.flush()
                     time.sleep(server.chunk_delay)
 

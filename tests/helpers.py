@@ -17,16 +17,29 @@ ROOT = Path(__file__).resolve().parent.parent
 # Debian's Chromium, as root and offline: without the background-networking flags it keeps
 # trying to reach Google's hosts, which this network refuses.
 CHROMIUM = os.environ.get("PIPELINE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-GIT_IDENTITY = {"GIT_AUTHOR_NAME": "tests", "GIT_AUTHOR_EMAIL": "tests@localhost",
-                "GIT_COMMITTER_NAME": "tests", "GIT_COMMITTER_EMAIL": "tests@localhost"}
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "tests",
+    "GIT_AUTHOR_EMAIL": "tests@localhost",
+    "GIT_COMMITTER_NAME": "tests",
+    "GIT_COMMITTER_EMAIL": "tests@localhost",
+}
 
 
 def subprocess_env(**extra) -> dict:
     env = dict(os.environ)
-    env.update({"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "DVC_NO_ANALYTICS": "1",
-                "CUDA_VISIBLE_DEVICES": "-1"})
+    env.update(
+        {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "DVC_NO_ANALYTICS": "1", "CUDA_VISIBLE_DEVICES": "-1"}
+    )
     env.pop("PIPELINE_DATA_MIRROR", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     env.update(extra)
@@ -36,21 +49,32 @@ def subprocess_env(**extra) -> dict:
 def project_env(**extra) -> dict:
     """The environment of a user's shell in a clone: the suite's environment on PATH, a git
     identity, no PYTHONPATH (the stages run from the clone's code, as a user's would)."""
-    env = subprocess_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                         **GIT_IDENTITY, **extra)
+    env = subprocess_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **GIT_IDENTITY, **extra)
     env.pop("PYTHONPATH")
     return env
 
 
 def run_pipeline(*args, cwd=None, env=None, timeout=600):
     """`python -m pipeline ARGS` in a fresh process (each TF/distributed case gets its own)."""
-    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd or ROOT,
-                          env=env or subprocess_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, args)],
+        cwd=cwd or ROOT,
+        env=env or subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_python(code: str, cwd=None, env=None, timeout=600, args=()):
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd or ROOT, env=env or subprocess_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        cwd=cwd or ROOT,
+        env=env or subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # `pipeline ARGS` through pipeline.cli.main, then which of the heavy packages its process held
@@ -79,8 +103,9 @@ def run_command(args, cwd=None, env=None):
 
 def _child_failed(done, why: str) -> AssertionError:
     args = done.args if isinstance(done.args, str) else " ".join(map(str, done.args))
-    return AssertionError(f"{why} from {args} (exit {done.returncode}):\n"
-                          f"stdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-5000:]}")
+    return AssertionError(
+        f"{why} from {args} (exit {done.returncode}):\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-5000:]}"
+    )
 
 
 def child_lines(done, n: int = 1) -> list[str]:
@@ -98,7 +123,7 @@ def child_json(done, last_line: bool = False, start: str = ""):
     the child's exit code and stderr, not only the parse error."""
     text = child_lines(done)[0] if last_line else (done.stdout or "")
     if start:
-        text = text[text.find(start):] if start in text else ""
+        text = text[text.find(start) :] if start in text else ""
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -128,13 +153,14 @@ def use_sqlite(tmp_path: Path, monkeypatch) -> str:
     return uri
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fixture_images_sha256() -> str:
     """preprocess.mnist.images_sha256 of the tests' MNIST archive (`make_mnist_archive` with
     its defaults, what `dataset_files` serves): the shipped value pins the real 70,000 images."""
     import tempfile
 
     from fixtures import make_mnist_archive
+
     from pipeline.data import mnist
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -165,8 +191,9 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
 
 def project_files() -> list[str]:
     """What a clone of this checkout holds: tracked files and new ones not ignored."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
     return [name for name in listed if name and (ROOT / name).is_file()]
 
 
@@ -189,8 +216,15 @@ def sh(*args, cwd, env, check=True, timeout=1200):
     The command runs in a process group of its own: past `timeout` seconds the whole group is
     killed (a shell's children and DVC's queue workers too, which would otherwise go on loading
     the machine under the next tests) and the failure shows what the command had printed."""
-    proc = subprocess.Popen([str(a) for a in args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -199,12 +233,15 @@ def sh(*args, cwd, env, check=True, timeout=1200):
         except ProcessLookupError:  # the group had ended meanwhile
             pass
         out, err = proc.communicate()
-        raise AssertionError(f"{' '.join(map(str, args))} still running after {timeout} s, killed:\n"
-                             f"{out[-3000:]}\n{err[-5000:]}") from None
+        raise AssertionError(
+            f"{' '.join(map(str, args))} still running after {timeout} s, killed:\n{out[-3000:]}\n{err[-5000:]}"
+        ) from None
     result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
-                             f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, args))} failed ({result.returncode}):\n"
+            f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        )
     return result
 
 
@@ -281,16 +318,36 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
     env.pop("COVERAGE_PROCESS_CONFIG", None)
     log = open(Path(root) / "server.log", "a")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{Path(root) / 'mlflow.db'}",
-         "--artifacts-destination", str(Path(root) / "artifacts")],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{Path(root) / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(Path(root) / "artifacts"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
     )
     log.close()
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_url(f"{url}/health", timeout, why_not=lambda: (Path(root) / "server.log").read_text()[-2000:],
-                     alive=lambda: proc.poll() is None)
+        wait_for_url(
+            f"{url}/health",
+            timeout,
+            why_not=lambda: (Path(root) / "server.log").read_text()[-2000:],
+            alive=lambda: proc.poll() is None,
+        )
     except AssertionError:
         proc.kill()
         raise
@@ -325,19 +382,29 @@ def field_cases() -> list:
 
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
-    from pipeline.training import models
     from pipeline.config.loader import load_params
+    from pipeline.training import models
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
-    return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim),
-                              {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46})
+    return models.build_model(
+        dataclasses.replace(cfg, embedding_dim=embedding_dim),
+        {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46},
+    )
 
 
 def marker_env(python: str, machine: str) -> dict:
     """The environment markers of CPython `python` on Linux `machine`, to read a universal lock with."""
-    return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-            "platform_system": "Linux", "platform_machine": machine, "os_name": "posix",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": machine,
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
 
 
 def wait_for_url(url: str, timeout: float, why_not=lambda: "", alive=lambda: True) -> None:
@@ -357,8 +424,7 @@ def wait_for_url(url: str, timeout: float, why_not=lambda: "", alive=lambda: Tru
         except OSError:
             pass
         if time.time() > deadline or not alive():
-            raise AssertionError(f"{url} did not answer ({'gave up' if alive() else 'its server ended'}):\n"
-                                 f"{why_not()}")
+            raise AssertionError(f"{url} did not answer ({'gave up' if alive() else 'its server ended'}):\n{why_not()}")
         time.sleep(0.5)
 
 

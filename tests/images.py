@@ -48,9 +48,25 @@ def build(env, context: Path, dockerfile: str, tag: str, base: str, version="cte
     log, seconds)."""
     t0 = time.time()
     extra = [f"--build-arg={name}={value}" for name, value in args.items()]
-    out = run(["docker", "build", "--network", "host", "-f", context / dockerfile,
-               "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"VERSION={version}", *extra,
-               "-t", tag, context], env)
+    out = run(
+        [
+            "docker",
+            "build",
+            "--network",
+            "host",
+            "-f",
+            context / dockerfile,
+            "--build-arg",
+            f"BASE_IMAGE={base}",
+            "--build-arg",
+            f"VERSION={version}",
+            *extra,
+            "-t",
+            tag,
+            context,
+        ],
+        env,
+    )
     return out.stdout, time.time() - t0
 
 
@@ -58,8 +74,21 @@ def build_labelled(env, context: Path, tag: str, base: str, version="ctest") -> 
     """docker/Dockerfile built as the README says, by `scripts/build-image.sh` (the build, then
     the label with its lock's digest) in `context` on `base`: (its output, seconds)."""
     t0 = time.time()
-    out = run(["bash", context / "scripts" / "build-image.sh", "--network", "host", "--build-arg", f"BASE_IMAGE={base}",
-               "--build-arg", f"VERSION={version}", "-t", tag], env)
+    out = run(
+        [
+            "bash",
+            context / "scripts" / "build-image.sh",
+            "--network",
+            "host",
+            "--build-arg",
+            f"BASE_IMAGE={base}",
+            "--build-arg",
+            f"VERSION={version}",
+            "-t",
+            tag,
+        ],
+        env,
+    )
     return out.stdout, time.time() - t0
 
 
@@ -94,8 +123,7 @@ class Builder:
             made["warm"], made["warm_s"] = build_labelled(env, context, IMAGE, STANDIN_TF)
             made["size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], env).stdout)
             _, made["mlflow_s"] = build(env, context, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
-            _, made["cuda_s"] = build(env, context, "docker/cuda.Dockerfile", CUDA_IMAGE, STANDIN_DEBIAN,
-                                      CUDA_WHEELS=0)
+            _, made["cuda_s"] = build(env, context, "docker/cuda.Dockerfile", CUDA_IMAGE, STANDIN_DEBIAN, CUDA_WHEELS=0)
             made["cuda_size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", CUDA_IMAGE], env).stdout)
             # a base unlike docker/ngc-base.txt: the build resolves its lock there; then that lock and
             # the base's list pinned in a clone by the documented line, and the Dockerfile's choice
@@ -107,10 +135,24 @@ class Builder:
             made["pinned_lock"] = (pinned / "docker" / "ngc.lock").read_text()
             made["pinned_list"] = (pinned / "docker" / "ngc-base.txt").read_text()
             t1 = time.time()
-            chosen = run(["docker", "run", "--rm", "--network", "none", "-v", f"{pinned}:/project:ro",
-                          STANDIN_PY312, "sh", "-c", "mkdir /tmp/lock && cp /project/pyproject.toml "
-                          "/project/docker/ngc-base.txt /project/docker/ngc.lock /tmp/lock/ && python3 "
-                          f"/project/docker/check-base.py /tmp/lock {STANDIN_PY312} && cat /tmp/lock/ngc.lock"], env)
+            chosen = run(
+                [
+                    "docker",
+                    "run",
+                    "--rm",
+                    "--network",
+                    "none",
+                    "-v",
+                    f"{pinned}:/project:ro",
+                    STANDIN_PY312,
+                    "sh",
+                    "-c",
+                    "mkdir /tmp/lock && cp /project/pyproject.toml "
+                    "/project/docker/ngc-base.txt /project/docker/ngc.lock /tmp/lock/ && python3 "
+                    f"/project/docker/check-base.py /tmp/lock {STANDIN_PY312} && cat /tmp/lock/ngc.lock",
+                ],
+                env,
+            )
             made["py312_pinned"], made["py312_pinned_s"] = chosen.stdout, time.time() - t1
             made["seconds"] = time.time() - t0
         except Exception as exc:  # the container tests report it; the others go on
@@ -131,12 +173,14 @@ def summary(made: dict) -> str:
     """One line on what the builder made, and how long each part took."""
     if "error" in made:
         return f"container images: {made['error']}"
-    return (f"container images, made in the background in {made['seconds']:.0f} s: engine and stand-in bases "
-            f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
-            f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
-            f"{made['mlflow_s']:.0f} s, CUDA image (no CUDA wheels) cold {made['cuda_s']:.0f} s "
-            f"({made['cuda_size'] / 1e9:.2f} GB), on the Python 3.12 stand-in {made['py312_s']:.0f} s (lock resolved "
-            f"there), its lock chosen after pinning {made['py312_pinned_s']:.0f} s (strict)")
+    return (
+        f"container images, made in the background in {made['seconds']:.0f} s: engine and stand-in bases "
+        f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
+        f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
+        f"{made['mlflow_s']:.0f} s, CUDA image (no CUDA wheels) cold {made['cuda_s']:.0f} s "
+        f"({made['cuda_size'] / 1e9:.2f} GB), on the Python 3.12 stand-in {made['py312_s']:.0f} s (lock resolved "
+        f"there), its lock chosen after pinning {made['py312_pinned_s']:.0f} s (strict)"
+    )
 
 
 def wait_for_images(poll: float = 2.0, hang: float = 3600) -> dict:

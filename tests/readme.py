@@ -37,6 +37,7 @@ SHELLS = ("bash", "sh", "console", "shell")
 
 def docs_pages() -> list[Path]:
     """The site's pages in the order of mkdocs.yml's nav (sections flattened)."""
+
     def walk(entries):
         for entry in entries:
             target = next(iter(entry.values())) if isinstance(entry, dict) else entry
@@ -81,16 +82,18 @@ class Block:
 def shell_blocks(path: Path | None = None) -> list[Block]:
     """Every fenced block that a user would paste into a shell: of the page `path`, or of every
     page in the session's order."""
-    return [Block(str(page.relative_to(ROOT)), b.syntax or "", b.code, b.lineno, list(b.marks))
-            for page in ([path] if path else pages()) for b in extract_from_file(page)
-            if (b.syntax or "") in SHELLS]
+    return [
+        Block(str(page.relative_to(ROOT)), b.syntax or "", b.code, b.lineno, list(b.marks))
+        for page in ([path] if path else pages())
+        for b in extract_from_file(page)
+        if (b.syntax or "") in SHELLS
+    ]
 
 
 def untagged_prompts(path: Path) -> list[int]:
     """Line numbers of fenced blocks with no language that start with a `$ ` prompt (a shell
     session that would escape the tests)."""
-    return [b.lineno for b in extract_from_file(path)
-            if not b.syntax and b.code.lstrip().startswith("$ ")]
+    return [b.lineno for b in extract_from_file(path) if not b.syntax and b.code.lstrip().startswith("$ ")]
 
 
 def console_steps(code: str) -> list[tuple[str, list[str]]]:
@@ -146,17 +149,23 @@ class Session:
 
     def _script(self, body: str, errexit: bool) -> str:
         state = shlex.quote(str(self.state))
-        return (f"source {state} 2>/dev/null\n"
-                f"__save() {{ declare -px > {state}.new 2>/dev/null; printf 'cd %q\\n' \"$PWD\" >> {state}.new; "
-                f"mv {state}.new {state}; }}\n"
-                "trap '__rc=$?; __save; exit $__rc' EXIT\n"
-                "exec 2>&1\n"
-                + ("set -eo pipefail\n" if errexit else "")
-                + body + "\n")
+        return (
+            f"source {state} 2>/dev/null\n"
+            f"__save() {{ declare -px > {state}.new 2>/dev/null; printf 'cd %q\\n' \"$PWD\" >> {state}.new; "
+            f"mv {state}.new {state}; }}\n"
+            "trap '__rc=$?; __save; exit $__rc' EXIT\n"
+            "exec 2>&1\n" + ("set -eo pipefail\n" if errexit else "") + body + "\n"
+        )
 
     def run(self, body: str, errexit: bool = True, timeout: float = 1800) -> tuple[int, str]:
-        proc = subprocess.run(["bash", "-c", self._script(body, errexit)], env=self.env,
-                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=timeout)
+        proc = subprocess.run(
+            ["bash", "-c", self._script(body, errexit)],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=timeout,
+        )
         return proc.returncode, proc.stdout
 
     def run_console(self, steps: list[tuple[str, list[str]]], timeout: float = 1800) -> list[tuple[int, str]]:
@@ -179,5 +188,6 @@ class Session:
 
 def strip_path(env: dict, folder: Path) -> str:
     """PATH without any entry inside `folder` (the test's own virtual environment)."""
-    return os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                           if p and not Path(p).resolve().is_relative_to(folder))
+    return os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and not Path(p).resolve().is_relative_to(folder)
+    )

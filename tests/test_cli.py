@@ -1,13 +1,23 @@
 import pytest
-
 from helpers import run_command, run_pipeline, run_python
 
 
 def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
     result, code, imported = run_command(["--help"])
     assert (code, imported) == (0, set())
-    for name in ("download", "preprocess", "train", "evaluate", "bench", "compare", "devices", "doctor", "params",
-                 "selftest", "ui"):
+    for name in (
+        "download",
+        "preprocess",
+        "train",
+        "evaluate",
+        "bench",
+        "compare",
+        "devices",
+        "doctor",
+        "params",
+        "selftest",
+        "ui",
+    ):
         assert f"  {name} " in result.stdout
 
 
@@ -42,23 +52,33 @@ def test_a_clone_without_the_package_installed_says_how_to_install_it():
     result = run_python(
         "import pipeline.cli as c\n"
         "c.entry_points = lambda group: []  # what a clone run without `pip install -e .` finds\n"
-        "c.main(['train', '--help'])\n")
+        "c.main(['train', '--help'])\n"
+    )
     assert result.returncode == 2
     assert result.stderr == (
         "error: pipeline: the stage command 'train' is not installed: run `pip install -e .` in the repository "
-        "(the stages are found through its entry points) (see 'pipeline --help')\n")
+        "(the stages are found through its entry points) (see 'pipeline --help')\n"
+    )
 
 
-@pytest.mark.parametrize("args,line", [
-    (["preprocess", "cifar", "--raw", "r", "--out", "o"],
-     "error: pipeline preprocess: Invalid value for 'DATASET': 'cifar' is not one of 'reuters', 'mnist'. "
-     "(see 'pipeline preprocess --help')"),
-    (["train", "reuters"], "error: pipeline train: Missing option '--data'. (see 'pipeline train --help')"),
-    (["--bogus"], "error: pipeline: No such option '--bogus'. Did you mean '--verbose'? (see 'pipeline --help')"),
-    (["trian"], "error: pipeline: No such command 'trian'. Did you mean 'train'? (see 'pipeline --help')"),
-    (["devices", "--dataset", "x"], "error: pipeline devices: Invalid value for '--dataset': 'x' is not one of "
-                                    "'reuters', 'mnist'. (see 'pipeline devices --help')"),
-])
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (
+            ["preprocess", "cifar", "--raw", "r", "--out", "o"],
+            "error: pipeline preprocess: Invalid value for 'DATASET': 'cifar' is not one of 'reuters', 'mnist'. "
+            "(see 'pipeline preprocess --help')",
+        ),
+        (["train", "reuters"], "error: pipeline train: Missing option '--data'. (see 'pipeline train --help')"),
+        (["--bogus"], "error: pipeline: No such option '--bogus'. Did you mean '--verbose'? (see 'pipeline --help')"),
+        (["trian"], "error: pipeline: No such command 'trian'. Did you mean 'train'? (see 'pipeline --help')"),
+        (
+            ["devices", "--dataset", "x"],
+            "error: pipeline devices: Invalid value for '--dataset': 'x' is not one of "
+            "'reuters', 'mnist'. (see 'pipeline devices --help')",
+        ),
+    ],
+)
 def test_usage_errors_are_one_line_in_the_projects_format(args, line):
     result = run_pipeline(*args)
     assert result.returncode == 2
@@ -66,16 +86,20 @@ def test_usage_errors_are_one_line_in_the_projects_format(args, line):
 
 
 def test_an_unexpected_exception_is_one_line_and_the_traceback_is_behind_verbose():
-    code = ("import pipeline.data.fetch as f\n"
-            "def broken(*a, **k):\n"
-            "    raise RuntimeError('something\\nnobody expected')\n"
-            "f.fetch_all = broken\n"
-            "from pipeline.cli import main\n"
-            "main([{flags}'download', 'reuters', '--out', 'o', '--manifest', 'm.json'])\n")
+    code = (
+        "import pipeline.data.fetch as f\n"
+        "def broken(*a, **k):\n"
+        "    raise RuntimeError('something\\nnobody expected')\n"
+        "f.fetch_all = broken\n"
+        "from pipeline.cli import main\n"
+        "main([{flags}'download', 'reuters', '--out', 'o', '--manifest', 'm.json'])\n"
+    )
     result = run_python(code.format(flags=""))
     assert result.returncode == 1
-    assert result.stderr == ("error: unexpected RuntimeError: something nobody expected; this is a bug: run the "
-                             "command again with `pipeline -v` to see where\n")
+    assert result.stderr == (
+        "error: unexpected RuntimeError: something nobody expected; this is a bug: run the "
+        "command again with `pipeline -v` to see where\n"
+    )
     verbose = run_python(code.format(flags="'-v', "))
     assert verbose.returncode == 1
     assert "Traceback (most recent call last)" in verbose.stderr and "in broken" in verbose.stderr
@@ -88,10 +112,8 @@ def test_missing_input_is_one_line(tmp_path):
     write_params(tmp_path)
     result = run_pipeline("preprocess", "reuters", "--raw", "nowhere", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [
-        "error: nowhere/reuters.npz: missing; run the download stage first"]
+    assert result.stderr.strip().splitlines() == ["error: nowhere/reuters.npz: missing; run the download stage first"]
     assert not (tmp_path / "out").exists()
-
 
 
 def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
@@ -128,17 +150,60 @@ def test_quiet_training_prints_nothing(tmp_path, loop):
     write_params(tmp_path, {"train.reuters.loop": loop, "train.reuters.epochs": 2, "preprocess.reuters.max_len": 40})
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
     env = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    result = run_pipeline("-q", "train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
-                          "--summary", "s.json", "--curves", "c.png", cwd=tmp_path, env=subprocess_env(**env))
+    result = run_pipeline(
+        "-q",
+        "train",
+        "reuters",
+        "--data",
+        "prepared",
+        "--model-dir",
+        "model",
+        "--history",
+        "h.csv",
+        "--summary",
+        "s.json",
+        "--curves",
+        "c.png",
+        cwd=tmp_path,
+        env=subprocess_env(**env),
+    )
     assert result.returncode == 0, result.stderr
     assert (result.stdout, result.stderr) == ("", "")
     # with -v TensorFlow's own warnings show: none about how the pipeline calls Keras or tf.data
-    commands = [["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
-                 "--summary", "s.json", "--curves", "c.png"]]
+    commands = [
+        [
+            "train",
+            "reuters",
+            "--data",
+            "prepared",
+            "--model-dir",
+            "model",
+            "--history",
+            "h.csv",
+            "--summary",
+            "s.json",
+            "--curves",
+            "c.png",
+        ]
+    ]
     if loop == "fit":  # the evaluate stage is the same for both loops: once, quiet too (its model
         # logged and registered without MLflow's notices)
-        evaluate = ["evaluate", "reuters", "--data", "prepared", "--model-dir", "model", "--metrics", "m.json",
-                    "--per-class", "p.csv", "--confusion", "c.csv", "--confusion-png", "c.png"]
+        evaluate = [
+            "evaluate",
+            "reuters",
+            "--data",
+            "prepared",
+            "--model-dir",
+            "model",
+            "--metrics",
+            "m.json",
+            "--per-class",
+            "p.csv",
+            "--confusion",
+            "c.csv",
+            "--confusion-png",
+            "c.png",
+        ]
         quiet = run_pipeline("-q", *evaluate, cwd=tmp_path, env=subprocess_env(**env))
         assert quiet.returncode == 0 and (quiet.stdout, quiet.stderr) == ("", ""), quiet.stderr
         commands.append(evaluate)

@@ -1,21 +1,23 @@
 """Expected failures: their exit codes, and one `error:` line from the command."""
 
 import pytest
-
 from helpers import run_pipeline, run_python, subprocess_env, write_params
+
 from pipeline import errors
 
 
-@pytest.mark.parametrize("cls,code", [(errors.ConfigError, 2), (errors.DataError, 1),
-                                      (errors.DownloadError, 1), (errors.TrackingError, 1)])
+@pytest.mark.parametrize(
+    "cls,code", [(errors.ConfigError, 2), (errors.DataError, 1), (errors.DownloadError, 1), (errors.TrackingError, 1)]
+)
 def test_exit_codes_usage_and_config_2_data_1(cls, code):
     assert issubclass(cls, errors.PipelineError) and cls("x").exit_code == code
 
 
 def test_a_data_error_is_one_line_and_exit_1(tmp_path):
     write_params(tmp_path)
-    result = run_pipeline("preprocess", "reuters", "--raw", tmp_path / "nothing", "--out", tmp_path / "out",
-                          cwd=tmp_path)
+    result = run_pipeline(
+        "preprocess", "reuters", "--raw", tmp_path / "nothing", "--out", tmp_path / "out", cwd=tmp_path
+    )
     assert result.returncode == 1
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
     assert str(tmp_path / "nothing") in result.stderr
@@ -34,30 +36,59 @@ def test_a_prepared_array_cut_short_stops_train_in_one_line(tmp_path):
     (prepared / "stats.json").write_text('{"max_len": 30, "vocab_size": 10, "num_classes": 46, "input": "sequences"}')
     whole = (prepared / "train.npz").read_bytes()
     (prepared / "train.npz").write_bytes(whole[: len(whole) // 2])  # an interrupted copy
-    result = run_pipeline("train", "reuters", "--data", prepared, "--model-dir", tmp_path / "model",
-                          "--history", tmp_path / "h.csv", "--summary", tmp_path / "s.json",
-                          "--curves", tmp_path / "c.png", cwd=tmp_path,
-                          env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}"))
+    result = run_pipeline(
+        "train",
+        "reuters",
+        "--data",
+        prepared,
+        "--model-dir",
+        tmp_path / "model",
+        "--history",
+        tmp_path / "h.csv",
+        "--summary",
+        tmp_path / "s.json",
+        "--curves",
+        tmp_path / "c.png",
+        cwd=tmp_path,
+        env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}"),
+    )
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()
-    assert line.startswith(f"error: {prepared / 'train.npz'}: cannot read (cut short or corrupt? "
-                           f"run the preprocess stage again): "), line
+    assert line.startswith(
+        f"error: {prepared / 'train.npz'}: cannot read (cut short or corrupt? run the preprocess stage again): "
+    ), line
     assert not (tmp_path / "model").exists()
 
 
-@pytest.mark.parametrize("raised,code,line", [
-    ('errors.ConfigError("params.yaml: train.reuters.epochs: expected a positive integer, got 0")', 2,
-     "error: params.yaml: train.reuters.epochs: expected a positive integer, got 0"),
-    ('errors.DataError("data/prepared/reuters/train.npz: missing")', 1, "error: data/prepared/reuters/train.npz: missing"),
-    ("KeyboardInterrupt()", 130, "error: interrupted"),
-    ('ZeroDivisionError("division by zero")', 1, "error: unexpected ZeroDivisionError: division by zero; this is a "
-                                                 "bug: run the command again with `pipeline -v` to see where"),
-])
+@pytest.mark.parametrize(
+    "raised,code,line",
+    [
+        (
+            'errors.ConfigError("params.yaml: train.reuters.epochs: expected a positive integer, got 0")',
+            2,
+            "error: params.yaml: train.reuters.epochs: expected a positive integer, got 0",
+        ),
+        (
+            'errors.DataError("data/prepared/reuters/train.npz: missing")',
+            1,
+            "error: data/prepared/reuters/train.npz: missing",
+        ),
+        ("KeyboardInterrupt()", 130, "error: interrupted"),
+        (
+            'ZeroDivisionError("division by zero")',
+            1,
+            "error: unexpected ZeroDivisionError: division by zero; this is a "
+            "bug: run the command again with `pipeline -v` to see where",
+        ),
+    ],
+)
 def test_report_turns_each_failure_into_one_line_and_its_exit_code(raised, code, line):
     """errors.report, the boundary of `pipeline` and of the processes it starts."""
-    script = ("import sys\nfrom pipeline import errors, log\nlog.configure(0)\n"
-              f"def fail():\n    raise {raised}\n"
-              "assert errors.report(lambda: None) == 0 and errors.report(lambda: 3) == 3\n"
-              "sys.exit(errors.report(fail))\n")
+    script = (
+        "import sys\nfrom pipeline import errors, log\nlog.configure(0)\n"
+        f"def fail():\n    raise {raised}\n"
+        "assert errors.report(lambda: None) == 0 and errors.report(lambda: 3) == 3\n"
+        "sys.exit(errors.report(fail))\n"
+    )
     result = run_python(script)
     assert (result.returncode, result.stderr.splitlines()) == (code, [line])

@@ -2,7 +2,6 @@
 one format for notes, warnings and errors."""
 
 import pytest
-
 from helpers import run_pipeline, write_params
 
 # Lines TensorFlow 2.21 writes on this kind of host (the CUDA-enabled wheel, no NVIDIA driver),
@@ -66,5 +65,6 @@ def test_errors_are_one_line_in_one_format(tmp_path):
     for flags in ([], ["-q"], ["-v"]):
         result = run_pipeline(*flags, "devices", cwd=tmp_path)
         assert result.returncode == 2
-        assert result.stderr == ("error: params.yaml: train.reuters.batch_size_per_replica: expected a positive integer, "
-                                 "got 0\n"), flags
+        assert result.stderr == (
+            "error: params.yaml: train.reuters.batch_size_per_replica: expected a positive integer, got 0\n"
+        ), flags

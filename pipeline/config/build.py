@@ -9,7 +9,8 @@ import difflib
 import json
 import types
 import typing
-from typing import Any, Literal, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Literal, Optional, Union
 
 from pipeline.config import datasets
 from pipeline.config.datasets import DATASETS, SCHEMA
@@ -40,9 +41,7 @@ def sections(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]
         if not isinstance(section, dict):
             raise ConfigError(f"{source}: {stage}: expected a mapping of datasets, got {_show(section)}")
         _check_keys(section, per_dataset.keys(), stage, source)
-        built[stage] = {
-            ds: _build(cls, section[ds], f"{stage}.{ds}", source) for ds, cls in per_dataset.items()
-        }
+        built[stage] = {ds: _build(cls, section[ds], f"{stage}.{ds}", source) for ds, cls in per_dataset.items()}
     _check_across(built, source)
     return built
 
@@ -52,15 +51,18 @@ def _check_across(built: dict, source: str) -> None:
     for ds in DATASETS:
         monitor = built["train"][ds].early_stopping.monitor
         if monitor.startswith("val_") and built["preprocess"][ds].validation_split == 0:
-            raise ConfigError(f"{source}: train.{ds}.early_stopping.monitor: {monitor} needs a validation "
-                              f"split, and preprocess.{ds}.validation_split is 0: monitor "
-                              f"{monitor[4:]} or set a split")
+            raise ConfigError(
+                f"{source}: train.{ds}.early_stopping.monitor: {monitor} needs a validation "
+                f"split, and preprocess.{ds}.validation_split is 0: monitor "
+                f"{monitor[4:]} or set a split"
+            )
         for key in ("evaluate", "serve"):
             top_k = built[key][ds].top_k
             classes = datasets.get(ds).num_classes
             if top_k is not None and top_k > classes:
-                raise ConfigError(f"{source}: {key}.{ds}.top_k: expected at most {classes} ({ds} has "
-                                  f"{classes} classes), got {top_k}")
+                raise ConfigError(
+                    f"{source}: {key}.{ds}.top_k: expected at most {classes} ({ds} has {classes} classes), got {top_k}"
+                )
         disagreement = built["train"][ds].disagreement()
         if disagreement:
             raise ConfigError(f"{source}: train.{ds}.{disagreement}")

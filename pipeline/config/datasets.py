@@ -44,10 +44,18 @@ class Dataset:
 
 
 REGISTRY = (
-    Dataset("reuters", "Reuters", "sequences", 46, "pipeline.data.reuters",
-            schema.ReutersPreprocessConfig, schema.ReutersTrainConfig),
-    Dataset("mnist", "MNIST", "images", 10, "pipeline.data.mnist",
-            schema.MnistPreprocessConfig, schema.MnistTrainConfig),
+    Dataset(
+        "reuters",
+        "Reuters",
+        "sequences",
+        46,
+        "pipeline.data.reuters",
+        schema.ReutersPreprocessConfig,
+        schema.ReutersTrainConfig,
+    ),
+    Dataset(
+        "mnist", "MNIST", "images", 10, "pipeline.data.mnist", schema.MnistPreprocessConfig, schema.MnistTrainConfig
+    ),
 )
 DATASETS = tuple(d.name for d in REGISTRY)
 

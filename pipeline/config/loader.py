@@ -8,14 +8,10 @@ so a config error stops a stage in well under a second and before anything is wr
 from __future__ import annotations
 
 import copy
-import dataclasses
-import difflib
-import json
 import re
-import types
-import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Sequence, Union
+from typing import Any
 
 import yaml
 
@@ -38,22 +34,18 @@ def _construct_mapping(loader, node, deep=False):
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             mark = key_node.start_mark
-            raise yaml.MarkedYAMLError(
-                problem=f"duplicate key {key!r}", problem_mark=mark
-            )
+            raise yaml.MarkedYAMLError(problem=f"duplicate key {key!r}", problem_mark=mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
 
-ParamsLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
-)
+ParamsLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 # YAML 1.2's floats too: PyYAML resolves YAML 1.1's, in which a number with an exponent and no
 # point is a string, and that is how `dvc exp run -S` writes small values (0.00004 as 4e-05,
 # through ruamel.yaml, which reads it back as a float, as DVC does).
 ParamsLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def text_line(data: bytes, offset: int) -> int:
@@ -69,8 +61,9 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: file not found") from None
     except UnicodeDecodeError as exc:
         line = text_line(Path(path).read_bytes(), exc.start)
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-                          f"{exc.start})") from None
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
@@ -81,7 +74,7 @@ def read_yaml(path: Path) -> Any:
         problem = exc.problem or exc.context or "invalid YAML"
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow
-        line = text_line(text.encode("utf-8"), len(text[:exc.position].encode("utf-8")))
+        line = text_line(text.encode("utf-8"), len(text[: exc.position].encode("utf-8")))
         raise ConfigError(f"{path}:{line}: invalid YAML: {exc.reason} {exc.character!r}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from None

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pipeline.config import build, datasets, loader, schema
 
@@ -65,12 +66,13 @@ def rewrite(path: Path, raw: dict) -> str:
     if path.read_text(encoding="utf-8") == text:
         return f"{path}: already in the form `dvc exp run -S` writes"
     path.write_text(text, encoding="utf-8")
-    return (f"{path}: rewritten in the form `dvc exp run -S` writes (comments other than the header "
-            "dropped: the meanings are in `pipeline params`)")
+    return (
+        f"{path}: rewritten in the form `dvc exp run -S` writes (comments other than the header "
+        "dropped: the meanings are in `pipeline params`)"
+    )
 
 
 # --------------------------------------------------------------------------- key documentation
-
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,9 @@ class KeyDoc:
     """One key of a params file: its dotted path (as `-S` takes it), value and meaning."""
 
     key: str
-    template: str          # the key with `<ds>` for the dataset and `[]` for list positions
+    template: str  # the key with `<ds>` for the dataset and `[]` for list positions
     value: Any
-    meaning: str           # empty for the second and later items of a list
+    meaning: str  # empty for the second and later items of a list
     has_value: bool = True  # False for a mapping (its keys follow)
 
 
@@ -149,8 +151,15 @@ def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
         section = doc.key.split(".")[:2]
         out.append(f"{doc.key}: {show_value(doc.value)}" if doc.has_value else f"{doc.key}:")
         if doc.meaning:
-            out.extend(textwrap.wrap(doc.meaning, width=max(width, 40), initial_indent="    ",
-                                     subsequent_indent="    ", break_on_hyphens=False))
+            out.extend(
+                textwrap.wrap(
+                    doc.meaning,
+                    width=max(width, 40),
+                    initial_indent="    ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+            )
     return "\n".join(out) + "\n"
 
 
@@ -167,16 +176,21 @@ def format_markdown(docs: Sequence[KeyDoc]) -> str:
             row["values"].setdefault(ds, []).append(_markdown_value(doc.value))
         if doc.meaning:
             row["meanings"][ds] = doc.meaning
-    lines = ["| Key | " + " | ".join(datasets.get(d).title for d in names) + " | Meaning |",
-             "|---|" + "---|" * len(names) + "---|"]
+    lines = [
+        "| Key | " + " | ".join(datasets.get(d).title for d in names) + " | Meaning |",
+        "|---|" + "---|" * len(names) + "---|",
+    ]
     for template, row in rows.items():
         cells = []
         for ds in names:
             values = row["values"].get(ds)
             cells.append("<br>".join(values) if values else ("" if not row["has_value"] else "—"))
         texts = list(dict.fromkeys(row["meanings"].values()))
-        text = texts[0] if len(texts) == 1 else " ".join(
-            f"{datasets.get(ds).title}: {t}" for ds, t in row["meanings"].items())
+        text = (
+            texts[0]
+            if len(texts) == 1
+            else " ".join(f"{datasets.get(ds).title}: {t}" for ds, t in row["meanings"].items())
+        )
         lines.append(f"| `{template}` | " + " | ".join(cells) + " | " + text.replace("|", "\\|") + " |")
     return "\n".join(lines) + "\n"
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pipeline.config import build
 from pipeline.errors import ConfigError
@@ -36,15 +37,18 @@ def check(raw: dict, space: Sequence, dataset: str, source: str) -> None:
                 build.sections(trial, source)
             except ConfigError as exc:
                 reason = str(exc).removeprefix(f"{source}: ")
-                raise ConfigError(f"{where}: {dim.key}={format_value(value)} can be drawn, and the config "
-                                  f"rejects it: {reason}") from None
+                raise ConfigError(
+                    f"{where}: {dim.key}={format_value(value)} can be drawn, and the config rejects it: {reason}"
+                ) from None
 
 
 def _check_key(train: dict, key: str, dataset: str, where: str) -> None:
     parts = key.split(".")
     if parts[0] in PER_WORKER:
-        raise ConfigError(f"{where}: {key} is set once per worker (its devices and strategy), not per "
-                          f"trial: set it in train.{dataset}")
+        raise ConfigError(
+            f"{where}: {key} is set once per worker (its devices and strategy), not per "
+            f"trial: set it in train.{dataset}"
+        )
     missing = build.missing_key(train, parts)
     if missing is not None:
         depth, hint = missing
@@ -54,8 +58,7 @@ def _check_key(train: dict, key: str, dataset: str, where: str) -> None:
     for part in parts:
         node = node[part]
     if isinstance(node, dict):
-        raise ConfigError(f"{where}: train.{dataset}.{key} is a section: name one of its keys "
-                          f"({', '.join(node)})")
+        raise ConfigError(f"{where}: train.{dataset}.{key} is a section: name one of its keys ({', '.join(node)})")
 
 
 def _check_fields(dim, where: str) -> None:
@@ -103,8 +106,11 @@ def suggest(trial, space: Sequence) -> dict[str, Any]:
     for dim in space:
         if dim.kind == "choice":
             picked = trial.suggest_categorical(dim.key, _categories(dim))
-            values[dim.key] = json.loads(picked) if any(isinstance(v, list) for v in dim.values) and \
-                isinstance(picked, str) else picked
+            values[dim.key] = (
+                json.loads(picked)
+                if any(isinstance(v, list) for v in dim.values) and isinstance(picked, str)
+                else picked
+            )
         elif dim.kind == "int":
             values[dim.key] = trial.suggest_int(dim.key, int(dim.low), int(dim.high))
         else:
@@ -142,6 +148,16 @@ def overrides(dataset: str, values: dict[str, Any]) -> list[str]:
 
 def as_json(space: Sequence) -> str:
     """The space as one canonical JSON text: what identifies a study's space."""
-    return json.dumps([{"key": d.key, "kind": d.kind, "low": d.low, "high": d.high,
-                        "values": list(d.values) if d.values is not None else None} for d in space],
-                      sort_keys=True)
+    return json.dumps(
+        [
+            {
+                "key": d.key,
+                "kind": d.kind,
+                "low": d.low,
+                "high": d.high,
+                "values": list(d.values) if d.values is not None else None,
+            }
+            for d in space
+        ],
+        sort_keys=True,
+    )

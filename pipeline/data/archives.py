@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from pipeline.errors import DataError
 
@@ -38,14 +39,18 @@ def members(path: Path | str) -> Iterator[tuple[str, IO[bytes]]]:
             if member.isdir():
                 continue
             if not (member.isfile() or member.islnk() or member.issym()):
-                kind = {tarfile.CHRTYPE: "a character device", tarfile.BLKTYPE: "a block device",
-                        tarfile.FIFOTYPE: "a FIFO"}.get(member.type, f"of tar type {member.type!r}")
+                kind = {
+                    tarfile.CHRTYPE: "a character device",
+                    tarfile.BLKTYPE: "a block device",
+                    tarfile.FIFOTYPE: "a FIFO",
+                }.get(member.type, f"of tar type {member.type!r}")
                 raise DataError(f"{path}: {member.name}: not a file but {kind}")
             try:
                 handle = tf.extractfile(member)
             except KeyError:
-                raise DataError(f"{path}: {member.name}: a link to {member.linkname!r}, "
-                                f"which the archive does not hold") from None
+                raise DataError(
+                    f"{path}: {member.name}: a link to {member.linkname!r}, which the archive does not hold"
+                ) from None
             if handle is None:  # a link that resolves to a folder or a special file
                 raise DataError(f"{path}: {member.name}: a link to {member.linkname!r}, which is not a file")
             with handle:

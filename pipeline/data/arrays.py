@@ -21,8 +21,10 @@ def load_split(folder: Path | str, split: str) -> tuple[np.ndarray, np.ndarray]:
     path = Path(folder) / f"{split}.npz"
     if not path.is_file():
         raise DataError(f"{path}: missing; run the preprocess stage first")
-    with reading(path, "cannot read (cut short or corrupt? run the preprocess stage again)"), \
-            np.load(path, allow_pickle=False) as data:
+    with (
+        reading(path, "cannot read (cut short or corrupt? run the preprocess stage again)"),
+        np.load(path, allow_pickle=False) as data,
+    ):
         if "x" not in data.files or "y" not in data.files:
             raise DataError(f"{path}: expected arrays 'x' and 'y', found {sorted(data.files)}")
         return data["x"], data["y"]

@@ -11,15 +11,15 @@ from __future__ import annotations
 import http.client
 import os
 import shutil
-import socket
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from pipeline.data import archives
 from pipeline.errors import DownloadError, PipelineError
@@ -34,11 +34,11 @@ MIRROR_ENV = "PIPELINE_DATA_MIRROR"
 @dataclass(frozen=True)
 class FetchResult:
     name: str
-    url: str          # the configured URL
-    fetched_from: str # where the bytes came from (the mirror, when one is set)
+    url: str  # the configured URL
+    fetched_from: str  # where the bytes came from (the mirror, when one is set)
     sha256: str
     bytes: int
-    verified: bool    # True when a configured sha256 was checked
+    verified: bool  # True when a configured sha256 was checked
 
 
 class _Retryable(Exception):
@@ -94,14 +94,17 @@ def _fetch_into(cfg, out: Path, staging: Path, mirror: str, progress: bool, slee
             source = resolve_url(spec.url, mirror)
             target = staging / name
             digest, size = _fetch_with_retries(
-                source, target, retries=cfg.retries, backoff=cfg.backoff_seconds,
-                timeout=cfg.timeout_seconds, progress=progress, sleep=sleep,
+                source,
+                target,
+                retries=cfg.retries,
+                backoff=cfg.backoff_seconds,
+                timeout=cfg.timeout_seconds,
+                progress=progress,
+                sleep=sleep,
             )
             if spec.sha256 and digest != spec.sha256.lower():
                 target.unlink()
-                raise DownloadError(
-                    f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}"
-                )
+                raise DownloadError(f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}")
             verify_format(target, source)
             results.append(FetchResult(name, spec.url, source, digest, size, bool(spec.sha256)))
     except BaseException as exc:
@@ -168,7 +171,7 @@ def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> N
         if exc.code >= 500 or exc.code in (408, 429):
             raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
         raise DownloadError(f"{source}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, socket.timeout, ConnectionError, http.client.HTTPException) as exc:
+    except (TimeoutError, urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         raise _Retryable(f"cannot connect: {reason}") from None
     with response:
@@ -180,14 +183,23 @@ def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> N
         expected = have + int(length) if length is not None else None
         from tqdm import tqdm
 
-        with open(part, mode) as fh, tqdm(
-            total=expected, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
-            desc=part.name[: -len(".part")], disable=not progress, leave=False,
-        ) as bar:
+        with (
+            open(part, mode) as fh,
+            tqdm(
+                total=expected,
+                initial=have,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=part.name[: -len(".part")],
+                disable=not progress,
+                leave=False,
+            ) as bar,
+        ):
             while True:
                 try:
                     chunk = response.read(CHUNK)
-                except (socket.timeout, ConnectionError, http.client.HTTPException, OSError) as exc:
+                except (TimeoutError, ConnectionError, http.client.HTTPException, OSError) as exc:
                     raise _Retryable(f"connection dropped: {exc}") from None
                 if not chunk:
                     break

@@ -32,8 +32,9 @@ def make_dataset(
         ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if image_size is not None:
-        ds = ds.map(lambda images, labels: (prepare_images(images, image_size), labels),
-                    num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(
+            lambda images, labels: (prepare_images(images, image_size), labels), num_parallel_calls=tf.data.AUTOTUNE
+        )
     # Across workers (MultiWorkerMirroredStrategy) the data are sharded by element (DATA): they
     # are in-memory arrays, with no files to divide, and every worker builds the same seeded
     # order, so each takes its own share of every global batch.

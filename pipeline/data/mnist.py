@@ -41,9 +41,7 @@ def find_archive(raw_dir: Path | str) -> Path:
         raise DataError(f"{raw_dir}: missing; run the download stage first")
     found = sorted(p for p in raw_dir.iterdir() if p.name.lower().endswith(ARCHIVE_SUFFIXES))
     if len(found) != 1:
-        raise DataError(
-            f"{raw_dir}: expected exactly one archive ({', '.join(ARCHIVE_SUFFIXES)}), found {len(found)}"
-        )
+        raise DataError(f"{raw_dir}: expected exactly one archive ({', '.join(ARCHIVE_SUFFIXES)}), found {len(found)}")
     return found[0]
 
 
@@ -54,7 +52,7 @@ def _locate(name: str) -> tuple[str, str, str] | None:
         return None
     for i, part in enumerate(parts[:-1]):
         if part.lower() in SPLIT_NAMES and i <= 1:
-            rest = parts[i + 1:]
+            rest = parts[i + 1 :]
             if len(rest) != 2:
                 raise DataError(f"{name}: expected <split>/<digit>/<image>, got a file at depth {len(rest)}")
             return SPLIT_NAMES[part.lower()], rest[0], rest[1]
@@ -105,8 +103,10 @@ def _opened(data: bytes, name: str, max_pixels: int | None = None):
         if img.format not in ("PNG", "JPEG"):
             raise DataError(f"{name}: expected a PNG or JPEG image, got {img.format}")
         if max_pixels is not None and img.width * img.height > max_pixels:  # read from the header: not decoded
-            raise DataError(f"{name}: a {img.width}x{img.height} image; expected one digit, at most "
-                            f"{MAX_DIGIT_SIDE}x{MAX_DIGIT_SIDE} pixels")
+            raise DataError(
+                f"{name}: a {img.width}x{img.height} image; expected one digit, at most "
+                f"{MAX_DIGIT_SIDE}x{MAX_DIGIT_SIDE} pixels"
+            )
         img.load()
         yield img
 
@@ -164,8 +164,10 @@ def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
     digest = images_digest(images)
     pinned = getattr(cfg, "images_sha256", None)
     if pinned and digest != pinned.lower():
-        raise DataError(f"{archive}: its images are not the ones preprocess.mnist.images_sha256 pins "
-                        f"(expected {pinned.lower()}, got {digest}): another archive was downloaded")
+        raise DataError(
+            f"{archive}: its images are not the ones preprocess.mnist.images_sha256 pins "
+            f"(expected {pinned.lower()}, got {digest}): another archive was downloaded"
+        )
     if not pinned:
         log.info("images sha256 %s (not checked: set preprocess.mnist.images_sha256 to it to pin them)", digest)
     return split(images, cfg)
@@ -179,8 +181,10 @@ def images_digest(images: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
     digest = hashlib.sha256()
     for name in ("train", "test"):
         x, y = images[name]
-        entries = sorted(f"{int(label)} {hashlib.sha256(np.ascontiguousarray(img).tobytes()).hexdigest()}\n"
-                         for img, label in zip(x, y))
+        entries = sorted(
+            f"{int(label)} {hashlib.sha256(np.ascontiguousarray(img).tobytes()).hexdigest()}\n"
+            for img, label in zip(x, y)
+        )
         digest.update(f"{name} {'x'.join(map(str, x.shape[1:]))} {len(entries)}\n".encode())
         digest.update("".join(entries).encode())
     return digest.hexdigest()

@@ -59,7 +59,7 @@ def pad(sequences: list[np.ndarray], max_len: int, padding: str, truncating: str
     for i, seq in enumerate(sequences):
         seq = seq[-max_len:] if truncating == "pre" else seq[:max_len]
         if padding == "pre":
-            out[i, max_len - len(seq):] = seq
+            out[i, max_len - len(seq) :] = seq
         else:
             out[i, : len(seq)] = seq
     return out
@@ -70,10 +70,13 @@ def load_word_index(path: Path | str) -> dict[str, int]:
     from pipeline.io import read_json
 
     index = read_json(Path(path))
-    if not (isinstance(index, dict)
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in index.values())):
-        raise DataError(f"{path}: expected a JSON object of words and their ranks (positive integers), as "
-                        f"Keras publishes it")
+    if not (
+        isinstance(index, dict)
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in index.values())
+    ):
+        raise DataError(
+            f"{path}: expected a JSON object of words and their ranks (positive integers), as Keras publishes it"
+        )
     return index
 
 
@@ -102,8 +105,7 @@ def class_names(num_classes: int) -> list[str]:
 def index_sequence(ranks: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
     """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`,
     then `in_vocabulary`, as Keras' load_data."""
-    return in_vocabulary(np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from)), cfg,
-                         vocab_size)
+    return in_vocabulary(np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from)), cfg, vocab_size)
 
 
 def in_vocabulary(ids: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
@@ -138,8 +140,12 @@ def encode_sequences(sequences: list, cfg, vocab_size: int) -> np.ndarray:
     not) -> int32 [n, max_len], through `in_vocabulary` as the splits' were. Padding (0) stays
     padding."""
     kept = [np.asarray(s, np.int64) for s in sequences]
-    return pad([np.where(s == PAD, PAD, in_vocabulary(s, cfg, vocab_size)) for s in kept], cfg.max_len, cfg.padding,
-               cfg.truncating)
+    return pad(
+        [np.where(s == PAD, PAD, in_vocabulary(s, cfg, vocab_size)) for s in kept],
+        cfg.max_len,
+        cfg.padding,
+        cfg.truncating,
+    )
 
 
 def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict, dict]:
@@ -173,8 +179,12 @@ def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple
         "length_max": int(lengths.max()) if n else 0,
         "truncated_fraction": float((lengths > cfg.max_len).mean()) if n else 0.0,
         # how a text becomes a sequence (encode_texts), besides vocab_size and max_len
-        "encoding": {"index_from": cfg.index_from, "skip_top": cfg.skip_top, "padding": cfg.padding,
-                     "truncating": cfg.truncating},
+        "encoding": {
+            "index_from": cfg.index_from,
+            "skip_top": cfg.skip_top,
+            "padding": cfg.padding,
+            "truncating": cfg.truncating,
+        },
     }
     splits = {k: (xv, yv.astype(np.int32)) for k, (xv, yv) in splits.items()}
     return splits, stats

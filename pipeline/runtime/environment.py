@@ -23,7 +23,7 @@ LOCK_FILE = "requirements.lock"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _distributions() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every installed distribution: canonical name -> (version, Requires-Dist lines). Read
     from the header of each METADATA file (the first of a name on sys.path wins, as for an
@@ -133,8 +133,11 @@ def describe(lock: Path = Path(LOCK_FILE)) -> dict[str, str]:
         return tags
     wanted = lock_pins(read_lock(lock))
     have = {name: version for name, (version, _) in _distributions().items()}
-    differ = sorted(f"{name}=={have.get(name, 'missing')} (lock {version})"
-                    for name, version in wanted.items() if have.get(name) != version)
+    differ = sorted(
+        f"{name}=={have.get(name, 'missing')} (lock {version})"
+        for name, version in wanted.items()
+        if have.get(name) != version
+    )
     tags["python.environment"] = LOCK_FILE if not differ else f"{LOCK_FILE}, except " + ", ".join(differ)[:400]
     return tags
 
@@ -142,8 +145,14 @@ def describe(lock: Path = Path(LOCK_FILE)) -> dict[str, str]:
 # The vector instruction sets that change which CPU kernels TensorFlow runs (Eigen's, oneDNN's),
 # and so the order in which sums are added: /proc/cpuinfo's flag (x86 "flags", Arm "Features")
 # -> the name a reader knows. Two hosts that differ here may differ in a result's last digits.
-INSTRUCTION_SETS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"),
-                    ("amx_bf16", "AMX-BF16"), ("asimd", "NEON"), ("sve", "SVE"))
+INSTRUCTION_SETS = (
+    ("avx2", "AVX2"),
+    ("avx512f", "AVX-512"),
+    ("avx512_bf16", "AVX512-BF16"),
+    ("amx_bf16", "AMX-BF16"),
+    ("asimd", "NEON"),
+    ("sve", "SVE"),
+)
 
 
 def cpuinfo_fields(cpuinfo: Path | str = "/proc/cpuinfo") -> dict[str, str]:
@@ -175,8 +184,10 @@ def gpu_names() -> list[str]:
     they have none), in TensorFlow's order."""
     import tensorflow as tf
 
-    return [tf.config.experimental.get_device_details(gpu).get("device_name") or gpu.name
-            for gpu in tf.config.list_physical_devices("GPU")]
+    return [
+        tf.config.experimental.get_device_details(gpu).get("device_name") or gpu.name
+        for gpu in tf.config.list_physical_devices("GPU")
+    ]
 
 
 def machine() -> dict:
@@ -189,7 +200,13 @@ def machine() -> dict:
     import tensorflow as tf
 
     model, instruction_sets = cpu()
-    return {"cpu": model, "cpu_cores": os.cpu_count(), "instruction_sets": instruction_sets, "gpus": gpu_names(),
-            "tensorflow_version": tf.__version__, "keras_version": keras.__version__,
-            "python_version": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
+    return {
+        "cpu": model,
+        "cpu_cores": os.cpu_count(),
+        "instruction_sets": instruction_sets,
+        "gpus": gpu_names(),
+        "tensorflow_version": tf.__version__,
+        "keras_version": keras.__version__,
+        "python_version": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+    }

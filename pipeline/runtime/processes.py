@@ -1,6 +1,7 @@
 """Work in a process of its own, for the commands that need a fresh TensorFlow for each part of
 it (TensorFlow fixes its devices once per process, and two strategies in one process collide):
-`pipeline bench --replicas`, `pipeline selftest` and the workers of `pipeline tune`. The parent hands the work its arguments as
+`pipeline bench --replicas`, `pipeline selftest` and the workers of `pipeline tune`. The parent
+hands the work its arguments as
 JSON and reads its result back as JSON; the child runs under `pipeline`'s error boundary, at
 the parent's verbosity."""
 
@@ -10,8 +11,9 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import NoReturn, Optional
 
 from pipeline.errors import ServerError
 
@@ -37,8 +39,10 @@ def run_many(module: str, specs: list[dict], env: Optional[dict] = None) -> list
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="pipeline-") as folder:
-        procs = [subprocess.Popen(_command(module, spec, Path(folder) / f"{i}.json"), env=env)
-                 for i, spec in enumerate(specs)]
+        procs = [
+            subprocess.Popen(_command(module, spec, Path(folder) / f"{i}.json"), env=env)
+            for i, spec in enumerate(specs)
+        ]
         try:
             return [proc.wait() for proc in procs]
         except KeyboardInterrupt:  # Ctrl+C reached the children too: let them end as they do
@@ -51,8 +55,8 @@ def serve(work: Callable[[dict], dict]) -> NoReturn:
     """A child's whole life (its module's `__main__`): `work(spec)`, its result as JSON in OUT,
     every failure one `error:` line and an exit code (errors.report)."""
     from pipeline import errors, io, log
-
     from pipeline.runtime import imports
+
     spec = json.loads(sys.argv[1])
     log.configure(spec["verbosity"])
     imports.skip_keras_extras()
@@ -67,5 +71,7 @@ def check_port(host: str, port: int, what: str = "the UI") -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
-        raise ServerError(f"{host}:{port}: cannot serve {what} there ({exc.strerror or exc}); "
-                      "stop what holds it, or pick another port with --port") from None
+        raise ServerError(
+            f"{host}:{port}: cannot serve {what} there ({exc.strerror or exc}); "
+            "stop what holds it, or pick another port with --port"
+        ) from None

@@ -100,8 +100,7 @@ class Classifier(mlflow.pyfunc.PythonModel):
     def _top_k(self, params: Optional[dict]) -> int:
         k = (params or {}).get("top_k", self.settings["top_k"])
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(self.settings["labels"]):
-            raise RequestError(f"params.top_k: expected an integer from 1 to {len(self.settings['labels'])}, "
-                               f"got {k!r}")
+            raise RequestError(f"params.top_k: expected an integer from 1 to {len(self.settings['labels'])}, got {k!r}")
         return int(k)
 
     def _inputs(self, frame) -> np.ndarray:
@@ -120,11 +119,15 @@ class Classifier(mlflow.pyfunc.PythonModel):
         for i, (column, value) in enumerate(rows):
             if column == "text":
                 if not isinstance(value, str):
-                    raise RequestError(f"row {i}: text: expected a string, got {_kind(value)} (one object per "
-                                       f"row: {{\"inputs\": [{{\"text\": \"...\"}}, ...]}})")
+                    raise RequestError(
+                        f"row {i}: text: expected a string, got {_kind(value)} (one object per "
+                        f'row: {{"inputs": [{{"text": "..."}}, ...]}})'
+                    )
                 if not reuters.words(value):
-                    raise RequestError(f"row {i}: text: expected a newswire's words, got "
-                                       f"{'an empty text' if not value.strip() else repr(value[:40])}")
+                    raise RequestError(
+                        f"row {i}: text: expected a newswire's words, got "
+                        f"{'an empty text' if not value.strip() else repr(value[:40])}"
+                    )
                 out[i] = reuters.encode_texts([value], self.word_index, cfg, enc["vocab_size"])[0]
             else:
                 ids = _integers(value, f"row {i}: ids", "a list of word ids (non-negative integers)", 1)
@@ -140,9 +143,11 @@ class Classifier(mlflow.pyfunc.PythonModel):
         if column == "pixels":
             pixels = _integers(value, f"row {i}: pixels", f"a {size}x{size} array of grey values 0-255", 2)
             if pixels.shape != (size, size) or pixels.max(initial=0) > 255:
-                raise RequestError(f"row {i}: pixels: expected a {size}x{size} array of grey values 0-255, "
-                                   f"got {'x'.join(map(str, pixels.shape))} values {pixels.min(initial=0)}.."
-                                   f"{pixels.max(initial=0)}")
+                raise RequestError(
+                    f"row {i}: pixels: expected a {size}x{size} array of grey values 0-255, "
+                    f"got {'x'.join(map(str, pixels.shape))} values {pixels.min(initial=0)}.."
+                    f"{pixels.max(initial=0)}"
+                )
             return pixels.astype(np.uint8)
         if isinstance(value, str):
             value = value.encode("ascii", "replace")
@@ -165,8 +170,12 @@ class Classifier(mlflow.pyfunc.PythonModel):
         from pipeline.data.inputs import model_inputs
 
         size = self.settings.get("model_image_size")
-        return np.concatenate([np.asarray(self.model.predict_on_batch(model_inputs(x[s:s + SLICE], size)))
-                               for s in range(0, len(x), SLICE)])
+        return np.concatenate(
+            [
+                np.asarray(self.model.predict_on_batch(model_inputs(x[s : s + SLICE], size)))
+                for s in range(0, len(x), SLICE)
+            ]
+        )
 
 
 def probabilities(logits: np.ndarray) -> np.ndarray:
@@ -180,12 +189,14 @@ def answers(logits: np.ndarray, names: list[str], k: int):
     probs = probabilities(logits)
     order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
     best = order[:, 0]
-    return pd.DataFrame({
-        "label": [names[c] for c in best],
-        "class": best.astype(np.int64),
-        "probability": probs[np.arange(len(best)), best].astype(float),
-        "top_k": [[{"label": names[c], "probability": float(p[c])} for c in row] for p, row in zip(probs, order)],
-    })
+    return pd.DataFrame(
+        {
+            "label": [names[c] for c in best],
+            "class": best.astype(np.int64),
+            "probability": probs[np.arange(len(best)), best].astype(float),
+            "top_k": [[{"label": names[c], "probability": float(p[c])} for c in row] for p, row in zip(probs, order)],
+        }
+    )
 
 
 def _rows(frame, columns: tuple[str, str]) -> list[tuple[str, object]]:
@@ -196,16 +207,20 @@ def _rows(frame, columns: tuple[str, str]) -> list[tuple[str, object]]:
         raise RequestError(f"expected rows with a column {columns[0]!r} or {columns[1]!r}, got {_kind(frame)}")
     present = [c for c in columns if c in frame.columns]
     if not present:
-        raise RequestError(f"expected a column {columns[0]!r} or {columns[1]!r}, got "
-                           f"{', '.join(map(repr, frame.columns)) or 'no columns'}")
+        raise RequestError(
+            f"expected a column {columns[0]!r} or {columns[1]!r}, got "
+            f"{', '.join(map(repr, frame.columns)) or 'no columns'}"
+        )
     if frame.empty:
         raise RequestError("expected at least one row")
     rows = []
     for i in range(len(frame)):
         given = [c for c in present if not _missing(frame[c].iloc[i])]
         if len(given) != 1:
-            raise RequestError(f"row {i}: expected exactly one of {columns[0]!r} and {columns[1]!r}, got "
-                               f"{' and '.join(map(repr, given)) or 'neither'}")
+            raise RequestError(
+                f"row {i}: expected exactly one of {columns[0]!r} and {columns[1]!r}, got "
+                f"{' and '.join(map(repr, given)) or 'neither'}"
+            )
         rows.append((given[0], frame[given[0]].iloc[i]))
     return rows
 
@@ -226,8 +241,10 @@ def _integers(value, where: str, expected: str, ndim: int) -> np.ndarray:
             array = np.asarray([np.asarray(v) for v in array])
     except (ValueError, TypeError):
         raise RequestError(f"{where}: expected {expected}") from None
-    if array.ndim != ndim or not (np.issubdtype(array.dtype, np.integer)
-                                  or (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)))):
+    if array.ndim != ndim or not (
+        np.issubdtype(array.dtype, np.integer)
+        or (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)))
+    ):
         raise RequestError(f"{where}: expected {expected}, got {_kind(value)}")
     array = array.astype(np.int64)
     if array.size and array.min() < 0:
@@ -255,14 +272,19 @@ def signature(inputs: str, top_k: int):
     if inputs == "sequences":
         columns = [ColSpec(DataType.string, raw, required=False), ColSpec(Array(DataType.long), own, required=False)]
     else:
-        columns = [ColSpec(DataType.binary, raw, required=False),
-                   ColSpec(Array(Array(DataType.long)), own, required=False)]
-    outputs = [ColSpec(DataType.string, "label"), ColSpec(DataType.long, "class"),
-               ColSpec(DataType.double, "probability"),
-               ColSpec(Array(Object([Property("label", DataType.string), Property("probability", DataType.double)])),
-                       "top_k")]
-    return ModelSignature(inputs=Schema(columns), outputs=Schema(outputs),
-                          params=ParamSchema([ParamSpec("top_k", DataType.long, top_k)]))
+        columns = [
+            ColSpec(DataType.binary, raw, required=False),
+            ColSpec(Array(Array(DataType.long)), own, required=False),
+        ]
+    outputs = [
+        ColSpec(DataType.string, "label"),
+        ColSpec(DataType.long, "class"),
+        ColSpec(DataType.double, "probability"),
+        ColSpec(Array(Object([Property("label", DataType.string), Property("probability", DataType.double)])), "top_k"),
+    ]
+    return ModelSignature(
+        inputs=Schema(columns), outputs=Schema(outputs), params=ParamSchema([ParamSpec("top_k", DataType.long, top_k)])
+    )
 
 
 def raw_rows(data: Path, count: int) -> list[dict]:
@@ -299,8 +321,12 @@ def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
     """What `Classifier` reads at load time besides the model."""
     from pipeline.data.inputs import image_size_for
 
-    found = {"dataset": dataset, "input": stats["input"], "labels": datasets.get(dataset).class_names(),
-             "top_k": min(top_k, stats["num_classes"])}
+    found = {
+        "dataset": dataset,
+        "input": stats["input"],
+        "labels": datasets.get(dataset).class_names(),
+        "top_k": min(top_k, stats["num_classes"]),
+    }
     if stats["input"] == "sequences":
         found["encoding"] = {**stats["encoding"], "max_len": stats["max_len"], "vocab_size": stats["vocab_size"]}
     else:
@@ -360,9 +386,16 @@ def log_model(params, model_dir: Path, data: Path, model=None):
         # the check MLflow makes of the input example (loading the logged model) draws progress bars
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         return mlflow.pyfunc.log_model(
-            name="model", python_model=str(Path(__file__).with_name("model_code.py")), artifacts=artifacts,
+            name="model",
+            python_model=str(Path(__file__).with_name("model_code.py")),
+            artifacts=artifacts,
             code_paths=[str(Path(pipeline.__file__).parent)],
-            signature=signature(found["input"], found["top_k"]), input_example=example(data),
+            signature=signature(found["input"], found["top_k"]),
+            input_example=example(data),
             pip_requirements=model_requirements(),
-            metadata={"keras_version": keras.__version__, "tensorflow_version": tf.__version__,
-                      "pipeline.dataset": dataset})
+            metadata={
+                "keras_version": keras.__version__,
+                "tensorflow_version": tf.__version__,
+                "pipeline.dataset": dataset,
+            },
+        )

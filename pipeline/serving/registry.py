@@ -24,8 +24,15 @@ _AGAIN = "run the command again once the tracking store answers"
 
 
 @tracked("the model's registration", registry=True)
-def register(dataset: str, model_uri: str, run_id: str, metrics: dict, test_data: str, experiment: str,
-             model_id: Optional[str] = None) -> int:
+def register(
+    dataset: str,
+    model_uri: str,
+    run_id: str,
+    metrics: dict,
+    test_data: str,
+    experiment: str,
+    model_id: Optional[str] = None,
+) -> int:
     """A new version of the registered model `dataset` from `model_uri` (a logged model's
     `models:/<model_id>`, or a run's artifacts), tagged; its number."""
     import logging
@@ -34,13 +41,20 @@ def register(dataset: str, model_uri: str, run_id: str, metrics: dict, test_data
 
     client = store.client()
     try:
-        client.create_registered_model(dataset, description=f"The {dataset} classifier: raw inputs in, labels "
-                                                             f"and probabilities out (`pipeline serve {dataset}`).")
+        client.create_registered_model(
+            dataset,
+            description=f"The {dataset} classifier: raw inputs in, labels "
+            f"and probabilities out (`pipeline serve {dataset}`).",
+        )
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
-    tags = {RUN_TAG: run_id, TEST_DATA_TAG: test_data, EXPERIMENT_TAG: experiment,
-            **{k: str(v) for k, v in metrics.items()}}
+    tags = {
+        RUN_TAG: run_id,
+        TEST_DATA_TAG: test_data,
+        EXPERIMENT_TAG: experiment,
+        **{k: str(v) for k, v in metrics.items()},
+    }
     # MLflow prints "Created version N" lines on INFO: the evaluate stage says it in its own line
     logging.getLogger("mlflow.tracking._model_registry.client").setLevel(logging.WARNING)
     version = client.create_model_version(dataset, model_uri, run_id=run_id, tags=tags, model_id=model_id)
@@ -66,8 +80,12 @@ def _version(found, metric: str) -> Version:
         value = float(found.tags[metric])
     except (KeyError, ValueError):
         value = None
-    return Version(int(found.version), value if value is not None and math.isfinite(value) else None,
-                   found.tags.get(TEST_DATA_TAG, ""), found.tags.get(RUN_TAG, found.run_id or ""))
+    return Version(
+        int(found.version),
+        value if value is not None and math.isfinite(value) else None,
+        found.tags.get(TEST_DATA_TAG, ""),
+        found.tags.get(RUN_TAG, found.run_id or ""),
+    )
 
 
 @tracked("the registered versions", "reading", _AGAIN, registry=True)
@@ -75,8 +93,10 @@ def versions(dataset: str, metric: str) -> list[Version]:
 
     found = store.client().search_model_versions(f"name = '{dataset}'")
     if not found:
-        raise DataError(f"{store.registry_uri()}: no registered model {dataset!r}: run `dvc repro` (the evaluate "
-                        f"stage registers each model it evaluates)")
+        raise DataError(
+            f"{store.registry_uri()}: no registered model {dataset!r}: run `dvc repro` (the evaluate "
+            f"stage registers each model it evaluates)"
+        )
     return sorted((_version(v, metric) for v in found), key=lambda v: v.number)
 
 
@@ -134,12 +154,18 @@ def promote(dataset: str, cfg, number: Optional[int] = None, force: bool = False
     if current is not None and not force:
         refusal = _refusal(dataset, candidate, current, cfg, maximize)
         if refusal:
-            return Decision(False, f"{dataset}: {candidate.describe(cfg.metric)} not promoted: {refusal}; "
-                                   f"--force moves the alias anyway", refused=True)
+            return Decision(
+                False,
+                f"{dataset}: {candidate.describe(cfg.metric)} not promoted: {refusal}; --force moves the alias anyway",
+                refused=True,
+            )
     store.client().set_registered_model_alias(dataset, CHAMPION, str(candidate.number))
     before = f"was {current.describe(cfg.metric)}" if current else "there was none"
-    return Decision(True, f"{dataset}: {candidate.describe(cfg.metric)} is the champion ({before}"
-                          f"{', forced' if force and current else ''})")
+    return Decision(
+        True,
+        f"{dataset}: {candidate.describe(cfg.metric)} is the champion ({before}"
+        f"{', forced' if force and current else ''})",
+    )
 
 
 def _refusal(dataset: str, candidate: Version, current: Version, cfg, maximize: bool) -> str:
@@ -147,11 +173,14 @@ def _refusal(dataset: str, candidate: Version, current: Version, cfg, maximize: 
     if candidate.value is None or current.value is None:
         return f"{cfg.metric} is missing on version {(candidate if candidate.value is None else current).number}"
     if candidate.test_data != current.test_data:
-        return (f"it was tested on other test data than the champion, {current.describe(cfg.metric)} "
-                f"(test split {candidate.test_data or 'unknown'} vs {current.test_data or 'unknown'})")
+        return (
+            f"it was tested on other test data than the champion, {current.describe(cfg.metric)} "
+            f"(test split {candidate.test_data or 'unknown'} vs {current.test_data or 'unknown'})"
+        )
     gain = candidate.value - current.value if maximize else current.value - candidate.value
     if not gain > cfg.margin + TOLERANCE:
-        return (f"it does not beat the champion, {current.describe(cfg.metric)}, by more than the margin "
-                f"{cfg.margin:g} (promote.{dataset}.margin)")
+        return (
+            f"it does not beat the champion, {current.describe(cfg.metric)}, by more than the margin "
+            f"{cfg.margin:g} (promote.{dataset}.margin)"
+        )
     return ""
-

@@ -7,14 +7,30 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from pipeline.errors import DataError
 
 
 def command(model_uri: str, host: str, port: int, workers: int) -> list[str]:
-    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
-            "-h", host, "-p", str(port), "--workers", str(workers)]
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "models",
+        "serve",
+        "-m",
+        model_uri,
+        "--env-manager",
+        "local",
+        "-h",
+        host,
+        "-p",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
 
 
 def resolve(dataset: str, alias: str, version: Optional[int], metric: str) -> tuple[str, str]:
@@ -28,16 +44,26 @@ def resolve(dataset: str, alias: str, version: Optional[int], metric: str) -> tu
     found = registry.by_alias(dataset, alias, metric)
     if found is None:
         hint = f"`pipeline promote {dataset}`" if alias == registry.CHAMPION else f"set the alias {alias!r}"
-        raise DataError(f"{dataset}: no version has the alias {alias!r} in {store.registry_uri()}: {hint} first "
-                        f"(or serve a version: --version N)")
+        raise DataError(
+            f"{dataset}: no version has the alias {alias!r} in {store.registry_uri()}: {hint} first "
+            f"(or serve a version: --version N)"
+        )
     return f"models:/{dataset}@{alias}", found.describe(metric)
 
 
-def serve(dataset: str, alias: str, version: Optional[int], metric: str, host: str, port: int, workers: int,
-          echo: Callable[[str], None]) -> None:
+def serve(
+    dataset: str,
+    alias: str,
+    version: Optional[int],
+    metric: str,
+    host: str,
+    port: int,
+    workers: int,
+    echo: Callable[[str], None],
+) -> None:
     """Replace this process with the model server (signals and exit code are its own)."""
-    from pipeline.tracking import probe, store
     from pipeline.runtime.processes import check_port
+    from pipeline.tracking import probe, store
 
     uri = store.tracking_uri()
     probe.check_tracking(uri)
@@ -49,7 +75,13 @@ def serve(dataset: str, alias: str, version: Optional[int], metric: str, host: s
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # quiet: no progress bars while the model downloads, no line per request (uvicorn's access
     # log; UVICORN_ACCESS_LOG=true in the environment brings it back), TensorFlow's errors only
-    env = {"UVICORN_ACCESS_LOG": "false", "TF_CPP_MIN_LOG_LEVEL": "2", **os.environ, "MLFLOW_TRACKING_URI": uri,
-           "PATH": path, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+    env = {
+        "UVICORN_ACCESS_LOG": "false",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "PATH": path,
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    }
     args = command(model_uri, host, port, workers)
     os.execve(args[0], args, env)

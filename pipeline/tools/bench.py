@@ -17,11 +17,12 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from pipeline.runtime import usage
 from pipeline.errors import ConfigError
+from pipeline.runtime import usage
 
 # What the table shows, in order: (key, heading, format).
 COLUMNS = (
@@ -44,9 +45,9 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     from pipeline.training import distribute
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
+    from pipeline.data import arrays
     from pipeline.tools import capacity
     from pipeline.training import trainer
-    from pipeline.data import arrays
 
     splits, stats = arrays.load_prepared(data, ("train",))
     strategy = setup.strategy
@@ -80,8 +81,20 @@ def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start
     peak = capacity.devices_peak(gpu_names(setup.facts["devices"]), cfg.precision)
-    return _figures(params, setup.facts, strategy.num_replicas_in_sync, batch=batch, per_call=per_call,
-                    warm_calls=warm_calls, waits=waits, times=times, wall=wall, cpu=cpu, flops=flops, peak=peak)
+    return _figures(
+        params,
+        setup.facts,
+        strategy.num_replicas_in_sync,
+        batch=batch,
+        per_call=per_call,
+        warm_calls=warm_calls,
+        waits=waits,
+        times=times,
+        wall=wall,
+        cpu=cpu,
+        flops=flops,
+        peak=peak,
+    )
 
 
 def full_batches(prepared):
@@ -125,11 +138,25 @@ def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
         for one in batches:
             logs = step(one)
         return logs["loss"]
+
     return execute
 
 
-def _figures(params, facts: dict, replicas: int, *, batch: int, per_call: int, warm_calls: int, waits: list,
-             times: list, wall: float, cpu: float, flops: int, peak) -> dict:
+def _figures(
+    params,
+    facts: dict,
+    replicas: int,
+    *,
+    batch: int,
+    per_call: int,
+    warm_calls: int,
+    waits: list,
+    times: list,
+    wall: float,
+    cpu: float,
+    flops: int,
+    peak,
+) -> dict:
     """What a measurement reports: its settings, then throughput, arithmetic done against the
     devices' peak (`pipeline.tools.capacity`; none where the peak is unknown), step times, input
     wait, CPU and memory."""
@@ -181,8 +208,17 @@ def replica_overrides(dataset: str, replicas: int, gpus: int) -> list[str]:
     return [*devices, f"{key}.strategy={'auto' if replicas == 1 else 'mirrored'}"]
 
 
-def run(params_path: Path, dataset: str, overrides: Sequence[str], *, data: Path, warmup: int, steps: int,
-        replicas: Optional[str] = None, log_runs: bool = True) -> list[dict]:
+def run(
+    params_path: Path,
+    dataset: str,
+    overrides: Sequence[str],
+    *,
+    data: Path,
+    warmup: int,
+    steps: int,
+    replicas: Optional[str] = None,
+    log_runs: bool = True,
+) -> list[dict]:
     """`pipeline bench`: one measurement with the params in force, or with `replicas` (`1,2,4`)
     one per replica count, each in a process of its own, with its scaling efficiency. Each
     measurement is an MLflow run in the dataset's experiment unless `log_runs` is false."""
@@ -191,8 +227,15 @@ def run(params_path: Path, dataset: str, overrides: Sequence[str], *, data: Path
     params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
     if replicas is None:
         return [_measure_and_log(params, data, warmup, steps, log_runs)]
-    request = {"params_path": str(params_path), "dataset": dataset, "overrides": list(overrides),
-               "data": str(data), "warmup": warmup, "steps": steps, "log_runs": log_runs}
+    request = {
+        "params_path": str(params_path),
+        "dataset": dataset,
+        "overrides": list(overrides),
+        "data": str(data),
+        "warmup": warmup,
+        "steps": steps,
+        "log_runs": log_runs,
+    }
     results = scaling(request, parse_counts(replicas))
     if log_runs:
         from pipeline.tracking import runs
@@ -219,8 +262,10 @@ def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
     from pipeline.runtime import processes
 
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
-        results = [processes.run("pipeline.tools.bench", {**request, "replicas": count}, Path(tmp) / f"{count}.json")
-                   for count in counts]
+        results = [
+            processes.run("pipeline.tools.bench", {**request, "replicas": count}, Path(tmp) / f"{count}.json")
+            for count in counts
+        ]
     base = results[0]
     for result in results:
         ideal = base["samples_per_second_per_replica"] * result["replicas"]
@@ -253,11 +298,13 @@ def table(results: list[dict]) -> str:
 
 def headline(result: dict) -> str:
     """What was measured: model, strategy, devices and the settings that change speed."""
-    return (f"{result['dataset']}: {result['model']}, {result['loop']}, {result['strategy']} on "
-            f"{', '.join(result['devices'])}; global batch {result['global_batch_size']}, {result['precision']}, "
-            f"XLA {'on' if result['jit_compile'] else 'off'}, steps_per_execution {result['steps_per_execution']}; "
-            f"{_steps(result['timed_steps'])} timed after {_steps(result['warmup_steps'])} of warm-up; "
-            f"{result['flops_per_sample'] / 1e6:,.1f} MFLOP per training sample")
+    return (
+        f"{result['dataset']}: {result['model']}, {result['loop']}, {result['strategy']} on "
+        f"{', '.join(result['devices'])}; global batch {result['global_batch_size']}, {result['precision']}, "
+        f"XLA {'on' if result['jit_compile'] else 'off'}, steps_per_execution {result['steps_per_execution']}; "
+        f"{_steps(result['timed_steps'])} timed after {_steps(result['warmup_steps'])} of warm-up; "
+        f"{result['flops_per_sample'] / 1e6:,.1f} MFLOP per training sample"
+    )
 
 
 def _steps(n: int) -> str:

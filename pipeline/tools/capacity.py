@@ -48,8 +48,11 @@ def forward_flops(model, input_spec) -> int:
 
     spec = tf.TensorSpec([1, *input_spec.shape[1:]], input_spec.dtype)
     graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec).graph
-    options = (option_builder.ProfileOptionBuilder(option_builder.ProfileOptionBuilder.float_operation())
-               .with_empty_output().build())
+    options = (
+        option_builder.ProfileOptionBuilder(option_builder.ProfileOptionBuilder.float_operation())
+        .with_empty_output()
+        .build()
+    )
     with deprecation.silence():  # a v1 API: its notice would be the only line it prints
         return int(model_analyzer.profile(graph=graph, options=options).total_float_ops)
 
@@ -68,6 +71,7 @@ class Peak:
 
 
 # --- CPUs ----------------------------------------------------------------------------------
+
 
 def _quota_cores(cgroup: Path) -> Optional[float]:
     """A container's CPU quota in cores (cgroup v2 `cpu.max`), None without one."""
@@ -91,9 +95,14 @@ def _clock_ghz(fields: dict, sysfs: Path) -> tuple[Optional[float], str]:
         return None, ""
 
 
-def cpu_peak(precision: str = "float32", *, cpuinfo: Path = Path("/proc/cpuinfo"),
-             sysfs: Path = Path("/sys/devices/system/cpu"), cgroup: Path = Path("/sys/fs/cgroup"),
-             logical: Optional[int] = None) -> Optional[Peak]:
+def cpu_peak(
+    precision: str = "float32",
+    *,
+    cpuinfo: Path = Path("/proc/cpuinfo"),
+    sysfs: Path = Path("/sys/devices/system/cpu"),
+    cgroup: Path = Path("/sys/fs/cgroup"),
+    logical: Optional[int] = None,
+) -> Optional[Peak]:
     """The CPU's peak for `precision` (see the module's doc), or None where it cannot be known.
     `logical`: the logical CPUs this process may use (default: its affinity)."""
     fields = cpuinfo_fields(cpuinfo)
@@ -157,7 +166,9 @@ def gpu_peak(name: str, precision: str = "float32", *, tf32: bool = True) -> Opt
                     return Peak(fp32 * 1000, f"{model}: no bfloat16 tensor cores, float32 {fp32} TFLOP/s")
                 return Peak(half * 1000, f"{model}: 16-bit tensor cores, {half} TFLOP/s (NVIDIA's datasheet, dense)")
             if tf32 and tf32_peak:
-                return Peak(tf32_peak * 1000, f"{model}: TF32 tensor cores, {tf32_peak} TFLOP/s (NVIDIA's datasheet, dense)")
+                return Peak(
+                    tf32_peak * 1000, f"{model}: TF32 tensor cores, {tf32_peak} TFLOP/s (NVIDIA's datasheet, dense)"
+                )
             return Peak(fp32 * 1000, f"{model}: float32, {fp32} TFLOP/s (NVIDIA's datasheet)")
     return None
 

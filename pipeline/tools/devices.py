@@ -9,8 +9,8 @@ from pathlib import Path
 def report(params_path: Path, dataset: str) -> dict:
     """The physical and logical devices, with `distribute.Setup.facts` (strategy, replicas,
     workers, devices, all-reduce) for `dataset`'s train params."""
-    from pipeline.training import distribute
     from pipeline.config.loader import load_params
+    from pipeline.training import distribute
 
     cfg = load_params(params_path, dataset).train
     setup = distribute.setup(cfg, where=f"train.{dataset}")
@@ -25,9 +25,13 @@ def report(params_path: Path, dataset: str) -> dict:
 
 def as_text(found: dict) -> str:
     """The report for a terminal: the devices, a line each, then the strategy and its all-reduce."""
-    lines = ["physical devices:", *(f"  {d['name']} ({d['type']})" for d in found["physical"]),
-             "logical devices:", *(f"  {d['name']} ({d['type']})" for d in found["logical"]),
-             f"strategy: {found['strategy']}, {found['replicas']} replica(s), {found['workers']} worker(s), "
-             f"on {', '.join(found['devices'])}",
-             f"all-reduce: {found['cross_device_ops']}"]
+    lines = [
+        "physical devices:",
+        *(f"  {d['name']} ({d['type']})" for d in found["physical"]),
+        "logical devices:",
+        *(f"  {d['name']} ({d['type']})" for d in found["logical"]),
+        f"strategy: {found['strategy']}, {found['replicas']} replica(s), {found['workers']} worker(s), "
+        f"on {', '.join(found['devices'])}",
+        f"all-reduce: {found['cross_device_ops']}",
+    ]
     return "\n".join(lines)

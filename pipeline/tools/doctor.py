@@ -20,7 +20,7 @@ from typing import Optional
 from pipeline.config.datasets import DATASETS
 from pipeline.errors import PipelineError
 
-GIB = 1024 ** 3
+GIB = 1024**3
 # The two datasets, their prepared arrays and models take about 0.5 GB per copy in the DVC
 # cache; below this, a handful of experiments fill the disk mid-stage.
 MIN_FREE_DISK = 5 * GIB
@@ -52,10 +52,14 @@ def check_git(folder: Path) -> Check:
         return Check("git", "fail", "git is not installed", "install git (DVC needs it)")
     out = _run(["git", "rev-parse", "--show-toplevel"], folder)
     if "dubious ownership" in out.stderr:
-        return Check("git", "fail", f"{folder} is owned by uid {folder.stat().st_uid}, git runs as uid "
-                     f"{os.getuid()} and refuses it (dubious ownership)",
-                     f'run as the owner (docker run --user "$(id -u):$(id -g)") or '
-                     f"git config --global --add safe.directory {folder}")
+        return Check(
+            "git",
+            "fail",
+            f"{folder} is owned by uid {folder.stat().st_uid}, git runs as uid "
+            f"{os.getuid()} and refuses it (dubious ownership)",
+            f'run as the owner (docker run --user "$(id -u):$(id -g)") or '
+            f"git config --global --add safe.directory {folder}",
+        )
     if out.returncode != 0:
         return Check("git", "fail", f"{folder} is not in a git repository", "run from your clone of the project")
     head = _run(["git", "rev-parse", "--short", "HEAD"], folder).stdout.strip() or "no commit yet"
@@ -78,8 +82,11 @@ def check_dvc(folder: Path) -> list[Check]:
     if not default:
         checks.append(Check("dvc-remote", "pass", "no default remote (the cache is local)"))
         return checks
-    urls = dict(line.split(None, 1) for line in _run([*_dvc(), "remote", "list"], folder).stdout.splitlines()
-                if len(line.split(None, 1)) == 2)
+    urls = dict(
+        line.split(None, 1)
+        for line in _run([*_dvc(), "remote", "list"], folder).stdout.splitlines()
+        if len(line.split(None, 1)) == 2
+    )
     url = urls.get(default, "").strip()
     checks.append(_check_remote(default, url, folder))
     return checks
@@ -95,19 +102,31 @@ def _check_remote(name: str, url: str, folder: Path) -> Check:
         path = path if path.is_absolute() else (folder / ".dvc" / path).resolve()
         if path.is_dir() and os.access(path, os.W_OK):
             return Check("dvc-remote", "pass", f"{name}: {path} is writable")
-        return Check("dvc-remote", "fail", f"{name}: {path} is missing or not writable",
-                     "create it, mount it, or `dvc remote modify` its url")
+        return Check(
+            "dvc-remote",
+            "fail",
+            f"{name}: {path} is missing or not writable",
+            "create it, mount it, or `dvc remote modify` its url",
+        )
     if scheme in ("http", "https"):
         try:
             urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10)
         except urllib.error.HTTPError:
             pass  # it answered: a listing may be refused, the server is there
         except OSError as exc:
-            return Check("dvc-remote", "fail", f"{name}: {url} does not answer ({getattr(exc, 'reason', exc)})",
-                         "check the network or `dvc remote modify` its url")
+            return Check(
+                "dvc-remote",
+                "fail",
+                f"{name}: {url} does not answer ({getattr(exc, 'reason', exc)})",
+                "check the network or `dvc remote modify` its url",
+            )
         return Check("dvc-remote", "pass", f"{name}: {url} answers")
-    return Check("dvc-remote", "warn", f"{name}: {url} not checked (needs the {scheme} credentials)",
-                 "check it with `dvc status --cloud`")
+    return Check(
+        "dvc-remote",
+        "warn",
+        f"{name}: {url} not checked (needs the {scheme} credentials)",
+        "check it with `dvc status --cloud`",
+    )
 
 
 def check_writable(folder: Path) -> Check:
@@ -115,9 +134,13 @@ def check_writable(folder: Path) -> Check:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
             pass
     except OSError as exc:
-        return Check("folder", "fail", f"{folder} is not writable by uid {os.getuid()} ({exc.strerror})",
-                     "mount the clone read-write and run as its owner "
-                     '(docker run -v "$PWD":/workspace/project --user "$(id -u):$(id -g)")')
+        return Check(
+            "folder",
+            "fail",
+            f"{folder} is not writable by uid {os.getuid()} ({exc.strerror})",
+            "mount the clone read-write and run as its owner "
+            '(docker run -v "$PWD":/workspace/project --user "$(id -u):$(id -g)")',
+        )
     return Check("folder", "pass", f"{folder} is writable")
 
 
@@ -126,8 +149,13 @@ def check_disk(folder: Path) -> Check:
     where = cache if cache.exists() else folder
     free = shutil.disk_usage(where).free
     if free < MIN_FREE_DISK:
-        return Check("disk", "warn", f"{free / GIB:.1f} GiB free for the DVC cache ({where})",
-                     f"free space or move the cache (`dvc cache dir PATH`); {MIN_FREE_DISK // GIB} GiB or more suits a few experiments")
+        return Check(
+            "disk",
+            "warn",
+            f"{free / GIB:.1f} GiB free for the DVC cache ({where})",
+            f"free space or move the cache (`dvc cache dir PATH`); {MIN_FREE_DISK // GIB} GiB or more suits "
+            "a few experiments",
+        )
     return Check("disk", "pass", f"{free / GIB:.1f} GiB free for the DVC cache ({where})")
 
 
@@ -150,22 +178,29 @@ def check_artifacts(tracking_ok: bool) -> Check:
     from pipeline.tracking import store
 
     if not tracking_ok:
-        return Check("artifacts", "warn", "not checked: the tracking store failed its check",
-                     "fix the tracking store first")
+        return Check(
+            "artifacts", "warn", "not checked: the tracking store failed its check", "fix the tracking store first"
+        )
     try:
         found = store.misplaced_artifacts(DATASETS)
     except PipelineError as exc:
         return Check("artifacts", "warn", str(exc), "check the tracking store")
     if not found:
-        return Check("artifacts", "pass", f"no experiment of {' or '.join(DATASETS)} keeps its artifacts in a DVC temporary copy")
+        return Check(
+            "artifacts", "pass", f"no experiment of {' or '.join(DATASETS)} keeps its artifacts in a DVC temporary copy"
+        )
     names = ", ".join(f"{name} (id {eid}): {location}" for eid, name, location in found)
-    renames = " && ".join(f"mlflow experiments rename --experiment-id {eid} --new-name {name}-lost-artifacts"
-                          for eid, name, _ in found)
-    return Check("artifacts", "warn",
-                 f"artifacts of {names} are inside {store.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
-                 "after `dvc exp run --queue` or `--temp`: their runs' models and files are gone",
-                 f"{renames} (the runs stay; the next training creates the experiment again, with its "
-                 "artifacts in mlruns/ beside mlflow.db)")
+    renames = " && ".join(
+        f"mlflow experiments rename --experiment-id {eid} --new-name {name}-lost-artifacts" for eid, name, _ in found
+    )
+    return Check(
+        "artifacts",
+        "warn",
+        f"artifacts of {names} are inside {store.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
+        "after `dvc exp run --queue` or `--temp`: their runs' models and files are gone",
+        f"{renames} (the runs stay; the next training creates the experiment again, with its "
+        "artifacts in mlruns/ beside mlflow.db)",
+    )
 
 
 # --- checks that need TensorFlow ---------------------------------------------------------
@@ -178,8 +213,12 @@ def _nvidia_driver() -> Optional[str]:
             if word[:1].isdigit() and word.count(".") >= 1:
                 return word
     if shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if out.returncode == 0 and out.stdout.strip():
             return out.stdout.split()[0]
     return None
@@ -209,10 +248,14 @@ def check_gpus(tf) -> tuple[Check, int]:
         requested = os.environ.get("NVIDIA_VISIBLE_DEVICES", "")
         if cuda and (_nvidia_driver() or requested not in ("", "void", "none")):
             # a driver, or a container given GPUs, and still none visible: something is off
-            return Check("gpus", "warn", "TensorFlow is built with CUDA but sees no GPU"
-                         + (f" (NVIDIA_VISIBLE_DEVICES={requested})" if requested else ""),
-                         "docker run --gpus all, with the NVIDIA driver and container toolkit on the host; "
-                         "check CUDA_VISIBLE_DEVICES"), 0
+            return Check(
+                "gpus",
+                "warn",
+                "TensorFlow is built with CUDA but sees no GPU"
+                + (f" (NVIDIA_VISIBLE_DEVICES={requested})" if requested else ""),
+                "docker run --gpus all, with the NVIDIA driver and container toolkit on the host; "
+                "check CUDA_VISIBLE_DEVICES",
+            ), 0
         return Check("gpus", "pass", "none (no NVIDIA driver): training uses the CPU"), 0
     names = []
     for gpu in gpus:
@@ -223,9 +266,13 @@ def check_gpus(tf) -> tuple[Check, int]:
 
 def check_versions(tf) -> Check:
     build = tf.sysconfig.get_build_info()
-    parts = {"TensorFlow": tf.__version__, "driver": _nvidia_driver() or "none",
-             "CUDA": build.get("cuda_version") or "none", "cuDNN": build.get("cudnn_version") or "none",
-             "NCCL": _nccl_version() or "none"}
+    parts = {
+        "TensorFlow": tf.__version__,
+        "driver": _nvidia_driver() or "none",
+        "CUDA": build.get("cuda_version") or "none",
+        "cuDNN": build.get("cudnn_version") or "none",
+        "NCCL": _nccl_version() or "none",
+    }
     return Check("versions", "pass", ", ".join(f"{k} {v}" for k, v in parts.items()))
 
 
@@ -233,39 +280,47 @@ def check_shared_memory(gpus: int) -> Check:
     shm = os.statvfs("/dev/shm")
     size = shm.f_frsize * shm.f_blocks
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    memlock = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft / 1024 ** 2:.0f} MiB"
-    detail = f"/dev/shm {size / 1024 ** 2:.0f} MiB, memlock {memlock}"
+    memlock = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft / 1024**2:.0f} MiB"
+    detail = f"/dev/shm {size / 1024**2:.0f} MiB, memlock {memlock}"
     if gpus >= 2 and (size < MIN_SHM or soft != resource.RLIM_INFINITY):
         return Check("shm", "warn", f"{detail}: too little for NCCL across {gpus} GPUs", f"docker run {DOCKER_FLAGS}")
     return Check("shm", "pass", detail + ("" if gpus >= 2 else " (matters with 2+ GPUs)"))
 
 
 def check_strategy(params_path: Path, dataset: str) -> Check:
-    from pipeline.training import distribute
     from pipeline.config.loader import load_params
+    from pipeline.training import distribute
 
     where = f"train.{dataset}"
     try:
         cfg = load_params(params_path, dataset).train
         report = distribute.setup(cfg, where=where).facts
     except PipelineError as exc:
-        return Check("strategy", "fail", str(exc),
-                     f"change {where} in {params_path} (see `pipeline devices`)")
-    return Check("strategy", "pass", f"{dataset}: {report['strategy']}, {report['replicas']} replica(s) on "
-                 f"{report['workers']} worker(s), all-reduce {report['cross_device_ops']}")
+        return Check("strategy", "fail", str(exc), f"change {where} in {params_path} (see `pipeline devices`)")
+    return Check(
+        "strategy",
+        "pass",
+        f"{dataset}: {report['strategy']}, {report['replicas']} replica(s) on "
+        f"{report['workers']} worker(s), all-reduce {report['cross_device_ops']}",
+    )
 
 
 def run_checks(params_path: Path, dataset: str, folder: Optional[Path] = None) -> list[Check]:
     """Every check, in order; TensorFlow is imported for the last four only."""
     folder = Path(folder or Path.cwd()).resolve()
     store = check_tracking()
-    checks = [check_git(folder), *check_dvc(folder), check_writable(folder), check_disk(folder),
-              store, check_artifacts(store.status == "pass")]
+    checks = [
+        check_git(folder),
+        *check_dvc(folder),
+        check_writable(folder),
+        check_disk(folder),
+        store,
+        check_artifacts(store.status == "pass"),
+    ]
     import tensorflow as tf
 
     gpu_check, gpus = check_gpus(tf)
-    return [*checks, gpu_check, check_versions(tf), check_shared_memory(gpus),
-            check_strategy(params_path, dataset)]
+    return [*checks, gpu_check, check_versions(tf), check_shared_memory(gpus), check_strategy(params_path, dataset)]
 
 
 def format_line(check: Check) -> str:

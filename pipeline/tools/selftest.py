@@ -23,8 +23,8 @@ replica's gradient shows in the weights, where Adam's normalised step would hide
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from pipeline.config import datasets
 from pipeline.tools.doctor import Check
@@ -37,23 +37,35 @@ TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2, "mixed_float16": 2e-2}
 
 def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
     """The checks, one per line of the report: run in two processes, compared here."""
-    from pipeline.training import distribute
-    from pipeline.tools.bench import gpu_count
     from pipeline.config.loader import load_params
+    from pipeline.tools.bench import gpu_count
+    from pipeline.training import distribute
 
     for dataset in datasets:  # a config error stops it here, in one line, before any process
         load_params(params_path, dataset)
     gpus = 0 if distribute.no_gpu_without_tensorflow() else gpu_count()
     if gpus == 1:
-        return [Check("replicas", "warn", "this host has one GPU: a training there distributes nothing, and there "
-                      "are no replicas to compare", "run it where the long run will have two GPUs or more")]
+        return [
+            Check(
+                "replicas",
+                "warn",
+                "this host has one GPU: a training there distributes nothing, and there are no replicas to compare",
+                "run it where the long run will have two GPUs or more",
+            )
+        ]
     replicas = gpus if gpus > 1 else 2
     where = f"{gpus} GPUs" if gpus > 1 else "2 logical CPU devices"
     checks, all_reduce = [], None
     with tempfile.TemporaryDirectory(prefix="pipeline-selftest-") as tmp:
         for dataset in datasets:  # two strategies in one process collide (tensorflow#61314)
-            request = {"params_path": str(params_path), "dataset": dataset, "split": replicas, "steps": steps,
-                       "folder": tmp, "all_reduce": all_reduce is None}
+            request = {
+                "params_path": str(params_path),
+                "dataset": dataset,
+                "split": replicas,
+                "steps": steps,
+                "folder": tmp,
+                "all_reduce": all_reduce is None,
+            }
             many = _in_process({**request, "replicas": replicas})
             one = _in_process({**request, "replicas": 1})  # from the replicas' weights before each step
             checks += _compare(dataset, one, many, replicas, where)
@@ -64,7 +76,9 @@ def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
 def _in_process(spec: dict) -> dict:
     from pipeline.runtime import processes
 
-    return processes.run("pipeline.tools.selftest", spec, Path(spec["folder"]) / f"{spec['dataset']}-{spec['replicas']}.json")
+    return processes.run(
+        "pipeline.tools.selftest", spec, Path(spec["folder"]) / f"{spec['dataset']}-{spec['replicas']}.json"
+    )
 
 
 def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> list[Check]:
@@ -73,10 +87,15 @@ def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> 
     losses = [*one["losses"], *many["losses"]]
     finite = all(np.isfinite(losses))
     shown = " ".join(f"{v:.4g}" for v in many["losses"])
-    checks = [Check(f"{dataset} loss", "pass" if finite else "fail",
-                    f"{replicas} replicas, {many['precision']}: step losses {shown}",
-                    "train with precision float32 and a lower learning rate; if it stays, the replicas' "
-                    "devices or TensorFlow's build are at fault")]
+    checks = [
+        Check(
+            f"{dataset} loss",
+            "pass" if finite else "fail",
+            f"{replicas} replicas, {many['precision']}: step losses {shown}",
+            "train with precision float32 and a lower learning rate; if it stays, the replicas' "
+            "devices or TensorFlow's build are at fault",
+        )
+    ]
     differ = update = 0.0
     for k in range(len(many["losses"])):
         before = _load(f"{many['stem']}-before-{k}.npz")
@@ -85,14 +104,18 @@ def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> 
         differ = max(differ, *(float(np.max(np.abs(a.astype("float64") - b))) for a, b in zip(ours, theirs)))
     tolerance = TOLERANCE[many["precision"]] * update
     agree = finite and differ <= tolerance
-    checks.append(Check(
-        f"{dataset} update", "pass" if agree else "fail",
-        f"{replicas} replicas ({where}, {many['strategy']}, loop {many['loop']}) and one device agree at each "
-        f"of {len(many['losses'])} steps: weights differ by {differ:.2g} at most, the largest update is "
-        f"{update:.2g} (tolerance {TOLERANCE[many['precision']]:g} of it)",
-        f"train on one replica (devices.logical_devices: null, or one GPU) and report the host; try "
-        f"cross_device_ops: hierarchical_copy or reduction_to_one_device, and loop: "
-        f"{'custom' if many['loop'] == 'fit' else 'fit'}"))
+    checks.append(
+        Check(
+            f"{dataset} update",
+            "pass" if agree else "fail",
+            f"{replicas} replicas ({where}, {many['strategy']}, loop {many['loop']}) and one device agree at each "
+            f"of {len(many['losses'])} steps: weights differ by {differ:.2g} at most, the largest update is "
+            f"{update:.2g} (tolerance {TOLERANCE[many['precision']]:g} of it)",
+            f"train on one replica (devices.logical_devices: null, or one GPU) and report the host; try "
+            f"cross_device_ops: hierarchical_copy or reduction_to_one_device, and loop: "
+            f"{'custom' if many['loop'] == 'fit' else 'fit'}",
+        )
+    )
     return checks
 
 
@@ -100,20 +123,34 @@ def _all_reduce_check(found: dict, replicas: int) -> Check:
     want = replicas * (replicas + 1) / 2
     tried = ", ".join(f"{name}: {result}" for name, result in found["tried"])
     if found["works"] is None:
-        return Check("all-reduce", "fail", f"no all-reduce sums {replicas} replicas' values right ({tried})",
-                     "check the GPUs' interconnect and NCCL (NCCL_DEBUG=INFO), or train on one GPU")
+        return Check(
+            "all-reduce",
+            "fail",
+            f"no all-reduce sums {replicas} replicas' values right ({tried})",
+            "check the GPUs' interconnect and NCCL (NCCL_DEBUG=INFO), or train on one GPU",
+        )
     if found["works"] != found["tried"][0][0]:
-        return Check("all-reduce", "fail", f"the one in force does not sum right ({tried}); "
-                     f"{found['works']} does", f"set cross_device_ops: {found['works']}")
-    return Check("all-reduce", "pass", f"{found['works']} sums a value from each of {replicas} replicas "
-                 f"right ({want:g}), small and 1M-element tensors")
+        return Check(
+            "all-reduce",
+            "fail",
+            f"the one in force does not sum right ({tried}); {found['works']} does",
+            f"set cross_device_ops: {found['works']}",
+        )
+    return Check(
+        "all-reduce",
+        "pass",
+        f"{found['works']} sums a value from each of {replicas} replicas "
+        f"right ({want:g}), small and 1M-element tensors",
+    )
 
 
 def format_lines(checks: list[Check]) -> list[str]:
     """A line per check, as `pipeline doctor` prints its own: status, name, detail, and the fix."""
     width = max(len(c.name) for c in checks)
-    return [f"{c.status:<5} {c.name:<{width}} {c.detail}" + (f"; fix: {c.fix}" if c.status != "pass" else "")
-            for c in checks]
+    return [
+        f"{c.status:<5} {c.name:<{width}} {c.detail}" + (f"; fix: {c.fix}" if c.status != "pass" else "")
+        for c in checks
+    ]
 
 
 def verdict(checks: list[Check], seconds: float) -> str:
@@ -121,8 +158,9 @@ def verdict(checks: list[Check], seconds: float) -> str:
     if failed:
         return f"selftest: {failed} of {len(checks)} checks failed ({seconds:.0f} s): do not start a long run here yet"
     warned = sum(c.status == "warn" for c in checks)
-    return (f"selftest: passed, {len(checks)} check{'s' if len(checks) != 1 else ''} in {seconds:.0f} s"
-            + (f" ({warned} with a warning)" if warned else ""))
+    return f"selftest: passed, {len(checks)} check{'s' if len(checks) != 1 else ''} in {seconds:.0f} s" + (
+        f" ({warned} with a warning)" if warned else ""
+    )
 
 
 # --------------------------------------------------------------------------- in each process
@@ -131,20 +169,29 @@ def verdict(checks: list[Check], seconds: float) -> str:
 def _steps(spec: dict) -> dict:
     """What one process of `run` measures for its dataset: the initial and final weights and the
     step losses; with several replicas, and when asked, the all-reduce too."""
-    from pipeline.training import distribute
-    from pipeline.tools.bench import gpu_count, replica_overrides
     from pipeline.config.loader import load_params
+    from pipeline.tools.bench import gpu_count, replica_overrides
+    from pipeline.training import distribute
 
     ds, replicas = spec["dataset"], spec["replicas"]
     # Both processes make the same devices (N of them); the one-device process trains on the first.
-    params = load_params(spec["params_path"], ds, [*replica_overrides(ds, spec["split"], gpu_count()),
-                                                    f"train.{ds}.optimizer=sgd",
-                                                    f"train.{ds}.learning_rate={LEARNING_RATE}"])
+    params = load_params(
+        spec["params_path"],
+        ds,
+        [
+            *replica_overrides(ds, spec["split"], gpu_count()),
+            f"train.{ds}.optimizer=sgd",
+            f"train.{ds}.learning_rate={LEARNING_RATE}",
+        ],
+    )
     info = distribute.configure_devices(params.train.devices, where=f"train.{ds}.devices")
     import tensorflow as tf
 
-    strategy = (distribute.strategy_for(params.train, info, where=f"train.{ds}") if replicas > 1
-                else tf.distribute.get_strategy())
+    strategy = (
+        distribute.strategy_for(params.train, info, where=f"train.{ds}")
+        if replicas > 1
+        else tf.distribute.get_strategy()
+    )
     found = _train(params, strategy, spec, Path(spec["folder"]) / f"{ds}-{replicas}")
     if replicas > 1 and spec["all_reduce"]:
         found["all_reduce"] = _all_reduce(params.train, info, strategy, replicas)
@@ -158,8 +205,8 @@ def _train(params, strategy, spec: dict, stem: Path) -> dict:
     gradients applied, the weights after it saved."""
     import keras
 
-    from pipeline.training import distribute
     from pipeline.data.inputs import image_size_for, make_dataset
+    from pipeline.training import distribute
     from pipeline.training.models import build_model, compile_model, loss
 
     cfg, split = params.train, spec["split"]
@@ -177,8 +224,13 @@ def _train(params, strategy, spec: dict, stem: Path) -> dict:
     else:
         losses = _replicas_stepped(model, strategy, cfg, ds, stem)
     name = type(strategy).__name__
-    return {"stem": str(stem), "losses": losses, "precision": cfg.precision, "loop": cfg.loop,
-            "strategy": distribute.STRATEGY_NAMES.get(name, name)}
+    return {
+        "stem": str(stem),
+        "losses": losses,
+        "precision": cfg.precision,
+        "loop": cfg.loop,
+        "strategy": distribute.STRATEGY_NAMES.get(name, name),
+    }
 
 
 def _save(path: str, variables) -> None:

@@ -13,13 +13,25 @@ import csv
 import io
 import json
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from pipeline.errors import ConfigError
 
 # The tags that say where a run's numbers came from: code, data, software, host.
-LINEAGE_PREFIXES = ("git.", "dvc.data.", "dvc.exp_baseline_rev", "tensorflow.", "keras.", "cuda.", "cudnn.",
-                    "python.", "host", "container.", "weights.", "pipeline.model_run_id")
+LINEAGE_PREFIXES = (
+    "git.",
+    "dvc.data.",
+    "dvc.exp_baseline_rev",
+    "tensorflow.",
+    "keras.",
+    "cuda.",
+    "cudnn.",
+    "python.",
+    "host",
+    "container.",
+    "weights.",
+    "pipeline.model_run_id",
+)
 SECTIONS = ("params", "tags", "metrics")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -46,8 +58,10 @@ def find_runs(client, names: Sequence[str], uri: str) -> list:
             for run in client.search_runs(experiments, filter_string=query, max_results=50) if experiments else []:
                 found[run.info.run_id] = run
         if not found:
-            raise ConfigError(f"no run named {name!r} in {uri}: give a run id, a run name or a "
-                              "DVC experiment name (`dvc exp show` lists them)")
+            raise ConfigError(
+                f"no run named {name!r} in {uri}: give a run id, a run name or a "
+                "DVC experiment name (`dvc exp show` lists them)"
+            )
         if len(found) > 1:
             ids = ", ".join(sorted(found))
             raise ConfigError(f"{name!r} names {len(found)} runs in {uri} ({ids}): give run ids")
@@ -59,6 +73,7 @@ def table(runs: list, show_all: bool = False) -> dict:
     """{"runs": [{id, name}], "params"|"tags"|"metrics": {key: [value per run]}}: params and
     lineage tags whose values differ (all of them with `show_all`), and every metric but the
     system metrics. A run that lacks a key has None there."""
+
     def rows(values_per_run: list[dict], keep_equal: bool) -> dict:
         keys = sorted(set().union(*values_per_run))
         out = {}
@@ -71,8 +86,10 @@ def table(runs: list, show_all: bool = False) -> dict:
     lineage = [{k: v for k, v in run.data.tags.items() if k.startswith(LINEAGE_PREFIXES)} for run in runs]
     metrics = [{k: v for k, v in run.data.metrics.items() if not k.startswith("system/")} for run in runs]
     return {
-        "runs": [{"run_id": run.info.run_id, "run_name": run.info.run_name,
-                  "experiment_id": run.info.experiment_id} for run in runs],
+        "runs": [
+            {"run_id": run.info.run_id, "run_name": run.info.run_name, "experiment_id": run.info.experiment_id}
+            for run in runs
+        ],
         "params": rows([dict(run.data.params) for run in runs], show_all),
         "tags": rows(lineage, show_all),
         "metrics": rows(metrics, True),
@@ -103,7 +120,7 @@ def as_text(result: dict, width: int = 40) -> str:
         if row is None:
             out.append(key)
             continue
-        cells = [(v if len(v) <= w else v[:w - 1] + "~").ljust(w) for v, w in zip(row, widths)]
+        cells = [(v if len(v) <= w else v[: w - 1] + "~").ljust(w) for v, w in zip(row, widths)]
         out.append(f"{key:<{label}}  " + "  ".join(cells).rstrip())
     return "\n".join(out)
 
@@ -132,6 +149,8 @@ def compare(names: Sequence[str], *, show_all: bool = False) -> dict:
     probe.check_tracking(uri)
     path = store.sqlite_path(uri)
     if path is not None and not path.exists():
-        raise ConfigError(f"{uri}: no MLflow store here yet; run from the repository root, or set "
-                          "MLFLOW_TRACKING_URI to the store that holds the runs")
+        raise ConfigError(
+            f"{uri}: no MLflow store here yet; run from the repository root, or set "
+            "MLFLOW_TRACKING_URI to the store that holds the runs"
+        )
     return table(find_runs(MlflowClient(uri), names, uri), show_all=show_all)

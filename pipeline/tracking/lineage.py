@@ -10,8 +10,9 @@ import platform
 import socket
 import subprocess
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 import yaml
 
@@ -22,9 +23,10 @@ def source_tags(stage: str, dataset: str) -> dict[str, str]:
     """Where a run came from, as the runs table's Source column shows it: the DVC stage that
     ran (`train@reuters`), or outside DVC the command (`pipeline train reuters`). MLflow's own
     default is the script's file name, `__main__.py` for `python -m pipeline`."""
-    return {"mlflow.source.name": os.environ.get("DVC_STAGE") or f"pipeline {stage} {dataset}",
-            "mlflow.source.type": "LOCAL"}
-
+    return {
+        "mlflow.source.name": os.environ.get("DVC_STAGE") or f"pipeline {stage} {dataset}",
+        "mlflow.source.type": "LOCAL",
+    }
 
 
 MAX_TAG = 5000  # characters of a tag value shown (MLflow's limit is 8,000)
@@ -40,8 +42,14 @@ def _git(args: list[str], cwd: Path) -> Optional[str]:
 
 # What a repro writes, params.yaml (the run's params show it) and the documentation: a change
 # to these does not make a run's code differ from its commit.
-NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore", ":(exclude)reports", ":(exclude)params.yaml",
-            ":(exclude,glob)**/*.md", ":(exclude)docs")
+NOT_CODE = (
+    ":(exclude)dvc.lock",
+    ":(exclude,glob)**/.gitignore",
+    ":(exclude)reports",
+    ":(exclude)params.yaml",
+    ":(exclude,glob)**/*.md",
+    ":(exclude)docs",
+)
 
 
 def git_state(root: Optional[Path] = None) -> tuple[Optional[str], list[str]]:
@@ -70,14 +78,17 @@ def lineage_tags(inputs: Iterable[Path | str], root: Optional[Path] = None) -> d
     if commit:
         # Dirty: tracked code differs from the commit. A `dvc exp run -S` edits params.yaml,
         # which the params show; a repro writes dvc.lock, reports/ and .gitignore files.
-        tags.update({"git.commit": commit, "git.dirty": str(bool(changed)).lower(),
-                     "mlflow.source.git.commit": commit})
+        tags.update({"git.commit": commit, "git.dirty": str(bool(changed)).lower(), "mlflow.source.git.commit": commit})
         if changed:
             tags["git.changed_files"] = ", ".join(changed)[:MAX_TAG]
     tags.update(_dvc_hashes(inputs, root))
-    for env, tag in (("DVC_EXP_NAME", "dvc.exp_name"), ("DVC_EXP_BASELINE_REV", "dvc.exp_baseline_rev"),
-                     ("DVC_STAGE", "dvc.stage"), ("NVIDIA_TENSORFLOW_VERSION", "container.nvidia_tensorflow"),
-                     ("PIPELINE_IMAGE", "container.image")):
+    for env, tag in (
+        ("DVC_EXP_NAME", "dvc.exp_name"),
+        ("DVC_EXP_BASELINE_REV", "dvc.exp_baseline_rev"),
+        ("DVC_STAGE", "dvc.stage"),
+        ("NVIDIA_TENSORFLOW_VERSION", "container.nvidia_tensorflow"),
+        ("PIPELINE_IMAGE", "container.image"),
+    ):
         if os.environ.get(env):
             tags[tag] = os.environ[env]
     return tags
@@ -125,8 +136,6 @@ def framework_tags() -> dict[str, str]:
         "cudnn.version": str(build.get("cudnn_version") or "none"),
         **environment.describe(),
     }
-
-
 
 
 def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path] = None) -> None:

@@ -24,8 +24,10 @@ def _check_sqlite_file(uri: str, path: Path) -> None:
     except sqlite3.OperationalError:
         return  # busy with another process's migration, or unreadable: opening it says more
     except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
-        raise TrackingError(f"{uri}: {path} is not an MLflow store ({exc}); set MLFLOW_TRACKING_URI to the "
-                            "store that holds the runs, or move the file away") from None
+        raise TrackingError(
+            f"{uri}: {path} is not an MLflow store ({exc}); set MLFLOW_TRACKING_URI to the "
+            "store that holds the runs, or move the file away"
+        ) from None
 
 
 def _open_store(uri: str) -> str:
@@ -40,8 +42,10 @@ def _open_store(uri: str) -> str:
         _get_store(uri)
     except Exception as exc:  # MLflow's, SQLAlchemy's or a driver's: the store cannot be opened
         reason = " ".join(str(exc).split()).split(". ")[0].rstrip(".")
-        raise TrackingError(f"{uri}: cannot be opened as an MLflow tracking store ({reason}); set "
-                            "MLFLOW_TRACKING_URI to a sqlite:/// file or a tracking server's URL") from None
+        raise TrackingError(
+            f"{uri}: cannot be opened as an MLflow tracking store ({reason}); set "
+            "MLFLOW_TRACKING_URI to a sqlite:/// file or a tracking server's URL"
+        ) from None
     return f"{uri} (opened)"
 
 
@@ -65,8 +69,10 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
         path = store.sqlite_path(uri)
         folder = path.parent
         if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
-            raise TrackingError(f"{uri}: {folder} is not writable; run where you can write, or set "
-                                "MLFLOW_TRACKING_URI to a tracking server")
+            raise TrackingError(
+                f"{uri}: {folder} is not writable; run where you can write, or set "
+                "MLFLOW_TRACKING_URI to a tracking server"
+            )
         if path.exists():
             _check_sqlite_file(uri, path)
         return f"{uri} ({'exists' if path.exists() else 'made by the first run'})"
@@ -76,12 +82,15 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     try:
         urllib.request.urlopen(f"{base}/health", timeout=timeout).close()
     except urllib.error.HTTPError as exc:
-        raise TrackingError(f"{base}/health answered HTTP {exc.code}: not an MLflow server; "
-                            "check MLFLOW_TRACKING_URI") from None
+        raise TrackingError(
+            f"{base}/health answered HTTP {exc.code}: not an MLflow server; check MLFLOW_TRACKING_URI"
+        ) from None
     except OSError as exc:
         reason = getattr(exc, "reason", exc)
-        raise TrackingError(f"MLflow tracking server {base} does not answer ({reason}); start it, or "
-                            "set MLFLOW_TRACKING_URI to one that runs (unset: mlflow.db here)") from None
+        raise TrackingError(
+            f"MLflow tracking server {base} does not answer ({reason}); start it, or "
+            "set MLFLOW_TRACKING_URI to one that runs (unset: mlflow.db here)"
+        ) from None
     headers = {}
     user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
     if user and password:
@@ -94,11 +103,17 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             who = f"user {user!r} was refused" if headers else "no credentials were given"
-            raise TrackingError(f"{base} requires a login and {who} (HTTP {exc.code}); set "
-                                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD") from None
-        raise TrackingError(f"{base} answers but cannot query its backend store (HTTP {exc.code}); check "
-                            "the server's database (with docker/compose.yaml: the db service)") from None
+            raise TrackingError(
+                f"{base} requires a login and {who} (HTTP {exc.code}); set "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+            ) from None
+        raise TrackingError(
+            f"{base} answers but cannot query its backend store (HTTP {exc.code}); check "
+            "the server's database (with docker/compose.yaml: the db service)"
+        ) from None
     except OSError as exc:
-        raise TrackingError(f"{base} answers /health but not a query ({getattr(exc, 'reason', exc)}); "
-                            "check the server's database and logs") from None
+        raise TrackingError(
+            f"{base} answers /health but not a query ({getattr(exc, 'reason', exc)}); "
+            "check the server's database and logs"
+        ) from None
     return f"{base} answers; its backend store too"

@@ -3,15 +3,11 @@ by evaluate's) and a benchmark's. Every MLflow failure on the way is one Trackin
 
 from __future__ import annotations
 
-import functools
-import os
-import re
 from pathlib import Path
 from typing import Optional
 
 from pipeline.tracking import lineage, probe, store
 from pipeline.tracking.store import tracked
-
 
 # System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few
 # seconds: MLflow's default of 10 s leaves a short training with one or two points.
@@ -25,8 +21,10 @@ def run_name(dataset: str, loop: str, replicas: int, workers: int, precision: st
 
 def device_params(figures: dict) -> dict:
     """A run's device counts and strategy (`distribute.Setup.figures()`) as MLflow params."""
-    return {("devices." if key in ("physical_gpus", "logical_devices") else "distribute.") + key: value
-            for key, value in figures.items()}
+    return {
+        ("devices." if key in ("physical_gpus", "logical_devices") else "distribute.") + key: value
+        for key, value in figures.items()
+    }
 
 
 class TrainingRun:
@@ -41,7 +39,7 @@ class TrainingRun:
         self._active = active
 
     @classmethod
-    def open(cls, dataset: str, name: str, *, chief: bool = True, run_id: Optional[str] = None) -> "TrainingRun":
+    def open(cls, dataset: str, name: str, *, chief: bool = True, run_id: Optional[str] = None) -> TrainingRun:
         """Start the training run of `dataset` (its experiment is named after it) with system
         metrics, or reopen `run_id` (a resumed training). The run is named after the DVC
         experiment under `dvc exp run`, else `name` and the short commit (`-dirty` when code
@@ -63,13 +61,16 @@ class TrainingRun:
         # its start and stop notices are INFO lines on every run, and when the store stops
         # answering it warns on every sample: the training's own logging says it once
         logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
-        active = mlflow.start_run(run_name=lineage.dvc_experiment() or f"{name}{lineage.commit_suffix()}",
-                                  log_system_metrics=True, tags=lineage.source_tags("train", dataset))
+        active = mlflow.start_run(
+            run_name=lineage.dvc_experiment() or f"{name}{lineage.commit_suffix()}",
+            log_system_metrics=True,
+            tags=lineage.source_tags("train", dataset),
+        )
         mlflow.set_tag("pipeline.run_name", name)
         return cls(active)
 
     @classmethod
-    def reopen(cls, run_id: str) -> "TrainingRun":
+    def reopen(cls, run_id: str) -> TrainingRun:
         """The training run that the train stage recorded, to add evaluation results."""
         import mlflow
 
@@ -77,7 +78,7 @@ class TrainingRun:
         return cls(mlflow.start_run(run_id=run_id))
 
     @classmethod
-    def for_evaluation(cls, params, model_ids: Optional[dict], model_dir: Path, digest: str) -> "TrainingRun":
+    def for_evaluation(cls, params, model_ids: Optional[dict], model_dir: Path, digest: str) -> TrainingRun:
         """The run that receives a model's evaluation.
 
         The training run, when this store has it and nothing has evaluated it yet: the train
@@ -107,31 +108,50 @@ class TrainingRun:
         store.use_experiment(params.dataset)
         name = lineage.dvc_experiment() or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
         active = mlflow.start_run(run_name=name, tags=lineage.source_tags("evaluate", params.dataset))
-        tags = {**lineage.lineage_tags([model_dir]), **lineage.framework_tags(), "pipeline.stage": "evaluate",
-                "pipeline.dataset": params.dataset, "pipeline.model_sha256": digest,
-                **({"pipeline.model_run_id": run_id} if run_id else {})}
+        tags = {
+            **lineage.lineage_tags([model_dir]),
+            **lineage.framework_tags(),
+            "pipeline.stage": "evaluate",
+            "pipeline.dataset": params.dataset,
+            "pipeline.model_sha256": digest,
+            **({"pipeline.model_run_id": run_id} if run_id else {}),
+        }
         if training is None:
             mlflow.log_params(params.flat())
             mlflow.set_tags(tags)
             if run_id:
-                log.log.warning("MLflow run %s, which trained %s, is not in this tracking store (%s); the "
-                                "evaluation is logged to a new run, %s, tagged with where the model came from",
-                                run_id, model_dir, store.tracking_uri(), active.info.run_id)
+                log.log.warning(
+                    "MLflow run %s, which trained %s, is not in this tracking store (%s); the "
+                    "evaluation is logged to a new run, %s, tagged with where the model came from",
+                    run_id,
+                    model_dir,
+                    store.tracking_uri(),
+                    active.info.run_id,
+                )
             else:
-                log.log.warning("%s: no run of this tracking store (%s) trained this model (DVC keeps no "
-                                "run.json; its model.sha256 %s finds the training run in another store); the "
-                                "evaluation is logged to a new run, %s, tagged with where the model came from",
-                                model_dir, store.tracking_uri(), digest[:12], active.info.run_id)
+                log.log.warning(
+                    "%s: no run of this tracking store (%s) trained this model (DVC keeps no "
+                    "run.json; its model.sha256 %s finds the training run in another store); the "
+                    "evaluation is logged to a new run, %s, tagged with where the model came from",
+                    model_dir,
+                    store.tracking_uri(),
+                    digest[:12],
+                    active.info.run_id,
+                )
             return cls(active)
         copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
         mlflow.set_tags({**copied, **tags})
         mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
         _copy_metrics(run_id, active.info.run_id, training.data.metrics)
-        log.log.info("%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
-                     model_dir, run_id, active.info.run_id)
+        log.log.info(
+            "%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
+            model_dir,
+            run_id,
+            active.info.run_id,
+        )
         return cls(active)
 
-    def __enter__(self) -> "TrainingRun":
+    def __enter__(self) -> TrainingRun:
         return self
 
     def __exit__(self, *exc):
@@ -167,12 +187,24 @@ class TrainingRun:
             return
         import mlflow
 
-        mlflow.log_params({**params.flat(), **device_params(figures),
-                           **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()}})
+        mlflow.log_params(
+            {
+                **params.flat(),
+                **device_params(figures),
+                **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()},
+            }
+        )
         unpinned = params.unpinned()
         warned = {"data.unpinned": "; ".join(unpinned)} if unpinned else {}
-        mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(),
-                         "pipeline.stage": "train", "pipeline.dataset": params.dataset, **warned})
+        mlflow.set_tags(
+            {
+                **lineage.lineage_tags([data]),
+                **lineage.framework_tags(),
+                "pipeline.stage": "train",
+                "pipeline.dataset": params.dataset,
+                **warned,
+            }
+        )
         lineage.log_inputs(params.dataset, data, splits)
 
     @tracked("an epoch's metrics")
@@ -192,11 +224,15 @@ class TrainingRun:
         import mlflow
 
         mlflow.log_param("train.global_batch_size", result.global_batch_size)
-        mlflow.log_metrics({"train_seconds": result.train_seconds,
-                            "samples_per_second": result.samples_per_second,
-                            "peak_rss_mb": round(result.peak_rss_mb),
-                            "best_epoch": result.summary["best_epoch"],
-                            "epochs_trained": result.summary["epochs_trained"]})
+        mlflow.log_metrics(
+            {
+                "train_seconds": result.train_seconds,
+                "samples_per_second": result.samples_per_second,
+                "peak_rss_mb": round(result.peak_rss_mb),
+                "best_epoch": result.summary["best_epoch"],
+                "epochs_trained": result.summary["epochs_trained"],
+            }
+        )
         mlflow.set_tags({"weights.sha256": weights_sha256, "model.sha256": model_sha256})
         mlflow.log_artifact(str(history))
         mlflow.log_artifact(str(curves), artifact_path="plots")
@@ -215,14 +251,28 @@ class TrainingRun:
         mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")
         for path in artifacts:
             mlflow.log_artifact(str(path), artifact_path="evaluation")
-        mlflow.log_dict({"labels": list(range(len(evaluation.matrix))), "matrix": evaluation.matrix.tolist()},
-                        "evaluation/confusion_matrix.json")
+        mlflow.log_dict(
+            {"labels": list(range(len(evaluation.matrix))), "matrix": evaluation.matrix.tolist()},
+            "evaluation/confusion_matrix.json",
+        )
 
 
 # The figures of `pipeline bench` that become MLflow metrics (the rest are params or tags).
-BENCHMARK_METRICS = ("samples_per_second", "samples_per_second_per_replica", "flops_per_sample", "gflops",
-                     "peak_gflops", "percent_of_peak", "step_ms_median", "step_ms_p95", "input_wait_percent",
-                     "cpu_percent", "peak_rss_mb", "seconds", "scaling_efficiency")
+BENCHMARK_METRICS = (
+    "samples_per_second",
+    "samples_per_second_per_replica",
+    "flops_per_sample",
+    "gflops",
+    "peak_gflops",
+    "percent_of_peak",
+    "step_ms_median",
+    "step_ms_p95",
+    "input_wait_percent",
+    "cpu_percent",
+    "peak_rss_mb",
+    "seconds",
+    "scaling_efficiency",
+)
 
 
 @tracked("the benchmark")
@@ -231,14 +281,20 @@ def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
 
     store.use_experiment(params.dataset)
     with mlflow.start_run(run_name=name, tags=lineage.source_tags("bench", params.dataset)) as run:
-        settings = {k: v for k, v in figures.items()
-                    if k not in BENCHMARK_METRICS and k != "devices" and v is not None}
+        settings = {k: v for k, v in figures.items() if k not in BENCHMARK_METRICS and k != "devices" and v is not None}
         mlflow.log_params({**params.flat(), **{f"bench.{k}": v for k, v in settings.items()}})
         # (no peak where the devices' is unknown: no metric rather than a made-up one)
         mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if figures.get(k) is not None})
-        mlflow.set_tags({**lineage.lineage_tags([data]), **lineage.framework_tags(), "pipeline.stage": "bench",
-                         "pipeline.benchmark": "true", "pipeline.dataset": params.dataset,
-                         "bench.devices": ", ".join(figures["devices"])})
+        mlflow.set_tags(
+            {
+                **lineage.lineage_tags([data]),
+                **lineage.framework_tags(),
+                "pipeline.stage": "bench",
+                "pipeline.benchmark": "true",
+                "pipeline.dataset": params.dataset,
+                "bench.devices": ", ".join(figures["devices"]),
+            }
+        )
         return run.info.run_id
 
 
@@ -270,7 +326,8 @@ def _copy_metrics(source: str, dest: str, latest: dict) -> None:
     from mlflow import MlflowClient
 
     client = MlflowClient(store.tracking_uri())
-    history = [m for key in latest if not key.startswith(("system/", "test_"))
-               for m in client.get_metric_history(source, key)]
+    history = [
+        m for key in latest if not key.startswith(("system/", "test_")) for m in client.get_metric_history(source, key)
+    ]
     for start in range(0, len(history), 1000):  # MLflow's limit per batch
-        client.log_batch(dest, metrics=history[start:start + 1000])
+        client.log_batch(dest, metrics=history[start : start + 1000])

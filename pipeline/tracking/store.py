@@ -7,8 +7,9 @@ import contextlib
 import functools
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from pipeline.errors import TrackingError
 
@@ -19,7 +20,7 @@ def repo_root(start: Optional[Path] = None) -> Path:
     parts = here.parts
     # `dvc exp run --temp/--queue` runs in <root>/.dvc/tmp/exps/<name>: log to <root>.
     for i in range(len(parts) - 3):
-        if parts[i: i + 3] == (".dvc", "tmp", "exps"):
+        if parts[i : i + 3] == (".dvc", "tmp", "exps"):
             return Path(*parts[:i])
     return here
 
@@ -56,16 +57,18 @@ def check_scheme(uri: str, variable: str = "MLFLOW_TRACKING_URI") -> None:
     if scheme and scheme not in TRACKING_SCHEMES:
         from pipeline.errors import ConfigError
 
-        raise ConfigError(f"{variable}: {uri.split('://', 1)[0]}:// is no MLflow tracking store: "
-                          "expected sqlite:///PATH, a tracking server's http(s)://HOST:PORT or a database "
-                          "URL (postgresql://, mysql://); set it to one, or unset it for mlflow.db here")
+        raise ConfigError(
+            f"{variable}: {uri.split('://', 1)[0]}:// is no MLflow tracking store: "
+            "expected sqlite:///PATH, a tracking server's http(s)://HOST:PORT or a database "
+            "URL (postgresql://, mysql://); set it to one, or unset it for mlflow.db here"
+        )
 
 
 def sqlite_path(uri: str) -> Optional[Path]:
     """The database file of a sqlite:// URI (None for any other store)."""
     if not uri.startswith("sqlite:"):
         return None
-    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri[len("sqlite://"):]
+    path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else uri[len("sqlite://") :]
     return Path(path.split("?", 1)[0])
 
 
@@ -99,8 +102,9 @@ def use_store() -> str:
 
                 backup = path.with_name(f"{path.name}.{current}.bak")
                 shutil.copy2(path, backup)
-                log.log.warning("%s: migrating the MLflow store to this MLflow's schema (a copy of the old "
-                                "one: %s)", path, backup)
+                log.log.warning(
+                    "%s: migrating the MLflow store to this MLflow's schema (a copy of the old one: %s)", path, backup
+                )
                 db._upgrade_db(engine)
         finally:
             engine.dispose()
@@ -168,8 +172,9 @@ def use_experiment(name: str) -> str:
         found = mlflow.get_experiment_by_name(name)
         if found is None:
             location = f"{artifact_root(path)}/{name}"
-            experiment_id = mlflow.create_experiment(name, artifact_location=location,
-                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+            experiment_id = mlflow.create_experiment(
+                name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+            )
         else:
             _tag_kind(found)
             experiment_id = found.experiment_id
@@ -181,8 +186,7 @@ def _tag_kind(experiment) -> None:
     if EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
         from mlflow import MlflowClient
 
-        MlflowClient(tracking_uri()).set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG,
-                                                         EXPERIMENT_KIND)
+        MlflowClient(tracking_uri()).set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
 
 
 def runs_pages(base: str, names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str]]:
@@ -225,8 +229,11 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
     except MlflowException as exc:
         raise TrackingError(f"{uri}: cannot list its experiments: {exc.message[:300]}") from None
     wanted = set(names)
-    return [(e.experiment_id, e.name, e.artifact_location) for e in experiments
-            if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")]
+    return [
+        (e.experiment_id, e.name, e.artifact_location)
+        for e in experiments
+        if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")
+    ]
 
 
 def run_that_trained(dataset: str, model_sha256: str):
@@ -242,10 +249,16 @@ def run_that_trained(dataset: str, model_sha256: str):
         experiment = client.get_experiment_by_name(dataset)
         if experiment is None:
             return None
-        found = client.search_runs([experiment.experiment_id], f"tags.`model.sha256` = '{model_sha256}'",
-                                   order_by=["attributes.start_time DESC"], max_results=1)
+        found = client.search_runs(
+            [experiment.experiment_id],
+            f"tags.`model.sha256` = '{model_sha256}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
     except MlflowException as exc:
-        raise TrackingError(f"{tracking_uri()}: cannot look up the run that trained this model: {exc.message}") from None
+        raise TrackingError(
+            f"{tracking_uri()}: cannot look up the run that trained this model: {exc.message}"
+        ) from None
     return found[0] if found else None
 
 
@@ -272,8 +285,9 @@ def client():
     return MlflowClient(use_store())
 
 
-RESUME_ADVICE = ("run the stage again once the tracking store answers (a training resumes from its backup and "
-                 "logs each epoch once)")
+RESUME_ADVICE = (
+    "run the stage again once the tracking store answers (a training resumes from its backup and logs each epoch once)"
+)
 
 
 def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE, *, registry: bool = False):
@@ -282,6 +296,7 @@ def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE, *, r
     MLflow's client retries a server that does not answer for minutes (a blink passes
     unnoticed), then gives up. With `registry`, the store named is the model registry's
     (MLFLOW_REGISTRY_URI may point elsewhere than the tracking store)."""
+
     def wrap(method):
         @functools.wraps(method)
         def call(*args, **kwargs):
@@ -294,7 +309,10 @@ def tracked(what: str, doing: str = "logging", advice: str = RESUME_ADVICE, *, r
                 # urllib3's "Max retries exceeded ... [Errno 111] Connection refused": the reason
                 reason = re.findall(r"\[Errno -?\d+\] ([^\"')]+)", message)
                 where = registry_uri() if registry else tracking_uri()
-                raise TrackingError(f"{where}: {doing} {what} failed: "
-                                    f"{reason[-1] if reason else message[:300]}; {advice}") from None
+                raise TrackingError(
+                    f"{where}: {doing} {what} failed: {reason[-1] if reason else message[:300]}; {advice}"
+                ) from None
+
         return call
+
     return wrap

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pipeline.errors import ServerError
 from pipeline.runtime.processes import check_port
@@ -36,11 +35,30 @@ def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], N
     # switch is on: these links open their runs table either way.
     for name, url in store.runs_pages(f"http://{host}:{port}", datasets, uri):
         echo(f"  {name} runs: {url}")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
-           "MLFLOW_LOGGING_LEVEL": "WARNING", "PYTHONWARNINGS": "ignore"}
-    args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-            "--registry-store-uri", uri, "--host", host,
-            "--port", str(port), "--workers", "1", "--uvicorn-opts", "--no-access-log --log-level warning"]
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # ~1 GB of job runners
+        "MLFLOW_LOGGING_LEVEL": "WARNING",
+        "PYTHONWARNINGS": "ignore",
+    }
+    args = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--registry-store-uri",
+        uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--uvicorn-opts",
+        "--no-access-log --log-level warning",
+    ]
     sys.stdout.flush()  # the URL before the server's own output
     # Its own session: Ctrl+C reaches this process only, which stops the server cleanly
     # (uvicorn interrupted mid-request prints a traceback).

@@ -31,8 +31,7 @@ def check_tf_config(raw: str) -> dict:
     a `cluster` of job names -> lists of "host:port", and this process's `task` (a type that
     is one of the jobs, an index within it). Anything else would be read as "no cluster" or
     crash inside TensorFlow."""
-    expected = ('expected {"cluster": {"worker": ["host:port", ...]}, '
-                '"task": {"type": "worker", "index": 0}}')
+    expected = 'expected {"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}'
     try:
         spec = json.loads(raw)
     except ValueError as exc:
@@ -42,16 +41,19 @@ def check_tf_config(raw: str) -> dict:
     cluster = spec["cluster"]
     for job, hosts in cluster.items():
         if not (isinstance(hosts, list) and hosts and all(isinstance(h, str) and ":" in h for h in hosts)):
-            raise ConfigError(f"TF_CONFIG: cluster.{job}: expected a list of \"host:port\", got {json.dumps(hosts)}")
+            raise ConfigError(f'TF_CONFIG: cluster.{job}: expected a list of "host:port", got {json.dumps(hosts)}')
     task = spec.get("task")
     if not isinstance(task, dict) or task.get("type") not in cluster:
-        raise ConfigError(f"TF_CONFIG: task: expected a type among {', '.join(cluster)} and an index, "
-                          f"got {json.dumps(task)}")
+        raise ConfigError(
+            f"TF_CONFIG: task: expected a type among {', '.join(cluster)} and an index, got {json.dumps(task)}"
+        )
     index = task.get("index", 0)
     size = len(cluster[task["type"]])
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < size:
-        raise ConfigError(f"TF_CONFIG: task.index: expected 0 to {size - 1} (the {task['type']} job has "
-                          f"{size} host{'s' if size != 1 else ''}), got {json.dumps(index)}")
+        raise ConfigError(
+            f"TF_CONFIG: task.index: expected 0 to {size - 1} (the {task['type']} job has "
+            f"{size} host{'s' if size != 1 else ''}), got {json.dumps(index)}"
+        )
     return cluster
 
 
@@ -62,11 +64,15 @@ def check_cluster(name: str, loop: str, where: str) -> Optional[str]:
     cluster = detect_cluster()
     if name == "multi_worker" or (name == "auto" and cluster):
         if name == "multi_worker" and cluster is None:
-            raise ConfigError(f"{where}.strategy: multi_worker needs a cluster: set TF_CONFIG with "
-                              f"two or more workers, or run under Slurm with two or more tasks")
+            raise ConfigError(
+                f"{where}.strategy: multi_worker needs a cluster: set TF_CONFIG with "
+                f"two or more workers, or run under Slurm with two or more tasks"
+            )
         if loop == "fit":
-            raise ConfigError(f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
-                              f"(keras-team/keras#20585); set {where}.loop to custom")
+            raise ConfigError(
+                f"{where}.loop: Keras 3 fit does not run under MultiWorkerMirroredStrategy "
+                f"(keras-team/keras#20585); set {where}.loop to custom"
+            )
     return cluster
 
 
@@ -97,8 +103,10 @@ def slurm_resolver(info, where: str, port_base: int, env=None):
             return Resolver(gpus_per_node=info.physical_gpus, port_base=port_base)
         return Resolver(gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False, port_base=port_base)
     except (ValueError, RuntimeError, KeyError) as exc:
-        raise ConfigError(f"{where}.strategy: cannot build the cluster from Slurm's variables "
-                          f"({tasks} task(s) per node, {info.physical_gpus} GPU(s)): {exc}") from None
+        raise ConfigError(
+            f"{where}.strategy: cannot build the cluster from Slurm's variables "
+            f"({tasks} task(s) per node, {info.physical_gpus} GPU(s)): {exc}"
+        ) from None
 
 
 def cluster_of(strategy):

@@ -10,7 +10,8 @@ under `MultiWorkerMirroredStrategy`, where Keras 3 `fit` does not (keras-team/ke
 from __future__ import annotations
 
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 import keras
 import numpy as np
@@ -23,7 +24,7 @@ SUM = tf.distribute.ReduceOp.SUM
 
 class CustomLoop:
     """Train a model compiled by `models.compile_model` with `strategy.run`; the optimizer is
-the model's own, built there."""
+    the model's own, built there."""
 
     def __init__(self, model: keras.Model, strategy, *, jit_compile: bool = False):
         self.model = model
@@ -76,8 +77,9 @@ the model's own, built there."""
             totals += [float(v) for v in step(batch)]
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{totals[0] / totals[2]:.4f}", accuracy=f"{totals[1] / totals[2]:.4f}",
-                                refresh=False)
+                bar.set_postfix(
+                    loss=f"{totals[0] / totals[2]:.4f}", accuracy=f"{totals[1] / totals[2]:.4f}", refresh=False
+                )
         return totals[0] / max(totals[2], 1), totals[1] / max(totals[2], 1)
 
     def fit(
@@ -112,8 +114,9 @@ the model's own, built there."""
                 self.optimizer.learning_rate = lr_for_epoch(epoch)
             for callback in callbacks:
                 callback.on_epoch_begin(epoch)
-            with tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", unit="step",
-                      disable=not progress, leave=True) as bar:
+            with tqdm(
+                total=steps, desc=f"epoch {epoch + 1}/{epochs}", unit="step", disable=not progress, leave=True
+            ) as bar:
                 loss, accuracy = self._run_epoch(dist_train, self.train_step, bar)
             logs = {"loss": loss, "accuracy": accuracy}
             if dist_val is not None:

@@ -10,14 +10,14 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from pipeline.training.cluster import check_cluster, cluster_of, is_chief, slurm_resolver, task_name
 from pipeline.errors import ConfigError
+from pipeline.training.cluster import check_cluster, cluster_of, is_chief, slurm_resolver, task_name
 
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    physical_gpus: int      # GPUs the host has
-    visible_gpus: int       # GPUs this process uses
+    physical_gpus: int  # GPUs the host has
+    visible_gpus: int  # GPUs this process uses
     logical_gpus: int
     logical_cpus: int
 
@@ -43,7 +43,9 @@ def check_devices(devices, gpus: int, where: str = "devices") -> None:
     visible = len(devices.visible_gpus) if devices.visible_gpus is not None else gpus
     split = devices.logical_devices or 1
     if devices.memory_limit_mb is not None and not visible:
-        raise ConfigError(f"{where}.memory_limit_mb: set to {devices.memory_limit_mb}, but there is no visible GPU to limit")
+        raise ConfigError(
+            f"{where}.memory_limit_mb: set to {devices.memory_limit_mb}, but there is no visible GPU to limit"
+        )
     if visible and split > 1 and devices.memory_limit_mb is None:
         raise ConfigError(
             f"{where}.logical_devices: splitting a GPU into {split} devices needs "
@@ -81,9 +83,7 @@ def configure_devices(devices, where: str = "devices") -> DeviceInfo:
             elif devices.memory_growth:
                 tf.config.experimental.set_memory_growth(gpu, True)
         if not visible and split > 1:
-            tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration()] * split
-            )
+            tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * split)
     except RuntimeError as exc:
         raise ConfigError(f"{where}: cannot apply device settings after TensorFlow has started: {exc}") from None
     except (ValueError, tf.errors.OpError) as exc:
@@ -154,11 +154,15 @@ def check_replicas(cfg, kind: str, devices: list[str], where: str) -> None:
         # XLA compiles a replica's step for one device, and the mirrored variables on the other
         # logical CPU devices are out of its reach ("Trying to access resource ... located in
         # device CPU:1 from device CPU:0").
-        raise ConfigError(f"{where}.jit_compile: XLA cannot compile a step across {len(devices)} "
-                          f"logical CPU devices; use one replica, or GPUs")
+        raise ConfigError(
+            f"{where}.jit_compile: XLA cannot compile a step across {len(devices)} "
+            f"logical CPU devices; use one replica, or GPUs"
+        )
     if cfg.loop == "fit" and cfg.steps_per_execution > 1 and len(devices) > 1:
-        raise ConfigError(f"{where}.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 "
-                          f"on more than one replica (keras-team/keras#19246); use 1, or loop: custom")
+        raise ConfigError(
+            f"{where}.steps_per_execution: Keras 3 fit fails with steps_per_execution > 1 "
+            f"on more than one replica (keras-team/keras#19246); use 1, or loop: custom"
+        )
 
 
 def strategy_for(cfg, info: DeviceInfo, where: str):
@@ -171,9 +175,9 @@ def strategy_for(cfg, info: DeviceInfo, where: str):
     if cfg.strategy == "multi_worker" or (cfg.strategy == "auto" and cluster):
         resolver = slurm_resolver(info, where, cfg.slurm_port_base) if cluster == "slurm" else None
         options = tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.AUTO)
-        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
-                                                         communication_options=options)
+            implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
     picked = None
@@ -183,8 +187,14 @@ def strategy_for(cfg, info: DeviceInfo, where: str):
     check_replicas(cfg, kind, devices, where)
     if kind == "mirrored":
         on_gpus = all("GPU" in d.upper() for d in devices)
-        ops = _cross_device_ops(cfg.cross_device_ops, cfg.num_packs, on_gpus, len(devices),
-                                virtual=info.logical_gpus > info.visible_gpus, where=where)
+        ops = _cross_device_ops(
+            cfg.cross_device_ops,
+            cfg.num_packs,
+            on_gpus,
+            len(devices),
+            virtual=info.logical_gpus > info.visible_gpus,
+            where=where,
+        )
         return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops)
     if kind == "one_device":
         return tf.distribute.OneDeviceStrategy(devices[0])
@@ -231,8 +241,10 @@ def _cross_device_ops(choice: str, num_packs: int, on_gpus: bool, count: int, *,
 
 # The names users know: MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy, and
 # TensorFlow's default strategy (no distribution) is what tf.distribute.get_strategy() returns.
-STRATEGY_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
-                  "_DefaultDistributionStrategy": "DefaultStrategy"}
+STRATEGY_NAMES = {
+    "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+    "_DefaultDistributionStrategy": "DefaultStrategy",
+}
 
 
 def replica_devices(strategy) -> list[str]:

@@ -38,8 +38,9 @@ def best_epoch(rows: list[dict], cfg) -> int:
         value = row.get(cfg.monitor)
         if value is None or math.isnan(value):
             continue
-        if best_value is None or (value - cfg.min_delta > best_value if cfg.mode == "max"
-                                  else value + cfg.min_delta < best_value):
+        if best_value is None or (
+            value - cfg.min_delta > best_value if cfg.mode == "max" else value + cfg.min_delta < best_value
+        ):
             best, best_value = row["epoch"], value
     return best
 
@@ -54,8 +55,9 @@ def should_stop(rows: list[dict], cfg) -> bool:
 class BestEpoch:
     """One training run's best epoch: its two callbacks, and the restore at the end."""
 
-    def __init__(self, cfg, recorder, *, epochs: int, folder: Optional[Path] = None,
-                 initial_epoch: Optional[int] = None):
+    def __init__(
+        self, cfg, recorder, *, epochs: int, folder: Optional[Path] = None, initial_epoch: Optional[int] = None
+    ):
         self.cfg = cfg
         self.recorder = recorder
         self.epochs = epochs
@@ -111,10 +113,16 @@ class BestEpoch:
             value = next(r[self.cfg.monitor] for r in rows if r["epoch"] == best) if best else math.nan
             # -v only: the stage's result line gives the best epoch and the epochs trained, and a
             # failing stage's stderr is its one error line
-            log.debug("%s after epoch %d of %d; best %s %.4f at epoch %d%s",
-                     "stopped early" if stopped else "trained", last, self.epochs, self.cfg.monitor, value, best,
-                     ", whose weights the model now has" if self.cfg.restore_best_weights and 0 < best < last
-                     else "")
+            log.debug(
+                "%s after epoch %d of %d; best %s %.4f at epoch %d%s",
+                "stopped early" if stopped else "trained",
+                last,
+                self.epochs,
+                self.cfg.monitor,
+                value,
+                best,
+                ", whose weights the model now has" if self.cfg.restore_best_weights and 0 < best < last else "",
+            )
         return best
 
 

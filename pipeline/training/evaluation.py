@@ -14,22 +14,22 @@ from pipeline.io import atomic_outputs, read_json, write_csv, write_json
 
 @dataclass
 class Evaluation:
-    metrics: dict            # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
-    report: list[dict]       # per class: precision, recall, support, predicted
-    matrix: np.ndarray       # counts[actual, predicted]
-    x: np.ndarray            # the test split, as prepared
+    metrics: dict  # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
+    report: list[dict]  # per class: precision, recall, support, predicted
+    matrix: np.ndarray  # counts[actual, predicted]
+    x: np.ndarray  # the test split, as prepared
     y_true: np.ndarray
     y_pred: np.ndarray
-    test_data: str           # the test split's digest: versions compare on the same data
-    model: object = None     # the Keras model evaluated
+    test_data: str  # the test split's digest: versions compare on the same data
+    model: object = None  # the Keras model evaluated
 
 
 def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
     """Run the train stage's model over the prepared test split (an EvaluateConfig's batch
     size and top k)."""
-    from pipeline.training import model_folder
     from pipeline.data import arrays
     from pipeline.data.inputs import image_size_for
+    from pipeline.training import model_folder
 
     model = model_folder.load_model(model_dir)
     x, y = arrays.load_split(data, "test")
@@ -54,8 +54,9 @@ def test_digest(x: np.ndarray, y: np.ndarray) -> str:
     return digest.hexdigest()[:16]
 
 
-def write_outputs(ev: Evaluation, *, metrics: Path, per_class: Path, confusion: Path, confusion_png: Path,
-                  title: str) -> None:
+def write_outputs(
+    ev: Evaluation, *, metrics: Path, per_class: Path, confusion: Path, confusion_png: Path, title: str
+) -> None:
     """The metrics JSON (for dvc metrics), the per-class CSV, the (actual, predicted) CSV (for
     dvc plots) and the confusion matrix as an image."""
     from pipeline.training import plots
@@ -63,8 +64,11 @@ def write_outputs(ev: Evaluation, *, metrics: Path, per_class: Path, confusion: 
     with atomic_outputs(metrics, per_class, confusion, confusion_png) as (m_tmp, pc_tmp, c_tmp, png_tmp):
         write_json(m_tmp, ev.metrics)
         write_csv(pc_tmp, ev.report, ev.report[0])
-        write_csv(c_tmp, [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
-                  ("actual", "predicted"))
+        write_csv(
+            c_tmp,
+            [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
+            ("actual", "predicted"),
+        )
         plots.confusion(ev.matrix, png_tmp, title)
 
 
@@ -72,8 +76,9 @@ def predict_logits(model, x: np.ndarray, *, batch_size: int, image_size: Optiona
     """Logits for every test sample, in order, through the same input pipeline as training."""
     from pipeline.data.inputs import make_dataset
 
-    ds = make_dataset(x, np.zeros(len(x), np.int32), batch_size=batch_size, shuffle=False,
-                      image_size=image_size).map(lambda features, _: features)
+    ds = make_dataset(x, np.zeros(len(x), np.int32), batch_size=batch_size, shuffle=False, image_size=image_size).map(
+        lambda features, _: features
+    )
     return np.asarray(model.predict(ds, verbose=0))
 
 
@@ -108,13 +113,15 @@ def per_class_report(matrix: np.ndarray) -> list[dict]:
     actual = matrix.sum(axis=1)
     rows = []
     for c in range(len(matrix)):
-        rows.append({
-            "class": c,
-            "precision": float(tp[c] / predicted[c]) if predicted[c] else 0.0,
-            "recall": float(tp[c] / actual[c]) if actual[c] else 0.0,
-            "support": int(actual[c]),
-            "predicted": int(predicted[c]),
-        })
+        rows.append(
+            {
+                "class": c,
+                "precision": float(tp[c] / predicted[c]) if predicted[c] else 0.0,
+                "recall": float(tp[c] / actual[c]) if actual[c] else 0.0,
+                "support": int(actual[c]),
+                "predicted": int(predicted[c]),
+            }
+        )
     return rows
 
 

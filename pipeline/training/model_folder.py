@@ -73,8 +73,14 @@ def _numbered_shared_objects(node, numbers: dict):
     """`node` with each `shared_object_id` replaced by its order of first appearance (Keras
     only matches them with each other when it loads the config)."""
     if isinstance(node, dict):
-        return {key: (numbers.setdefault(value, len(numbers) + 1) if key == "shared_object_id"
-                      else _numbered_shared_objects(value, numbers)) for key, value in node.items()}
+        return {
+            key: (
+                numbers.setdefault(value, len(numbers) + 1)
+                if key == "shared_object_id"
+                else _numbered_shared_objects(value, numbers)
+            )
+            for key, value in node.items()
+        }
     if isinstance(node, list):
         return [_numbered_shared_objects(value, numbers) for value in node]
     return node
@@ -100,8 +106,10 @@ def read_run(folder: Path) -> Optional[dict]:
         return None
     ids = read_json(path)
     if not (isinstance(ids, dict) and isinstance(ids.get("run_id"), str) and ids["run_id"]):
-        raise DataError(f"{path}: expected {{\"run_id\": \"...\", \"experiment_id\": \"...\"}}, as the "
-                        f"train stage writes it; run the train stage again")
+        raise DataError(
+            f'{path}: expected {{"run_id": "...", "experiment_id": "..."}}, as the '
+            f"train stage writes it; run the train stage again"
+        )
     model = Path(folder) / MODEL_FILE
     if ids.get("model_sha256") and model.is_file() and ids["model_sha256"] != model_sha256(folder):
         return None

@@ -4,13 +4,22 @@ Each model ends in a Dense layer of logits (no softmax): the loss takes logits."
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import keras
 
 
-def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding_dim: int,
-                   conv_filters: Sequence[int], conv_kernel_sizes: Sequence[int], pool_size: int) -> keras.Model:
+def reuters_conv1d(
+    *,
+    max_len: int,
+    vocab_size: int,
+    num_classes: int,
+    embedding_dim: int,
+    conv_filters: Sequence[int],
+    conv_kernel_sizes: Sequence[int],
+    pool_size: int,
+) -> keras.Model:
     """The text model: Embedding, then per block a Conv1D (ReLU) and a MaxPool, Flatten, Dense."""
     inputs = keras.Input(shape=(max_len,), dtype="int32", name="tokens")
     h = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")(inputs)
@@ -23,8 +32,9 @@ def reuters_conv1d(*, max_len: int, vocab_size: int, num_classes: int, embedding
     return keras.Model(inputs, logits, name="reuters_conv1d")
 
 
-def mobilenet_v2(*, img_size: int, num_classes: int, alpha: float, dense_units: int,
-                 batchnorm_momentum: float) -> keras.Model:
+def mobilenet_v2(
+    *, img_size: int, num_classes: int, alpha: float, dense_units: int, batchnorm_momentum: float
+) -> keras.Model:
     """MobileNetV2 from scratch (no top, no pretrained weights), global pooling, Dense, Dense.
 
     Keras builds MobileNetV2's BatchNormalization layers with momentum 0.999, made for long
@@ -55,13 +65,23 @@ def mobilenet_v2(*, img_size: int, num_classes: int, alpha: float, dense_units: 
 def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:
     """A 1x1, stride-1, undilated Conv2D as the Dense layer that computes the same; any other
     layer as a fresh copy of itself."""
-    if (type(layer) is keras.layers.Conv2D and tuple(layer.kernel_size) == (1, 1)
-            and tuple(layer.strides) == (1, 1) and tuple(layer.dilation_rate) == (1, 1)
-            and layer.groups == 1 and layer.data_format == "channels_last"):
+    if (
+        type(layer) is keras.layers.Conv2D
+        and tuple(layer.kernel_size) == (1, 1)
+        and tuple(layer.strides) == (1, 1)
+        and tuple(layer.dilation_rate) == (1, 1)
+        and layer.groups == 1
+        and layer.data_format == "channels_last"
+    ):
         return keras.layers.Dense(
-            layer.filters, activation=layer.activation, use_bias=layer.use_bias,
-            kernel_initializer=layer.kernel_initializer, bias_initializer=layer.bias_initializer,
-            kernel_regularizer=layer.kernel_regularizer, name=layer.name, dtype=layer.dtype_policy,
+            layer.filters,
+            activation=layer.activation,
+            use_bias=layer.use_bias,
+            kernel_initializer=layer.kernel_initializer,
+            bias_initializer=layer.bias_initializer,
+            kernel_regularizer=layer.kernel_regularizer,
+            name=layer.name,
+            dtype=layer.dtype_policy,
         )
     return layer.__class__.from_config(layer.get_config())
 
@@ -70,13 +90,22 @@ def build_model(cfg, stats: dict) -> keras.Model:
     """Build the model that `cfg.model` names, sized from the preprocess stats."""
     if cfg.model == "reuters_conv1d":
         return reuters_conv1d(
-            max_len=stats["max_len"], vocab_size=stats["vocab_size"],
-            num_classes=stats["num_classes"], embedding_dim=cfg.embedding_dim,
-            conv_filters=cfg.conv_filters, conv_kernel_sizes=cfg.conv_kernel_sizes, pool_size=cfg.pool_size,
+            max_len=stats["max_len"],
+            vocab_size=stats["vocab_size"],
+            num_classes=stats["num_classes"],
+            embedding_dim=cfg.embedding_dim,
+            conv_filters=cfg.conv_filters,
+            conv_kernel_sizes=cfg.conv_kernel_sizes,
+            pool_size=cfg.pool_size,
         )
     if cfg.model == "mobilenet_v2":
-        return mobilenet_v2(img_size=cfg.img_size, num_classes=stats["num_classes"], alpha=cfg.alpha,
-                            dense_units=cfg.dense_units, batchnorm_momentum=cfg.batchnorm_momentum)
+        return mobilenet_v2(
+            img_size=cfg.img_size,
+            num_classes=stats["num_classes"],
+            alpha=cfg.alpha,
+            dense_units=cfg.dense_units,
+            batchnorm_momentum=cfg.batchnorm_momentum,
+        )
     raise ValueError(f"unknown model {cfg.model!r}")
 
 

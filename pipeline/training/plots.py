@@ -29,8 +29,15 @@ def confusion(matrix: np.ndarray, path, title: str) -> None:
         for i in range(n):
             for j in range(n):
                 if matrix[i, j]:
-                    ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=7,
-                            color="white" if np.log1p(matrix[i, j]) > threshold else "black")
+                    ax.text(
+                        j,
+                        i,
+                        str(matrix[i, j]),
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if np.log1p(matrix[i, j]) > threshold else "black",
+                    )
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)

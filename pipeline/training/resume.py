@@ -21,17 +21,18 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Optional, TypeVar
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from pipeline.training.cluster import cluster_of, is_chief, task_name
 from pipeline.errors import DataError
 from pipeline.io import write_json
+from pipeline.training.cluster import cluster_of, is_chief, task_name
 
 Run = TypeVar("Run")
 
@@ -67,7 +68,7 @@ class Backup:
             write_json(marker, {"run_id": run.run_id, "fingerprint": fingerprint})
         return run
 
-    def hooks(self, model: keras.Model, loop: str, train_samples: int, on_epoch) -> "EpochHooks":
+    def hooks(self, model: keras.Model, loop: str, train_samples: int, on_epoch) -> EpochHooks:
         """The callbacks this backup adds to a training of `loop` (`training.callbacks_in_order`
         puts them in their places), and the first epoch to train."""
         recorder = EpochRecorder(train_samples, self._file("history.json"))
@@ -97,9 +98,9 @@ class EpochHooks:
     the backup of each finished epoch (None without a folder), the publisher that hands each
     epoch to MLflow once, and the first epoch to train (the custom loop's restored one)."""
 
-    recorder: "EpochRecorder"
+    recorder: EpochRecorder
     backup: Optional[keras.callbacks.Callback]
-    publisher: "EpochPublisher"
+    publisher: EpochPublisher
     initial_epoch: int
 
 
@@ -153,17 +154,19 @@ class EpochRecorder(keras.callbacks.Callback):
         end = time.perf_counter()
         train_seconds = (self._train_end or end) - self._start
         logs = dict(logs or {})
-        self.rows.append({
-            "epoch": epoch + 1,
-            "loss": float(logs["loss"]),
-            "accuracy": float(logs["accuracy"]),
-            "val_loss": float(logs.get("val_loss", np.nan)),
-            "val_accuracy": float(logs.get("val_accuracy", np.nan)),
-            "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
-            "epoch_seconds": end - self._start,
-            "epoch_train_seconds": train_seconds,
-            "epoch_samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
-        })
+        self.rows.append(
+            {
+                "epoch": epoch + 1,
+                "loss": float(logs["loss"]),
+                "accuracy": float(logs["accuracy"]),
+                "val_loss": float(logs.get("val_loss", np.nan)),
+                "val_accuracy": float(logs.get("val_accuracy", np.nan)),
+                "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
+                "epoch_seconds": end - self._start,
+                "epoch_train_seconds": train_seconds,
+                "epoch_samples_per_second": self.train_samples / train_seconds if train_seconds > 0 else 0.0,
+            }
+        )
         if self.backup is not None:
             write_json(self.backup, self.rows)
 
@@ -227,8 +230,10 @@ class EpochCheckpoint(keras.callbacks.Callback):
         if epoch == 0:
             return 0
         if epoch not in saved:
-            raise DataError(f"{self.folder}: no checkpoint of epoch {epoch}, the last one every worker "
-                            f"has; remove the backup folder to start over")
+            raise DataError(
+                f"{self.folder}: no checkpoint of epoch {epoch}, the last one every worker "
+                f"has; remove the backup folder to start over"
+            )
         self.checkpoint.restore(saved[epoch]).expect_partial()
         return epoch
 

@@ -14,10 +14,10 @@ import numpy as np
 import tensorflow as tf
 
 from pipeline.data.inputs import image_size_for, make_dataset
-from pipeline.training import model_folder
-from pipeline.runtime import usage
-from pipeline.training.early_stopping import BestEpoch
 from pipeline.io import atomic_outputs, write_csv, write_json
+from pipeline.runtime import usage
+from pipeline.training import model_folder
+from pipeline.training.early_stopping import BestEpoch
 from pipeline.training.models import build_model, compile_model
 from pipeline.training.resume import Backup
 
@@ -116,14 +116,30 @@ def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
     x_train, y_train = splits["train"]
     batch, drop = train_batches(len(y_train), global_batch, replicas)
     if drop:
-        log.info("the last %d sample(s) of each shuffled epoch are left out, so that every one of %d "
-                 "replicas gets a sample in each step", len(y_train) % batch, replicas)
-    train_ds = make_dataset(x_train, y_train, batch_size=batch, shuffle=True, seed=cfg.seed,
-                            shuffle_buffer=cfg.shuffle_buffer, image_size=image_size, drop_remainder=drop)
+        log.info(
+            "the last %d sample(s) of each shuffled epoch are left out, so that every one of %d "
+            "replicas gets a sample in each step",
+            len(y_train) % batch,
+            replicas,
+        )
+    train_ds = make_dataset(
+        x_train,
+        y_train,
+        batch_size=batch,
+        shuffle=True,
+        seed=cfg.seed,
+        shuffle_buffer=cfg.shuffle_buffer,
+        image_size=image_size,
+        drop_remainder=drop,
+    )
     val_ds = None
     if "val" in splits and len(splits["val"][1]):
-        val_ds = make_dataset(*splits["val"], batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
-                              shuffle=False, image_size=image_size)
+        val_ds = make_dataset(
+            *splits["val"],
+            batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
+            shuffle=False,
+            image_size=image_size,
+        )
     return Prepared(model, train_ds, val_ds, global_batch, len(y_train), batch)
 
 
@@ -147,8 +163,9 @@ def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher
     return [c for c in (recorder, schedule, keeper, backup, stopper, publisher) if c is not None]
 
 
-def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None,
-          verbose: int = 2) -> TrainResult:
+def train(
+    cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None, verbose: int = 2
+) -> TrainResult:
     """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
 
     `on_epoch(epoch, row)` hears of each finished epoch once. With an enabled `backup`, each
@@ -162,8 +179,13 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
     model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
     hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
     initial_epoch = hooks.initial_epoch
-    best = BestEpoch(cfg.early_stopping, hooks.recorder, epochs=cfg.epochs, folder=backup.best_folder,
-                     initial_epoch=initial_epoch if cfg.loop == "custom" else None)
+    best = BestEpoch(
+        cfg.early_stopping,
+        hooks.recorder,
+        epochs=cfg.epochs,
+        folder=backup.best_folder,
+        initial_epoch=initial_epoch if cfg.loop == "custom" else None,
+    )
 
     def lr_for_epoch(epoch):
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
@@ -171,18 +193,32 @@ def train(cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] 
     schedule = None  # the custom loop sets each epoch's rate itself
     if cfg.loop == "fit" and cfg.lr_decay_epochs:
         schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch))
-    callbacks = callbacks_in_order(recorder=hooks.recorder, schedule=schedule, keeper=best.keeper,
-                                   backup=hooks.backup, stopper=best.stopper, publisher=hooks.publisher)
+    callbacks = callbacks_in_order(
+        recorder=hooks.recorder,
+        schedule=schedule,
+        keeper=best.keeper,
+        backup=hooks.backup,
+        stopper=best.stopper,
+        publisher=hooks.publisher,
+    )
     if cfg.loop == "fit":
         # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
-        model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose,
-                  shuffle=False)
+        model.fit(
+            train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose, shuffle=False
+        )
     else:
         from pipeline.training.custom_loop import CustomLoop
 
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
-        loop.fit(train_ds, val_ds, epochs=cfg.epochs, initial_epoch=initial_epoch, callbacks=callbacks,
-                 lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None, progress=None if verbose else False)
+        loop.fit(
+            train_ds,
+            val_ds,
+            epochs=cfg.epochs,
+            initial_epoch=initial_epoch,
+            callbacks=callbacks,
+            lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None,
+            progress=None if verbose else False,
+        )
     best_epoch = best.restore(model)
     rows = hooks.recorder.rows
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
@@ -210,8 +246,13 @@ def measured(result: TrainResult, figures: dict) -> dict:
     which traces the step functions, when there are any), peak memory, device counts."""
     later = [row["epoch_samples_per_second"] for row in result.history[1:]]
     steady = {"steady_samples_per_second": sum(later) / len(later)} if later else {}
-    return {"train_seconds": result.train_seconds, "samples_per_second": result.samples_per_second, **steady,
-            "peak_rss_mb": round(result.peak_rss_mb), **{key: figures[key] for key in DEVICE_COUNTS}}
+    return {
+        "train_seconds": result.train_seconds,
+        "samples_per_second": result.samples_per_second,
+        **steady,
+        "peak_rss_mb": round(result.peak_rss_mb),
+        **{key: figures[key] for key in DEVICE_COUNTS},
+    }
 
 
 def weights_digest(model: keras.Model) -> str:
@@ -224,9 +265,20 @@ def weights_digest(model: keras.Model) -> str:
     return digest.hexdigest()
 
 
-def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_dir: Path, history: Path,
-                  summary: Path, curves: Path, title: str, measurements: Optional[Path] = None,
-                  machine: Optional[Path] = None, machine_facts: Optional[dict] = None) -> str:
+def write_outputs(
+    result: TrainResult,
+    *,
+    figures: dict,
+    run_ids: dict,
+    model_dir: Path,
+    history: Path,
+    summary: Path,
+    curves: Path,
+    title: str,
+    measurements: Optional[Path] = None,
+    machine: Optional[Path] = None,
+    machine_facts: Optional[dict] = None,
+) -> str:
     """The train stage's files. What the run computed, the same bytes whenever it reproduces:
     the model with its MLflow run ids (`model_folder`), the per-epoch history (for dvc plots),
     the summary of results (for dvc metrics) and the learning curves. What it measured, apart:
@@ -237,7 +289,12 @@ def write_outputs(result: TrainResult, *, figures: dict, run_ids: dict, model_di
 
     extra = [path for path in (measurements, machine) if path is not None]
     with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
-            model_tmp, history_tmp, summary_tmp, curves_tmp, *extra_tmp):
+        model_tmp,
+        history_tmp,
+        summary_tmp,
+        curves_tmp,
+        *extra_tmp,
+    ):
         model_sha256 = model_folder.save(model_tmp, result.model, run_ids)
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
         write_json(summary_tmp, {"global_batch_size": result.global_batch_size, **result.summary})

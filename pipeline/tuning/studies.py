@@ -72,8 +72,10 @@ def database_url(url: str) -> str:
     import importlib.util
 
     if importlib.util.find_spec("psycopg") is None:
-        raise ConfigError(f"{shown(url)}: a study in PostgreSQL needs psycopg, which is not installed: "
-                          f"install pipeline[postgres] (make setup does)")
+        raise ConfigError(
+            f"{shown(url)}: a study in PostgreSQL needs psycopg, which is not installed: "
+            f"install pipeline[postgres] (make setup does)"
+        )
     return "postgresql+psycopg://" + url.split("://", 1)[1]
 
 
@@ -89,8 +91,10 @@ def check_storage_url(url: str) -> None:
         return
     scheme = url.split("://", 1)[0].lower()
     if scheme not in STORAGE_SCHEMES:
-        raise ConfigError(f"{shown(url)}: a study cannot live in a {scheme}:// storage: expected a journal file "
-                          f"(a path, or file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE")
+        raise ConfigError(
+            f"{shown(url)}: a study cannot live in a {scheme}:// storage: expected a journal file "
+            f"(a path, or file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"
+        )
 
 
 def open_storage(url: str, cfg):
@@ -110,8 +114,12 @@ def open_storage(url: str, cfg):
         return _journal_storage(path, cfg.heartbeat_seconds, retry)
     kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgres") else {}
     try:
-        return RDBStorage(engine_url, engine_kwargs=kwargs, heartbeat_interval=cfg.heartbeat_seconds,
-                          heartbeat_stale_trial_callback=retry)
+        return RDBStorage(
+            engine_url,
+            engine_kwargs=kwargs,
+            heartbeat_interval=cfg.heartbeat_seconds,
+            heartbeat_stale_trial_callback=retry,
+        )
     except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
         reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
         raise StudyError(f"{shown(url)}: cannot open the study's storage: {reason}") from None
@@ -131,8 +139,12 @@ def _on_stale(retries: int):
 
         if trial.user_attrs.get(RUN_ATTR):
             study_runs.TrialRun(trial.user_attrs[RUN_ATTR]).finish(
-                "failed", epochs=len(trial.intermediate_values), value=None, metric="",
-                reason="its worker stopped sending heartbeats (killed, or its host went down)")
+                "failed",
+                epochs=len(trial.intermediate_values),
+                value=None,
+                metric="",
+                reason="its worker stopped sending heartbeats (killed, or its host went down)",
+            )
         retry(study, trial)
         retried = RetryHeartbeatStaleTrialCallback.retry_history(trial)
         again = "queued again with the same params" if len(retried) < retries else f"not retried ({retries} retries)"
@@ -156,8 +168,11 @@ def _journal_storage(path: Path, interval: int, retry):
 
         def _get_stale_trial_ids(self, study_id: int) -> list[int]:
             now = time.time()
-            return [t._trial_id for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-                    if now - t.system_attrs.get("heartbeat", t.datetime_start.timestamp()) > 2 * interval]
+            return [
+                t._trial_id
+                for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+                if now - t.system_attrs.get("heartbeat", t.datetime_start.timestamp()) > 2 * interval
+            ]
 
         def get_heartbeat_interval(self) -> int:
             return interval
@@ -219,8 +234,13 @@ def identity(params, name: str) -> dict:
     metric, direction) and the name it was created under (a study copied or renamed in its
     storage is another one)."""
     cfg = params.tune
-    return {"dataset": params.dataset, "space": search_space.as_json(cfg.space), "metric": cfg.metric,
-            "direction": cfg.direction, "study": name}
+    return {
+        "dataset": params.dataset,
+        "space": search_space.as_json(cfg.space),
+        "metric": cfg.metric,
+        "direction": cfg.direction,
+        "study": name,
+    }
 
 
 def check_same_search(study, params, name: str, url: str, *, settled: bool) -> None:
@@ -234,24 +254,30 @@ def check_same_search(study, params, name: str, url: str, *, settled: bool) -> N
     fix = f"name a new study with --study, or put tune.{params.dataset}.{{key}} back"
     (direction,) = [d.name.lower() for d in study.directions] if len(study.directions) == 1 else ["several"]
     if direction != mine["direction"]:
-        raise ConfigError(f"study {name!r} in {shown(url)} has another direction (Optuna's: {direction}, not "
-                          f"{mine['direction']}): " + fix.format(key="direction"))
+        raise ConfigError(
+            f"study {name!r} in {shown(url)} has another direction (Optuna's: {direction}, not "
+            f"{mine['direction']}): " + fix.format(key="direction")
+        )
     theirs = study.user_attrs
     missing = [key for key in ATTRS if key not in theirs]
     if missing and (settled or study.trials):
-        raise ConfigError(f"study {name!r} in {shown(url)} records no {', '.join(missing)}: it was not made by "
-                          f"`pipeline tune`, so it may be another search: name a new study with --study")
+        raise ConfigError(
+            f"study {name!r} in {shown(url)} records no {', '.join(missing)}: it was not made by "
+            f"`pipeline tune`, so it may be another search: name a new study with --study"
+        )
     for key, value in mine.items():
         if key in theirs and theirs[key] != value:
-            raise ConfigError(f"study {name!r} in {shown(url)} has another {key} ({_brief(theirs[key])}, not "
-                              f"{_brief(value)}): " + fix.format(key=key))
+            raise ConfigError(
+                f"study {name!r} in {shown(url)} has another {key} ({_brief(theirs[key])}, not "
+                f"{_brief(value)}): " + fix.format(key=key)
+            )
 
 
 @dataclass
 class Opened:
-    study: object           # optuna.Study
-    run_id: str             # its MLflow run
-    storage: str            # where it lives, as shown
+    study: object  # optuna.Study
+    run_id: str  # its MLflow run
+    storage: str  # where it lives, as shown
     created: bool
 
 
@@ -290,8 +316,10 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
     check_same_search(study, params, name, url, settled=True)
     run_id = study.user_attrs[RUN_ATTR]
     if store.find_run(run_id) is None:
-        raise ConfigError(f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
-                          f"({store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to")
+        raise ConfigError(
+            f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
+            f"({store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to"
+        )
     return Opened(study, run_id, shown(url), created=False)
 
 
@@ -312,9 +340,19 @@ def _brief(value) -> str:
 def settings(params, name: str, url: str) -> dict:
     """The study's settings as its MLflow run's `tune.*` params."""
     cfg = params.tune
-    return {"study": name, "storage": shown(url), "trials": cfg.trials, "sampler": cfg.sampler, "seed": cfg.seed,
-            "startup_trials": cfg.startup_trials, "pruner": cfg.pruner, "metric": cfg.metric,
-            "direction": cfg.direction, "epochs": params.train.epochs, "space": search_space.as_json(cfg.space)}
+    return {
+        "study": name,
+        "storage": shown(url),
+        "trials": cfg.trials,
+        "sampler": cfg.sampler,
+        "seed": cfg.seed,
+        "startup_trials": cfg.startup_trials,
+        "pruner": cfg.pruner,
+        "metric": cfg.metric,
+        "direction": cfg.direction,
+        "epochs": params.train.epochs,
+        "space": search_space.as_json(cfg.space),
+    }
 
 
 WITHDRAWN_ATTR = "withdrawn"
@@ -337,9 +375,13 @@ def within_budget(study, trial, trials: int) -> bool:
     waiting to run. Workers look at the counts before they ask, but two can look at once and
     both ask for the last place: the later number is then withdrawn (told failed, marked so,
     and left out of the counts)."""
-    ahead = sum(1 for t in study.get_trials(deepcopy=False)
-                if t.number < trial.number and t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
-                and not t.user_attrs.get(WITHDRAWN_ATTR))
+    ahead = sum(
+        1
+        for t in study.get_trials(deepcopy=False)
+        if t.number < trial.number
+        and t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
+        and not t.user_attrs.get(WITHDRAWN_ATTR)
+    )
     return ahead < trials
 
 
@@ -349,8 +391,12 @@ def best(study, space) -> Optional[dict]:
         trial = study.best_trial
     except ValueError:  # no complete trial yet
         return None
-    return {"number": trial.number, "value": trial.value, "params": search_space.decode(space, trial.params),
-            "run_id": trial.user_attrs.get(RUN_ATTR)}
+    return {
+        "number": trial.number,
+        "value": trial.value,
+        "params": search_space.decode(space, trial.params),
+        "run_id": trial.user_attrs.get(RUN_ATTR),
+    }
 
 
 def experiment_name(study_name: str) -> str:

@@ -29,8 +29,15 @@ def create_study_run(dataset: str, study: str, settings: dict, storage: str) -> 
     probe.check_tracking()
     experiment_id = store.use_experiment(dataset)
     client = store.client()
-    tags = {**lineage.source_tags("tune", dataset), **lineage.lineage_tags([]), **lineage.framework_tags(),
-            "pipeline.stage": "tune", "pipeline.dataset": dataset, STUDY_TAG: study, "optuna.storage": storage}
+    tags = {
+        **lineage.source_tags("tune", dataset),
+        **lineage.lineage_tags([]),
+        **lineage.framework_tags(),
+        "pipeline.stage": "tune",
+        "pipeline.dataset": dataset,
+        STUDY_TAG: study,
+        "optuna.storage": storage,
+    }
     run = client.create_run(experiment_id, run_name=f"tune-{study}", tags=tags)
     client.log_batch(run.info.run_id, params=[Param(f"tune.{k}", str(v)) for k, v in settings.items()])
     return run.info.run_id
@@ -52,8 +59,11 @@ def record_progress(run_id: str, *, metric: str, counts: dict, best: Optional[di
     tags = []
     if best is not None:
         metrics += [Metric(f"best_{metric}", best["value"], now, step), Metric("best_trial", best["number"], now, step)]
-        tags = [RunTag("best.trial", str(best["number"])), RunTag("best.params", json.dumps(best["params"])),
-                RunTag("best.run_id", best.get("run_id") or "")]
+        tags = [
+            RunTag("best.trial", str(best["number"])),
+            RunTag("best.params", json.dumps(best["params"])),
+            RunTag("best.run_id", best.get("run_id") or ""),
+        ]
     client.log_batch(run_id, metrics=metrics, tags=tags)
     status = client.get_run(run_id).info.status
     if finished and status != "FINISHED":
@@ -70,8 +80,19 @@ class TrialRun:
 
     @classmethod
     @tracked("the trial's run")
-    def open(cls, params, *, parent_run_id: str, study: str, number: int, values: dict, figures: dict,
-             data: Path, splits: dict, worker: str) -> "TrialRun":
+    def open(
+        cls,
+        params,
+        *,
+        parent_run_id: str,
+        study: str,
+        number: int,
+        values: dict,
+        figures: dict,
+        data: Path,
+        splits: dict,
+        worker: str,
+    ) -> TrialRun:
         """Start trial `number`'s run under the study's: every param the trial trains with
         (`train.*` with the trial's values), its device counts and sample counts, lineage, and
         the worker (host:pid) that trains it."""
@@ -79,16 +100,28 @@ class TrialRun:
 
         client = store.client()
         experiment_id = client.get_run(parent_run_id).info.experiment_id
-        tags = {**lineage.source_tags("tune", params.dataset), **lineage.lineage_tags([data]),
-                **lineage.framework_tags(), PARENT_TAG: parent_run_id, "pipeline.stage": "tune",
-                "pipeline.dataset": params.dataset, STUDY_TAG: study, TRIAL_TAG: str(number),
-                "optuna.params": json.dumps(values), "optuna.worker": worker}
+        tags = {
+            **lineage.source_tags("tune", params.dataset),
+            **lineage.lineage_tags([data]),
+            **lineage.framework_tags(),
+            PARENT_TAG: parent_run_id,
+            "pipeline.stage": "tune",
+            "pipeline.dataset": params.dataset,
+            STUDY_TAG: study,
+            TRIAL_TAG: str(number),
+            "optuna.params": json.dumps(values),
+            "optuna.worker": worker,
+        }
         run = client.create_run(experiment_id, run_name=f"{study}-trial-{number}", tags=tags)
-        flat = {**params.flat(), **device_params(figures), "tune.trial": number,
-                **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()}}
+        flat = {
+            **params.flat(),
+            **device_params(figures),
+            "tune.trial": number,
+            **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()},
+        }
         items = [Param(k, str(v)) for k, v in flat.items()]
         for start in range(0, len(items), 100):  # MLflow's limit of params per batch
-            client.log_batch(run.info.run_id, params=items[start:start + 100])
+            client.log_batch(run.info.run_id, params=items[start : start + 100])
         return cls(run.info.run_id)
 
     @tracked("an epoch's metrics")
@@ -98,12 +131,22 @@ class TrialRun:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        store.client().log_batch(self.run_id, metrics=[Metric(k, float(v), now, epoch) for k, v in row.items()
-                                                  if k != "epoch" and v is not None])
+        store.client().log_batch(
+            self.run_id,
+            metrics=[Metric(k, float(v), now, epoch) for k, v in row.items() if k != "epoch" and v is not None],
+        )
 
     @tracked("the trial's end")
-    def finish(self, state: str, *, epochs: int, value: Optional[float], metric: str,
-               best_epoch: Optional[int] = None, reason: str = "") -> None:
+    def finish(
+        self,
+        state: str,
+        *,
+        epochs: int,
+        value: Optional[float],
+        metric: str,
+        best_epoch: Optional[int] = None,
+        reason: str = "",
+    ) -> None:
         """End the run: its state (complete, pruned, failed) as tag optuna.state, the epochs it
         trained, and its value (`tune_<metric>`); a failed trial's run ends FAILED."""
         import time

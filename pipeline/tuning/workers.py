@@ -43,22 +43,41 @@ class Target:
         return self.params.dataset
 
     @classmethod
-    def make(cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], data) -> "Target":
+    def make(cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], data) -> Target:
         params = load_params(params_path, dataset, overrides)
         if storage:  # a usage error before the data, the store or a driver is asked
             studies.check_storage_url(storage)
-        return cls(params, str(params_path), tuple(overrides), study or params.tune.study,
-                   storage or studies.default_storage(), str(data))
+        return cls(
+            params,
+            str(params_path),
+            tuple(overrides),
+            study or params.tune.study,
+            storage or studies.default_storage(),
+            str(data),
+        )
 
     def spec(self) -> dict:
         """The target as a worker process is handed it (JSON): the params' mapping, not the file."""
-        return {"raw": self.params.raw, "dataset": self.dataset, "source": self.source,
-                "overrides": list(self.overrides), "study": self.study, "storage": self.storage, "data": self.data}
+        return {
+            "raw": self.params.raw,
+            "dataset": self.dataset,
+            "source": self.source,
+            "overrides": list(self.overrides),
+            "study": self.study,
+            "storage": self.storage,
+            "data": self.data,
+        }
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "Target":
-        return cls(params_of(spec["raw"], spec["dataset"], spec["source"]), spec["source"], tuple(spec["overrides"]),
-                   spec["study"], spec["storage"], spec["data"])
+    def from_spec(cls, spec: dict) -> Target:
+        return cls(
+            params_of(spec["raw"], spec["dataset"], spec["source"]),
+            spec["source"],
+            tuple(spec["overrides"]),
+            spec["study"],
+            spec["storage"],
+            spec["data"],
+        )
 
     def trial_params(self, values: dict) -> DatasetParams:
         """The params a trial trains with: its drawn values over the target's."""
@@ -72,8 +91,10 @@ def prepare(target: Target) -> studies.Opened:
     from pipeline.training import cluster
 
     if cluster.detect_cluster() is not None:
-        raise ConfigError("pipeline tune: a worker trains its trials in one process; under Slurm or with "
-                          "TF_CONFIG, start one `pipeline tune` per task (deploy/slurm/tune.sbatch)")
+        raise ConfigError(
+            "pipeline tune: a worker trains its trials in one process; under Slurm or with "
+            "TF_CONFIG, start one `pipeline tune` per task (deploy/slurm/tune.sbatch)"
+        )
     arrays.load_prepared(target.data, ("train", "val"))
     return studies.open_study(target.params, target.study, target.storage)
 
@@ -83,8 +104,10 @@ def run(target: Target, workers: int) -> studies.Opened:
     them; returns the study."""
     opened = prepare(target)
     counts, trials = studies.counts(opened.study), target.params.tune.trials
-    log.result(f"study {target.study} ({opened.storage}): {counts['complete'] + counts['pruned']} of {trials} trials "
-               f"finished; {workers} worker{'s' if workers > 1 else ''} here")
+    log.result(
+        f"study {target.study} ({opened.storage}): {counts['complete'] + counts['pruned']} of {trials} trials "
+        f"finished; {workers} worker{'s' if workers > 1 else ''} here"
+    )
     if workers == 1:
         work(target, opened)
     else:
@@ -142,10 +165,13 @@ def _record(target: Target, opened: studies.Opened) -> None:
 
     cfg = target.params.tune
     counts = studies.counts(opened.study)
-    study_runs.record_progress(opened.run_id, metric=cfg.metric,
-                               counts={k: counts[k] for k in ("complete", "pruned", "failed")},
-                               best=studies.best(opened.study, cfg.space),
-                               finished=counts["complete"] + counts["pruned"] >= cfg.trials)
+    study_runs.record_progress(
+        opened.run_id,
+        metric=cfg.metric,
+        counts={k: counts[k] for k in ("complete", "pruned", "failed")},
+        best=studies.best(opened.study, cfg.space),
+        finished=counts["complete"] + counts["pruned"] >= cfg.trials,
+    )
 
 
 class _Pruned(Exception):
@@ -185,8 +211,10 @@ class Trial:
         except _Pruned as pruned:
             run.finish("pruned", epochs=pruned.epoch, value=self.last["value"], metric=self.cfg.metric)
             study.tell(trial, state=TrialState.PRUNED)
-            log.result(f"{dataset} trial {trial.number}: pruned after epoch {pruned.epoch} ({self.cfg.metric} "
-                       f"{self.last['value']:.4f}); {self.shown}")
+            log.result(
+                f"{dataset} trial {trial.number}: pruned after epoch {pruned.epoch} ({self.cfg.metric} "
+                f"{self.last['value']:.4f}); {self.shown}"
+            )
             return
         except BaseException as exc:  # the worker stops: the trial is failed, not left running
             run.finish("failed", epochs=self.last.get("epoch", 0), value=None, metric=self.cfg.metric, reason=str(exc))
@@ -197,10 +225,17 @@ class Trial:
     def _open_run(self, params: DatasetParams, trial, values: dict):
         from pipeline.tuning import study_runs  # MLflow's client
 
-        run = study_runs.TrialRun.open(params, parent_run_id=self.opened.run_id, study=self.target.study,
-                                       number=trial.number, values=values, figures=self.setup.figures(),
-                                       data=Path(self.target.data), splits=self.splits,
-                                       worker=f"{socket.gethostname()}:{os.getpid()}")
+        run = study_runs.TrialRun.open(
+            params,
+            parent_run_id=self.opened.run_id,
+            study=self.target.study,
+            number=trial.number,
+            values=values,
+            figures=self.setup.figures(),
+            data=Path(self.target.data),
+            splits=self.splits,
+            worker=f"{socket.gethostname()}:{os.getpid()}",
+        )
         trial.set_user_attr(studies.RUN_ATTR, run.run_id)
         return run
 
@@ -221,8 +256,14 @@ class Trial:
 
         try:
             with _Heartbeat(self.opened.study, trial):
-                return trainer.train(params.train, splits=self.splits, stats=self.stats,
-                                     strategy=self.setup.strategy, on_epoch=on_epoch, verbose=0)
+                return trainer.train(
+                    params.train,
+                    splits=self.splits,
+                    stats=self.stats,
+                    strategy=self.setup.strategy,
+                    on_epoch=on_epoch,
+                    verbose=0,
+                )
         finally:
             keras.backend.clear_session()
 
@@ -236,13 +277,21 @@ class Trial:
         if value is None or not math.isfinite(value):
             run.finish("failed", epochs=len(result.history), value=None, metric=metric, reason=f"{metric} is {value}")
             study.tell(trial, state=TrialState.FAIL)
-            log.log.warning("%s trial %d: failed, %s is %s (the training diverged); %s", dataset, trial.number,
-                            metric, value, self.shown)
+            log.log.warning(
+                "%s trial %d: failed, %s is %s (the training diverged); %s",
+                dataset,
+                trial.number,
+                metric,
+                value,
+                self.shown,
+            )
             return
         run.finish("complete", epochs=len(result.history), value=value, metric=metric, best_epoch=best_epoch)
         study.tell(trial, value)
-        log.result(f"{dataset} trial {trial.number}: {metric} {value:.4f} at epoch {best_epoch} of "
-                   f"{len(result.history)}; {self.shown}")
+        log.result(
+            f"{dataset} trial {trial.number}: {metric} {value:.4f} at epoch {best_epoch} of "
+            f"{len(result.history)}; {self.shown}"
+        )
         _record(self.target, self.opened)
 
 
@@ -276,13 +325,17 @@ def summary(target: Target, opened: studies.Opened) -> list[str]:
     DVC experiment."""
     params = target.params
     counts = studies.counts(opened.study)
-    lines = [f"study {target.study}: {counts['complete']} complete, {counts['pruned']} pruned, "
-             f"{counts['failed']} failed of {params.tune.trials} trials ({opened.storage}); MLflow run {opened.run_id}"]
+    lines = [
+        f"study {target.study}: {counts['complete']} complete, {counts['pruned']} pruned, "
+        f"{counts['failed']} failed of {params.tune.trials} trials ({opened.storage}); MLflow run {opened.run_id}"
+    ]
     best = studies.best(opened.study, params.tune.space)
     if best is None:
         lines.append("no trial has completed yet")
         return lines
-    lines.append(f"best: trial {best['number']}, {params.tune.metric} {best['value']:.4f} (MLflow run {best['run_id']})")
+    lines.append(
+        f"best: trial {best['number']}, {params.tune.metric} {best['value']:.4f} (MLflow run {best['run_id']})"
+    )
     lines.append("as a DVC experiment (or `pipeline tune " + target.dataset + " --apply`):")
     lines.append("  " + studies.dvc_line(target.dataset, target.study, best["params"], target.overrides))
     return lines
@@ -299,8 +352,9 @@ def apply(target: Target, opened: studies.Opened) -> int:
     try:
         return subprocess.run(command).returncode
     except FileNotFoundError:
-        raise ConfigError("dvc: not found on PATH; activate the project's environment (source .venv/bin/activate)") \
-            from None
+        raise ConfigError(
+            "dvc: not found on PATH; activate the project's environment (source .venv/bin/activate)"
+        ) from None
 
 
 def _serve(spec: dict) -> dict:

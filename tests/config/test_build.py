@@ -8,8 +8,8 @@ import copy
 
 import pytest
 import yaml
-
 from helpers import ROOT
+
 from pipeline.config import build
 from pipeline.config.schema import ReutersTrainConfig
 from pipeline.errors import ConfigError
@@ -32,16 +32,22 @@ def test_the_search_spaces_are_left_to_search_space():
 def test_keys_that_disagree_name_the_key():
     raw = copy.deepcopy(RAW)
     raw["train"]["reuters"]["conv_kernel_sizes"] = [5]
-    with pytest.raises(ConfigError, match=r"params.yaml: train\.reuters\.conv_kernel_sizes: expected one kernel "
-                                          r"size per conv_filters \(2\), got 1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"params.yaml: train\.reuters\.conv_kernel_sizes: expected one kernel "
+        r"size per conv_filters \(2\), got 1",
+    ):
         build.sections(raw)
 
 
-@pytest.mark.parametrize("parts, expected", [
-    (["train", "reuters", "epochs"], None),
-    (["train", "reuters", "epoch"], (2, " (did you mean 'epochs'?)")),
-    (["train", "reuters", "epochs", "deeper"], (3, "")),
-    (["nothing"], (0, "")),
-])
+@pytest.mark.parametrize(
+    "parts, expected",
+    [
+        (["train", "reuters", "epochs"], None),
+        (["train", "reuters", "epoch"], (2, " (did you mean 'epochs'?)")),
+        (["train", "reuters", "epochs", "deeper"], (3, "")),
+        (["nothing"], (0, "")),
+    ],
+)
 def test_the_first_missing_key_of_a_dotted_path_and_its_nearest_name(parts, expected):
     assert build.missing_key(RAW, parts) == expected

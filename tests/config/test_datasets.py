@@ -3,9 +3,9 @@ dataset's reader gives the same shape of result, and what its object says agrees
 
 import numpy as np
 import pytest
-
 from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import write_params
+
 from pipeline.config import datasets, schema
 from pipeline.config.datasets import DATASETS, SCHEMA
 from pipeline.config.loader import load_params

@@ -2,10 +2,10 @@ import copy
 
 import pytest
 import yaml
-
 from helpers import ROOT, run_command, subprocess_env, write_params
-from pipeline.config.loader import load_params, validate
+
 from pipeline.config.datasets import DATASETS
+from pipeline.config.loader import load_params, validate
 from pipeline.config.schema import STAGES
 from pipeline.errors import ConfigError
 
@@ -78,14 +78,14 @@ def test_yaml_booleans_in_choices_are_explained(raw):
 
 def test_nested_list_items_are_checked(raw):
     raw["download"]["reuters"]["files"][1]["sha256"] = "abc"
-    assert "download.reuters.files[1].sha256: expected a 64-digit hex sha256 or null, got \"abc\"" in error_of(raw)
+    assert 'download.reuters.files[1].sha256: expected a 64-digit hex sha256 or null, got "abc"' in error_of(raw)
     raw["download"]["reuters"]["files"][1] = {"url": "ftp://x/y", "sha256": None}
     assert "download.reuters.files[1].url: expected an http://, https:// or file:// URL" in error_of(raw)
 
 
 def test_device_list_items(raw):
     raw["train"]["reuters"]["devices"]["visible_gpus"] = [0, "1"]
-    assert "train.reuters.devices.visible_gpus[1]: expected null or a list of GPU indices, got \"1\"" in error_of(raw)
+    assert 'train.reuters.devices.visible_gpus[1]: expected null or a list of GPU indices, got "1"' in error_of(raw)
     raw["train"]["reuters"]["devices"]["visible_gpus"] = [0, 0]
     assert "visible_gpus: expected null or a list of GPU indices, got [0, 0]" in error_of(raw)
 
@@ -120,12 +120,17 @@ def test_missing_file(tmp_path):
         load_params(tmp_path / "nope.yaml", "reuters")
 
 
-@pytest.mark.parametrize("stage,args", [
-    ("train", ["--data", "d", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json",
-               "--curves", "c.png"]),
-    ("download", ["--out", "o", "--manifest", "o.json"]),
-    ("bench", ["--json", "o.json"]),
-])
+@pytest.mark.parametrize(
+    "stage,args",
+    [
+        (
+            "train",
+            ["--data", "d", "--model-dir", "m", "--history", "h.csv", "--summary", "s.json", "--curves", "c.png"],
+        ),
+        ("download", ["--out", "o", "--manifest", "o.json"]),
+        ("bench", ["--json", "o.json"]),
+    ],
+)
 def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_path, raw, stage, args):
     raw["train"]["reuters"]["batch_size_per_replica"] = "32x"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
@@ -138,24 +143,39 @@ def test_stage_stops_on_config_error_before_tensorflow_and_writes_nothing(tmp_pa
 
 
 def test_overrides_set_values_as_dvc_exp_run_does():
-    params = load_params(ROOT / "params.yaml", "reuters", [
-        "train.reuters.steps_per_execution=8", "train.reuters.devices.visible_gpus=[0, 1]",
-        "train.reuters.lr_decay_epochs=[]", "preprocess.reuters.num_words=null"])
+    params = load_params(
+        ROOT / "params.yaml",
+        "reuters",
+        [
+            "train.reuters.steps_per_execution=8",
+            "train.reuters.devices.visible_gpus=[0, 1]",
+            "train.reuters.lr_decay_epochs=[]",
+            "preprocess.reuters.num_words=null",
+        ],
+    )
     assert params.train.steps_per_execution == 8
     assert list(params.train.devices.visible_gpus) == [0, 1]
     assert params.preprocess.num_words is None
     assert params.flat()["train.reuters.steps_per_execution"] == 8  # what MLflow logs
 
 
-@pytest.mark.parametrize("item,message", [
-    ("train.reuters.stepz_per_execution=8",
-     "-S train.reuters.stepz_per_execution=8: params.yaml has no key 'stepz_per_execution' under "
-     "train.reuters (did you mean 'steps_per_execution'?)"),
-    ("train.reuters.epochs", "-S train.reuters.epochs: expected key=value, e.g. train.reuters.epochs=3"),
-    ("train.reuters.epochs.x=1", "-S train.reuters.epochs.x=1: params.yaml has no key 'x' under train.reuters.epochs"),
-    ("train.reuters.epochs=[1", "-S train.reuters.epochs=[1: the value is not valid YAML"),
-    ("train.reuters.epochs=0", "params.yaml: train.reuters.epochs: expected a positive integer, got 0"),
-])
+@pytest.mark.parametrize(
+    "item,message",
+    [
+        (
+            "train.reuters.stepz_per_execution=8",
+            "-S train.reuters.stepz_per_execution=8: params.yaml has no key 'stepz_per_execution' under "
+            "train.reuters (did you mean 'steps_per_execution'?)",
+        ),
+        ("train.reuters.epochs", "-S train.reuters.epochs: expected key=value, e.g. train.reuters.epochs=3"),
+        (
+            "train.reuters.epochs.x=1",
+            "-S train.reuters.epochs.x=1: params.yaml has no key 'x' under train.reuters.epochs",
+        ),
+        ("train.reuters.epochs=[1", "-S train.reuters.epochs=[1: the value is not valid YAML"),
+        ("train.reuters.epochs=0", "params.yaml: train.reuters.epochs: expected a positive integer, got 0"),
+    ],
+)
 def test_a_bad_override_names_itself(item, message):
     with pytest.raises(ConfigError) as caught:
         load_params(ROOT / "params.yaml", "reuters", [item])
@@ -164,19 +184,23 @@ def test_a_bad_override_names_itself(item, message):
 
 def test_monitoring_a_validation_metric_without_a_validation_split_is_a_config_error(raw):
     raw["preprocess"]["reuters"]["validation_split"] = 0
-    assert error_of(raw) == ("params.yaml: train.reuters.early_stopping.monitor: val_accuracy needs a validation "
-                             "split, and preprocess.reuters.validation_split is 0: monitor accuracy or set a split")
+    assert error_of(raw) == (
+        "params.yaml: train.reuters.early_stopping.monitor: val_accuracy needs a validation "
+        "split, and preprocess.reuters.validation_split is 0: monitor accuracy or set a split"
+    )
     raw["train"]["reuters"]["early_stopping"]["monitor"] = "loss"
     validate(raw)
 
 
 def test_a_kernel_size_for_each_conv_block(raw):
     raw["train"]["reuters"]["conv_kernel_sizes"] = [5]
-    assert error_of(raw) == ("params.yaml: train.reuters.conv_kernel_sizes: expected one kernel size per "
-                             "conv_filters (2), got 1")
+    assert error_of(raw) == (
+        "params.yaml: train.reuters.conv_kernel_sizes: expected one kernel size per conv_filters (2), got 1"
+    )
     raw["train"]["reuters"]["conv_filters"] = []
-    assert error_of(raw).startswith("params.yaml: train.reuters.conv_filters: expected a non-empty list of "
-                                    "positive integers")
+    assert error_of(raw).startswith(
+        "params.yaml: train.reuters.conv_filters: expected a non-empty list of positive integers"
+    )
 
 
 @pytest.mark.parametrize("key", ["evaluate", "serve"])
@@ -185,8 +209,10 @@ def test_a_top_k_past_the_datasets_classes_is_a_config_error(raw, key, dataset, 
     raw[key][dataset]["top_k"] = classes
     validate(raw)  # every class: allowed
     raw[key][dataset]["top_k"] = classes + 1
-    assert error_of(raw) == (f"params.yaml: {key}.{dataset}.top_k: expected at most {classes} ({dataset} has "
-                             f"{classes} classes), got {classes + 1}")
+    assert error_of(raw) == (
+        f"params.yaml: {key}.{dataset}.top_k: expected at most {classes} ({dataset} has "
+        f"{classes} classes), got {classes + 1}"
+    )
 
 
 def test_serve_judges_its_params_before_it_asks_the_store(tmp_path):
@@ -195,11 +221,14 @@ def test_serve_judges_its_params_before_it_asks_the_store(tmp_path):
     result, code, imported = run_command(["serve", "reuters"], cwd=tmp_path)
     assert code == 2 and "tensorflow" not in imported and "mlflow" not in imported
     assert result.stderr.strip().splitlines() == [
-        "error: params.yaml: serve.reuters.top_k: expected at most 46 (reuters has 46 classes), got 50"]
+        "error: params.yaml: serve.reuters.top_k: expected at most 46 (reuters has 46 classes), got 50"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
-@pytest.mark.parametrize("command", [["promote", "reuters"], ["serve", "reuters"], ["compare", "some-run", "another-run"]])
+@pytest.mark.parametrize(
+    "command", [["promote", "reuters"], ["serve", "reuters"], ["compare", "some-run", "another-run"]]
+)
 def test_a_tracking_uri_of_no_store_mlflow_has_is_a_usage_error_naming_those_that_work(tmp_path, command):
     write_params(tmp_path)
     env = subprocess_env(MLFLOW_TRACKING_URI="ftp://files.example.org/mlflow")
@@ -208,5 +237,6 @@ def test_a_tracking_uri_of_no_store_mlflow_has_is_a_usage_error_naming_those_tha
     assert result.stderr.strip().splitlines() == [
         "error: MLFLOW_TRACKING_URI: ftp:// is no MLflow tracking store: expected sqlite:///PATH, a tracking "
         "server's http(s)://HOST:PORT or a database URL (postgresql://, mysql://); set it to one, or unset it "
-        "for mlflow.db here"]
+        "for mlflow.db here"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import ROOT, field_cases, run_command, run_pipeline, subprocess_env
+
 from pipeline.config import build, loader, params_doc, schema
-from pipeline.config.loader import read_yaml, validate
 from pipeline.config.datasets import SCHEMA
+from pipeline.config.loader import read_yaml, validate
 from pipeline.config.params_doc import describe, format_markdown, format_params
 
 PARAMS = ROOT / "params.yaml"
@@ -80,7 +80,8 @@ def test_the_params_pages_table_is_current():
     generated = format_markdown(describe(read_yaml(PARAMS)))
     assert page_table() == generated, (
         "docs/params.md's params table is not what `pipeline params --markdown` prints: a default or a "
-        "help text changed. Replace the lines between the markers with that command's output.")
+        "help text changed. Replace the lines between the markers with that command's output."
+    )
 
 
 # --------------------------------------------------------------------------- the file's form
@@ -89,8 +90,8 @@ def test_the_params_pages_table_is_current():
 def test_params_yaml_is_in_the_form_dvc_writes():
     text = PARAMS.read_text()
     assert text == format_params(read_yaml(PARAMS)), (
-        "params.yaml is not in the form `dvc exp run -S` writes (an edit by hand?): run "
-        "`pipeline params --rewrite`")
+        "params.yaml is not in the form `dvc exp run -S` writes (an edit by hand?): run `pipeline params --rewrite`"
+    )
 
 
 def other_value(value, tp, key):
@@ -153,8 +154,13 @@ def leaf_cases():
 
 
 def hydra_value(value) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").removesuffix(
-        "...").strip()
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=1000)
+        .strip()
+        .removesuffix("\n...")
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
@@ -221,7 +227,9 @@ def test_set_in_file_writes_the_same_form(tmp_path):
     params_doc.set_in_file(path, ["train.reuters.epochs=20"])
     removed, added = changed_lines(PARAMS.read_text(), path.read_text())
     assert [line.strip() for line in removed + added] == [
-        f"epochs: {read_yaml(PARAMS)['train']['reuters']['epochs']}", "epochs: 20"]
+        f"epochs: {read_yaml(PARAMS)['train']['reuters']['epochs']}",
+        "epochs: 20",
+    ]
 
 
 # --------------------------------------------------------------------------- the command
@@ -258,8 +266,14 @@ def test_params_command_reports_a_config_error_in_one_line(tmp_path):
 def test_params_rewrite_puts_a_hand_edited_file_back_in_dvcs_form(tmp_path):
     path = tmp_path / "params.yaml"
     # MNIST's one-epoch decay list, in flow style with a comment, as a hand edit would write it
-    path.write_text(re.sub(r"    lr_decay_epochs:\n    - (\d+)\n", r"    lr_decay_epochs: [\1]  # a comment\n",
-                           PARAMS.read_text(), count=1))
+    path.write_text(
+        re.sub(
+            r"    lr_decay_epochs:\n    - (\d+)\n",
+            r"    lr_decay_epochs: [\1]  # a comment\n",
+            PARAMS.read_text(),
+            count=1,
+        )
+    )
     assert path.read_text() != PARAMS.read_text()
     result = run_pipeline("params", "--params", path, "--rewrite")
     assert result.returncode == 0 and "rewritten" in result.stdout
@@ -280,14 +294,15 @@ def test_dvc_exp_run_of_one_value_changes_one_line(tmp_path):
     repo.mkdir()
     shutil.copy(PARAMS, repo / "params.yaml")
     (repo / "dvc.yaml").write_text(
-        "stages:\n"
-        "  noop:\n"
-        f"    cmd: {sys.executable} -c pass\n"
-        "    params:\n"
-        "      - train.reuters.epochs\n")
-    env = subprocess_env(GIT_AUTHOR_NAME="dev", GIT_AUTHOR_EMAIL="dev@localhost", GIT_COMMITTER_NAME="dev",
-                         GIT_COMMITTER_EMAIL="dev@localhost",
-                         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        f"stages:\n  noop:\n    cmd: {sys.executable} -c pass\n    params:\n      - train.reuters.epochs\n"
+    )
+    env = subprocess_env(
+        GIT_AUTHOR_NAME="dev",
+        GIT_AUTHOR_EMAIL="dev@localhost",
+        GIT_COMMITTER_NAME="dev",
+        GIT_COMMITTER_EMAIL="dev@localhost",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
 
     def run(*args):
         done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)

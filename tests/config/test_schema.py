@@ -4,8 +4,8 @@ and flatten to the dotted keys MLflow logs."""
 import dataclasses
 
 import pytest
-
 from helpers import ROOT, field_cases
+
 from pipeline.config.loader import load_params
 
 
@@ -21,8 +21,9 @@ def test_every_key_has_a_help_text(cls, f):
 def test_no_key_has_a_default():
     """Defaults live in params.yaml only: a key the file lacks is an error, not a fallback."""
     for cls, f in field_cases():
-        assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
+        assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (
             f"{cls.__name__}.{f.name} has a default: put it in params.yaml"
+        )
 
 
 def test_config_objects_are_frozen():

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 import yaml
-
 from helpers import ROOT, run_command, write_params
+
 from pipeline.config import search_space
 from pipeline.config.loader import apply_overrides, load_params, validate
 from pipeline.errors import ConfigError
@@ -37,27 +37,43 @@ def test_the_shipped_spaces_are_valid():
         assert space and all(d.key for d in space)
 
 
-@pytest.mark.parametrize("fields,message", [
-    ({"key": "learning_rat"}, "params.yaml: tune.reuters.space[0].key: train.reuters has no param "
-                              "'learning_rat' (did you mean 'learning_rate'?)"),
-    ({"key": "early_stopping.patiense"}, "tune.reuters.space[0].key: train.reuters.early_stopping has no param "
-                                         "'patiense' (did you mean 'patience'?)"),
-    ({"key": "early_stopping"}, "train.reuters.early_stopping is a section: name one of its keys"),
-    ({"key": "devices.intra_op_threads"}, "devices.intra_op_threads is set once per worker"),
-    ({"key": "strategy", "kind": "choice", "low": None, "high": None, "values": ["mirrored"]}, "once per worker"),
-    ({"low": 0.02}, "tune.reuters.space[0]: expected low < high, got low 0.02 and high 0.01"),
-    ({"low": 0.0}, "log_uniform needs low > 0, got 0"),
-    ({"high": None}, "log_uniform takes low and high, and no values"),
-    ({"kind": "choice"}, "a choice takes values (a list) and no low or high"),
-    ({"kind": "int", "key": "embedding_dim", "low": 4.5, "high": 9}, "int takes whole numbers"),
-    ({"kind": "uniform", "low": -0.5, "high": 0.5}, "tune.reuters.space[0]: learning_rate=-0.5 can be drawn, and "
-                                                    "the config rejects it: train.reuters.learning_rate: expected a "
-                                                    "positive number, got -0.5"),
-    ({"key": "embedding_dim", "kind": "uniform", "low": 4, "high": 9}, "embedding_dim=4.0 can be drawn, and the "
-                                                                      "config rejects it"),
-    ({"key": "optimizer", "kind": "choice", "low": None, "high": None, "values": ["adam", "lion"]},
-     "optimizer=lion can be drawn"),
-])
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        (
+            {"key": "learning_rat"},
+            "params.yaml: tune.reuters.space[0].key: train.reuters has no param "
+            "'learning_rat' (did you mean 'learning_rate'?)",
+        ),
+        (
+            {"key": "early_stopping.patiense"},
+            "tune.reuters.space[0].key: train.reuters.early_stopping has no param "
+            "'patiense' (did you mean 'patience'?)",
+        ),
+        ({"key": "early_stopping"}, "train.reuters.early_stopping is a section: name one of its keys"),
+        ({"key": "devices.intra_op_threads"}, "devices.intra_op_threads is set once per worker"),
+        ({"key": "strategy", "kind": "choice", "low": None, "high": None, "values": ["mirrored"]}, "once per worker"),
+        ({"low": 0.02}, "tune.reuters.space[0]: expected low < high, got low 0.02 and high 0.01"),
+        ({"low": 0.0}, "log_uniform needs low > 0, got 0"),
+        ({"high": None}, "log_uniform takes low and high, and no values"),
+        ({"kind": "choice"}, "a choice takes values (a list) and no low or high"),
+        ({"kind": "int", "key": "embedding_dim", "low": 4.5, "high": 9}, "int takes whole numbers"),
+        (
+            {"kind": "uniform", "low": -0.5, "high": 0.5},
+            "tune.reuters.space[0]: learning_rate=-0.5 can be drawn, and "
+            "the config rejects it: train.reuters.learning_rate: expected a "
+            "positive number, got -0.5",
+        ),
+        (
+            {"key": "embedding_dim", "kind": "uniform", "low": 4, "high": 9},
+            "embedding_dim=4.0 can be drawn, and the config rejects it",
+        ),
+        (
+            {"key": "optimizer", "kind": "choice", "low": None, "high": None, "values": ["adam", "lion"]},
+            "optimizer=lion can be drawn",
+        ),
+    ],
+)
 def test_a_bad_dimension_is_one_line_naming_it(raw, fields, message):
     assert message in error_of(raw, dim(**fields))
 
@@ -72,7 +88,8 @@ def test_a_bad_space_stops_the_command_before_tensorflow(tmp_path):
     result, code, imported = run_command(["tune", "reuters"], cwd=tmp_path)
     assert code == 2 and "tensorflow" not in imported
     assert result.stderr.splitlines() == [
-        "error: params.yaml: tune.reuters.space[0]: expected low < high, got low 0.001 and high -1"]
+        "error: params.yaml: tune.reuters.space[0]: expected low < high, got low 0.001 and high -1"
+    ]
 
 
 class Drawn:
@@ -90,22 +107,38 @@ class Drawn:
 
 def test_a_trials_values_become_overrides_the_config_reads_back(raw):
     raw["tune"]["reuters"]["space"] = [
-        dim(low=4e-05), dim(key="conv_filters", kind="choice", low=None, high=None, values=[[8, 4], [16, 8]]),
+        dim(low=4e-05),
+        dim(key="conv_filters", kind="choice", low=None, high=None, values=[[8, 4], [16, 8]]),
         dim(key="early_stopping.patience", kind="int", low=2, high=5),
-        dim(key="optimizer", kind="choice", low=None, high=None, values=["nadam", "adam"])]
+        dim(key="optimizer", kind="choice", low=None, high=None, values=["nadam", "adam"]),
+    ]
     space = validate(raw)["tune"]["reuters"].space
     values = search_space.suggest(Drawn(), space)
-    assert values == {"learning_rate": 4e-05, "conv_filters": [16, 8], "early_stopping.patience": 2,
-                      "optimizer": "adam"}
+    assert values == {
+        "learning_rate": 4e-05,
+        "conv_filters": [16, 8],
+        "early_stopping.patience": 2,
+        "optimizer": "adam",
+    }
     sets = search_space.overrides("reuters", values)
-    assert sets == ["train.reuters.learning_rate=4.0e-05", "train.reuters.conv_filters=[16, 8]",
-                    "train.reuters.early_stopping.patience=2", "train.reuters.optimizer=adam"]
+    assert sets == [
+        "train.reuters.learning_rate=4.0e-05",
+        "train.reuters.conv_filters=[16, 8]",
+        "train.reuters.early_stopping.patience=2",
+        "train.reuters.optimizer=adam",
+    ]
     train = validate(apply_overrides(copy.deepcopy(raw), sets))["train"]["reuters"]
     assert (train.learning_rate, train.conv_filters, train.early_stopping.patience, train.optimizer) == (
-        4e-05, (16, 8), 2, "adam")
+        4e-05,
+        (16, 8),
+        2,
+        "adam",
+    )
     # Optuna keeps a list choice as its JSON text: a finished trial's params decode back
     assert search_space.decode(space, {"conv_filters": "[16, 8]", "learning_rate": 4e-05}) == {
-        "conv_filters": [16, 8], "learning_rate": 4e-05}
+        "conv_filters": [16, 8],
+        "learning_rate": 4e-05,
+    }
 
 
 def test_dvc_writes_a_small_value_that_the_config_reads_as_a_number(tmp_path):

@@ -7,8 +7,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from fixtures import write_archive
+
 from pipeline.data import archives
 from pipeline.errors import DataError
 
@@ -42,17 +42,26 @@ def entry(name, kind=tarfile.REGTYPE, data=None, link=""):
 
 
 def test_hard_and_symbolic_links_are_read_through_to_their_file(tmp_path):
-    path = tar_with(tmp_path / "links.tar", entry("a.png", data=b"pixels"),
-                    entry("same.png", tarfile.LNKTYPE, link="a.png"), entry("alias.png", tarfile.SYMTYPE, link="a.png"))
+    path = tar_with(
+        tmp_path / "links.tar",
+        entry("a.png", data=b"pixels"),
+        entry("same.png", tarfile.LNKTYPE, link="a.png"),
+        entry("alias.png", tarfile.SYMTYPE, link="a.png"),
+    )
     assert read(path) == [("a.png", b"pixels"), ("same.png", b"pixels"), ("alias.png", b"pixels")]
 
 
-@pytest.mark.parametrize("member,message", [
-    (entry("pipe", tarfile.FIFOTYPE), "pipe: not a file but a FIFO"),
-    (entry("tty", tarfile.CHRTYPE), "tty: not a file but a character device"),
-    (entry("gone.png", tarfile.SYMTYPE, link="missing.png"),
-     "gone.png: a link to 'missing.png', which the archive does not hold"),
-])
+@pytest.mark.parametrize(
+    "member,message",
+    [
+        (entry("pipe", tarfile.FIFOTYPE), "pipe: not a file but a FIFO"),
+        (entry("tty", tarfile.CHRTYPE), "tty: not a file but a character device"),
+        (
+            entry("gone.png", tarfile.SYMTYPE, link="missing.png"),
+            "gone.png: a link to 'missing.png', which the archive does not hold",
+        ),
+    ],
+)
 def test_a_member_that_is_not_a_file_is_named(tmp_path, member, message):
     path = tar_with(tmp_path / "odd.tar", entry("ok.png", data=b"x"), member)
     with pytest.raises(DataError) as caught:

@@ -1,13 +1,12 @@
 import hashlib
 import json
+import sys
 from types import SimpleNamespace
 
 import pytest
-
-import sys
-
 from fixtures import make_reuters_npz
 from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env, write_params
+
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 
@@ -39,8 +38,9 @@ def test_resolve_url_uses_the_base_name_under_the_mirror():
 def test_http_download_verifies_and_reports(file_server, dataset_files, tmp_path):
     expected = sha256(dataset_files / "reuters.npz")
     out = tmp_path / "raw"
-    results = fetch([spec(f"{file_server.url}/reuters.npz", expected),
-                     spec(f"{file_server.url}/mnist_png.tar.gz")], out)
+    results = fetch(
+        [spec(f"{file_server.url}/reuters.npz", expected), spec(f"{file_server.url}/mnist_png.tar.gz")], out
+    )
     assert sorted(p.name for p in out.iterdir()) == ["mnist_png.tar.gz", "reuters.npz"]
     assert (out / "reuters.npz").read_bytes() == (dataset_files / "reuters.npz").read_bytes()
     assert [r.verified for r in results] == [True, False]
@@ -49,8 +49,7 @@ def test_http_download_verifies_and_reports(file_server, dataset_files, tmp_path
 
 
 def test_mirror_replaces_the_host(file_server, dataset_files, tmp_path):
-    results = fetch([spec("https://unreachable.invalid/x/reuters.npz")], tmp_path / "raw",
-                    mirror=file_server.url)
+    results = fetch([spec("https://unreachable.invalid/x/reuters.npz")], tmp_path / "raw", mirror=file_server.url)
     assert results[0].fetched_from == f"{file_server.url}/reuters.npz"
     assert results[0].url == "https://unreachable.invalid/x/reuters.npz"
 
@@ -62,8 +61,7 @@ def test_file_url(dataset_files, tmp_path):
 
 def test_dropped_connection_is_resumed_with_a_range_request(file_server, dataset_files, tmp_path):
     file_server.faults["mnist_png.tar.gz"] = [("drop", 5000)]
-    fetch([spec(f"{file_server.url}/mnist_png.tar.gz", sha256(dataset_files / "mnist_png.tar.gz"))],
-          tmp_path / "raw")
+    fetch([spec(f"{file_server.url}/mnist_png.tar.gz", sha256(dataset_files / "mnist_png.tar.gz"))], tmp_path / "raw")
     assert file_server.requests == [("mnist_png.tar.gz", None), ("mnist_png.tar.gz", "bytes=5000-")]
     assert sha256(tmp_path / "raw" / "mnist_png.tar.gz") == sha256(dataset_files / "mnist_png.tar.gz")
 
@@ -177,7 +175,8 @@ def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
     assert [line for line in result.stderr.splitlines() if "warning" in line] == [
         "warning: download.mnist.files[0] (https://github.com/myleott/mnist_png/raw/400fe88faba05ae79bbc2107071144e6f1ea2720/"
         "mnist_png.tar.gz): no sha256 configured, so other bytes could be downloaded and trained on without a word; "
-        "pin it or preprocess.mnist.images_sha256"]
+        "pin it or preprocess.mnist.images_sha256"
+    ]
 
 
 def test_download_stage_error_is_one_line(tmp_path):
@@ -185,9 +184,7 @@ def test_download_stage_error_is_one_line(tmp_path):
     env = subprocess_env(PIPELINE_DATA_MIRROR=(tmp_path / "empty").as_uri())
     result = run_pipeline("download", "reuters", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [
-        f"error: {(tmp_path / 'empty').as_uri()}/reuters.npz: no such file"
-    ]
+    assert result.stderr.strip().splitlines() == [f"error: {(tmp_path / 'empty').as_uri()}/reuters.npz: no such file"]
     assert not (tmp_path / "raw").exists() and not (tmp_path / "raw.json").exists()
 
 

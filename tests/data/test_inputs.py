@@ -6,10 +6,10 @@ import pytest
 pytestmark = pytest.mark.slow
 
 import tensorflow as tf  # noqa: E402
-
 from helpers import reuters_model  # noqa: E402
-from pipeline.training import models  # noqa: E402
+
 from pipeline.data.inputs import image_size_for, make_dataset, model_inputs, prepare_images  # noqa: E402
+from pipeline.training import models  # noqa: E402
 
 
 def test_shuffle_gives_a_new_order_every_epoch_and_sees_every_sample():

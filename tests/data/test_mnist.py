@@ -2,9 +2,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
 from fixtures import encode, make_mnist_archive, write_archive
+from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
+
 from pipeline.config.loader import load_params
 from pipeline.data import mnist
 from pipeline.errors import DataError
@@ -16,11 +16,14 @@ def cfg():
     return dataclasses.replace(load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None)
 
 
-@pytest.mark.parametrize("name,splits,top,ext", [
-    ("mnist_png.tar.gz", ("training", "testing"), "mnist_png", "png"),
-    ("mnist.zip", ("train", "test"), "mnist", "jpg"),
-    ("flat.zip", ("train", "test"), "", "png"),
-])
+@pytest.mark.parametrize(
+    "name,splits,top,ext",
+    [
+        ("mnist_png.tar.gz", ("training", "testing"), "mnist_png", "png"),
+        ("mnist.zip", ("train", "test"), "mnist", "jpg"),
+        ("flat.zip", ("train", "test"), "", "png"),
+    ],
+)
 def test_layouts_and_formats(tmp_path, cfg, name, splits, top, ext):
     archive = make_mnist_archive(tmp_path / name, splits=splits, top=top, ext=ext, per_class=(4, 2))
     images = mnist.read_archive(archive, 28)
@@ -179,8 +182,10 @@ def test_the_images_digest_is_what_the_archive_holds_not_how_it_is_packed(tmp_pa
     relabelled = y.copy()
     relabelled[0] = (relabelled[0] + 1) % 10
     assert mnist.images_digest({**packed, "train": (x, relabelled)}) != mnist.images_digest(packed)
-    moved = {"train": (x[1:], y[1:]), "test": (np.concatenate([packed["test"][0], x[:1]]),
-                                               np.concatenate([packed["test"][1], y[:1]]))}
+    moved = {
+        "train": (x[1:], y[1:]),
+        "test": (np.concatenate([packed["test"][0], x[:1]]), np.concatenate([packed["test"][1], y[:1]])),
+    }
     assert mnist.images_digest(moved) != mnist.images_digest(packed)  # an image in the other split
 
 
@@ -193,7 +198,9 @@ def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing
     assert out.stderr.strip().splitlines() == [
         "error: raw/mnist_png.tar.gz: its images are not the ones preprocess.mnist.images_sha256 "
         f"pins (expected {fixture_images_sha256()}, got "
-        f"{mnist.images_digest(mnist.read_archive(tmp_path / 'raw' / 'mnist_png.tar.gz', 28))}): another archive was downloaded"]
+        f"{mnist.images_digest(mnist.read_archive(tmp_path / 'raw' / 'mnist_png.tar.gz', 28))}): "
+        "another archive was downloaded"
+    ]
     assert not (tmp_path / "prepared").exists()
     # unpinned: it prepares, says which digest would pin these images, and the download warns
     write_params(tmp_path, {"preprocess.mnist.images_sha256": None})

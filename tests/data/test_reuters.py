@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-
-from helpers import ROOT
 from fixtures import make_reuters_npz
+from helpers import ROOT
+
 from pipeline.config.loader import load_params
 from pipeline.data import reuters
 from pipeline.errors import DataError
@@ -45,7 +45,7 @@ def test_split_follows_keras(raw, cfg):
     first_test = order[n_train]
     expected = [1] + [w + 3 for w in xs[first_test]]
     row = splits["test"][0][0]
-    assert row[-len(expected):].tolist() == expected
+    assert row[-len(expected) :].tolist() == expected
     assert splits["test"][1][0] == ys[first_test]
     assert stats["num_classes"] == 46
 

@@ -6,14 +6,19 @@ import subprocess
 import sys
 
 import pytest
-
 from fixtures import make_reuters_raw
 from helpers import ROOT, run_pipeline, subprocess_env, write_params
 
 
 def run_script(*args, cwd=ROOT, timeout=900):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_loops.py"), *map(str, args)], cwd=cwd,
-                          env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_loops.py"), *map(str, args)],
+        cwd=cwd,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("epochs", ["0", "-1", "two"])
@@ -22,7 +27,8 @@ def test_epochs_below_one_is_a_usage_error(epochs):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines()[-1] == (
         f"bench_loops.py: error: argument --epochs: expected a positive integer, got "
-        f"{epochs if epochs != 'two' else repr(epochs)}")
+        f"{epochs if epochs != 'two' else repr(epochs)}"
+    )
 
 
 @pytest.mark.slow

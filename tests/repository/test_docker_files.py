@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import ROOT
 
-DOCKERFILES = [ROOT / "docker" / "Dockerfile", ROOT / "docker" / "cuda.Dockerfile", ROOT / "docker" / "mlflow.Dockerfile",
-               *sorted((ROOT / "tests" / "container").glob("*.Dockerfile"))]
+DOCKERFILES = [
+    ROOT / "docker" / "Dockerfile",
+    ROOT / "docker" / "cuda.Dockerfile",
+    ROOT / "docker" / "mlflow.Dockerfile",
+    *sorted((ROOT / "tests" / "container").glob("*.Dockerfile")),
+]
 
 
 def test_dockerfiles_are_hadolint_clean():
@@ -39,8 +42,9 @@ def test_every_image_installs_from_a_hashed_lock_only():
         installs = re.findall(r"pip install ([^&;]*)", text)
         assert installs, dockerfile
         for args in installs:
-            assert "--no-deps" in args and ("--require-hashes" in args or args.rstrip().endswith(" .")), \
+            assert "--no-deps" in args and ("--require-hashes" in args or args.rstrip().endswith(" .")), (
                 f"{dockerfile.name}: pip install {args.strip()}"
+            )
 
 
 def test_the_cuda_image_is_on_nvidias_cuda_runtime_with_the_hosts_lock():
@@ -51,12 +55,21 @@ def test_the_cuda_image_is_on_nvidias_cuda_runtime_with_the_hosts_lock():
 
 def test_dockerignore_keeps_data_stores_and_environments_out():
     """What the build context holds, by Docker's rules: the package and the start scripts."""
-    patterns = [line for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line and not line.startswith("#")]
+    patterns = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     assert patterns[0] == "*"  # everything out, then the few things the images need back in
     allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "requirements.lock", "pipeline", "stages", "docker/entrypoint.sh",
-                       "docker/mlflow-serve.py", "docker/check-base.py", "docker/ngc-base.txt", "docker/*.lock"}
+    assert allowed == {
+        "pyproject.toml",
+        "README.md",
+        "requirements.lock",
+        "pipeline",
+        "stages",
+        "docker/entrypoint.sh",
+        "docker/mlflow-serve.py",
+        "docker/check-base.py",
+        "docker/ngc-base.txt",
+        "docker/*.lock",
+    }
     copied = set()
     for dockerfile in DOCKERFILES[:3]:
         for line in dockerfile.read_text().splitlines():
@@ -70,10 +83,19 @@ def compose_config(tmp_path):
     compose = shutil.which("docker-compose")
     if compose is None:  # installed by scripts/system-deps.sh, which `make test` runs
         pytest.fail("docker-compose is not installed: run scripts/system-deps.sh")
-    out = subprocess.run([compose, "--env-file", str(ROOT / "docker" / ".env.example"),
-                          "-f", str(ROOT / "docker" / "compose.yaml"), "config"],
-                         capture_output=True, text=True,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("POSTGRES_")})
+    out = subprocess.run(
+        [
+            compose,
+            "--env-file",
+            str(ROOT / "docker" / ".env.example"),
+            "-f",
+            str(ROOT / "docker" / "compose.yaml"),
+            "config",
+        ],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("POSTGRES_")},
+    )
     assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)
 
@@ -91,22 +113,27 @@ def test_compose_stack_as_compose_reads_it(compose_config):
         assert serve["ports"] == [f"127.0.0.1:{port}:{port}/tcp"]
         assert [v.endswith(":/workspace/project:ro") for v in serve["volumes"]] == [True]
     assert pipeline["deploy"]["resources"]["reservations"]["devices"] == [
-        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+    ]
     assert pipeline["ipc"] == "host"
     assert pipeline["ulimits"] == {"memlock": -1, "stack": 67108864}
     assert pipeline["depends_on"] == {"mlflow": {"condition": "service_healthy"}}
     assert pipeline["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
     assert pipeline["working_dir"] == "/workspace/project"
     assert services["mlflow"]["depends_on"] == {"db": {"condition": "service_healthy"}}
-    assert [p["host_ip"] if isinstance(p, dict) else p.split(":")[0]
-            for p in services["mlflow"]["ports"]] == ["127.0.0.1"]
+    assert [p["host_ip"] if isinstance(p, dict) else p.split(":")[0] for p in services["mlflow"]["ports"]] == [
+        "127.0.0.1"
+    ]
     assert "pg_isready" in " ".join(services["db"]["healthcheck"]["test"])
 
 
 def test_compose_file_holds_no_credentials():
     text = (ROOT / "docker" / "compose.yaml").read_text()
-    example = dict(line.split("=", 1) for line in (ROOT / "docker" / ".env.example").read_text().splitlines()
-                   if line and not line.startswith("#"))
+    example = dict(
+        line.split("=", 1)
+        for line in (ROOT / "docker" / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     assert example["POSTGRES_PASSWORD"] not in text
     for key in ("POSTGRES_PASSWORD", "MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_TRACKING_PASSWORD"):
         assert f"${{{key}" in text  # from docker/.env, nowhere else
@@ -120,9 +147,12 @@ def test_compose_refuses_to_start_without_a_database_password(tmp_path):
         pytest.fail("docker-compose is not installed: run scripts/system-deps.sh")
     env_file = tmp_path / ".env"
     env_file.write_text("POSTGRES_USER=mlflow\n")
-    out = subprocess.run([compose, "--env-file", str(env_file), "-f", str(ROOT / "docker" / "compose.yaml"),
-                          "config"], capture_output=True, text=True,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("POSTGRES_")})
+    out = subprocess.run(
+        [compose, "--env-file", str(env_file), "-f", str(ROOT / "docker" / "compose.yaml"), "config"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("POSTGRES_")},
+    )
     assert out.returncode != 0
     assert "set POSTGRES_PASSWORD in docker/.env" in out.stderr
 
@@ -137,21 +167,27 @@ def test_deploy_examples_run_the_projects_image():
 
 
 def check_base(folder: Path, image="site/tensorflow:1") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "docker" / "check-base.py"), str(folder), image],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "docker" / "check-base.py"), str(folder), image], capture_output=True, text=True
+    )
 
 
 def test_check_base_keeps_the_committed_lock_on_the_base_the_list_describes(tmp_path):
     """This interpreter as the base, its packages as the list: the lock stays as committed.
     (tests/scenarios/test_container.py builds on stand-in bases, the listed one and another.)"""
-    freeze = subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
-                            capture_output=True, text=True, check=True).stdout
+    freeze = subprocess.run(
+        [sys.executable, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     (tmp_path / "ngc-base.txt").write_text("# a list\n" + freeze)
     (tmp_path / "ngc.lock").write_text("committed\n")
     out = check_base(tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["base site/tensorflow:1: its Python packages are docker/ngc-base.txt's; "
-                                       "installing docker/ngc.lock as locked"]
+    assert out.stdout.splitlines() == [
+        "base site/tensorflow:1: its Python packages are docker/ngc-base.txt's; installing docker/ngc.lock as locked"
+    ]
     assert (tmp_path / "ngc.lock").read_text() == "committed\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ngc-base.txt", "ngc.lock"]
 

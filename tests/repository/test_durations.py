@@ -29,9 +29,18 @@ def test_the_script_sums_a_junit_xml_by_module(tmp_path):
         '<testcase classname="tests.scenarios.test_e2e" name="b" time="1"/>'
         '<testcase classname="tests.test_io.TestAtomic" name="c" time="0.25"/>'
         '<testcase classname="tests.gone" name="d" time="99"/>'
-        "</testsuite></testsuites>")
+        "</testsuite></testsuites>"
+    )
     script = ROOT / "scripts" / "test_durations.py"
-    found = subprocess.run([sys.executable, "-c", f"import runpy; m = runpy.run_path({str(script)!r}); "
-                            f"import json; print(json.dumps(m['module_seconds']({str(junit)!r})))"],
-                           capture_output=True, text=True, check=True)
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import runpy; m = runpy.run_path({str(script)!r}); "
+            f"import json; print(json.dumps(m['module_seconds']({str(junit)!r})))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(found.stdout) == {"tests/scenarios/test_e2e.py": 11.5, "tests/test_io.py": 0.2}

@@ -47,13 +47,15 @@ def test_layout_names_every_part_of_the_tree_and_nothing_else():
     listed = layout_entries()
     missing = sorted(p for p in listed if not (ROOT / p).exists())
     assert missing == [], f"docs/architecture.md's Layout names what does not exist: {missing}"
-    tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     tracked = [t for t in tracked if (ROOT / t).exists()]
     top = {t.split("/")[0] + ("/" if "/" in t else "") for t in tracked}
     top -= {"README.md", ".dockerignore", ".dvcignore", ".gitattributes", ".gitignore"}
-    assert sorted(top - {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}) == [], \
+    assert sorted(top - {p.split("/")[0] + ("/" if "/" in p else "") for p in listed}) == [], (
         "a top-level part of the repository is missing from docs/architecture.md's Layout"
+    )
     modules = {t for t in tracked if t.split("/")[0] in ("pipeline", "stages", "scripts") and not t.endswith(".md")}
     assert sorted(modules - listed) == [], "docs/architecture.md's Layout leaves these files out"
 
@@ -64,8 +66,11 @@ def test_the_tests_mirror_the_package():
     the whole-system scenarios are in tests/scenarios/, the checks of the repository's own files
     in tests/repository/. A package's __init__.py (its docstring) and __main__.py are not modules
     of their own."""
-    modules = [p.relative_to(ROOT / "pipeline") for p in (ROOT / "pipeline").rglob("*.py")
-               if p.name not in ("__init__.py", "__main__.py")]
+    modules = [
+        p.relative_to(ROOT / "pipeline")
+        for p in (ROOT / "pipeline").rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    ]
     assert len(modules) > 30, "pipeline/ has lost its modules: is ROOT the repository?"
     expected = {Path("tests", *m.parent.parts, f"test_{m.name}") for m in modules}
     untested = sorted(str(t) for t in expected if not (ROOT / t).is_file())
@@ -82,9 +87,18 @@ def test_the_tests_mirror_the_package():
 
 # Low to high: a module imports its own wing and the ones below it, never one above. The root's
 # errors, log and io are the floor; the command line (cli, options) and the stages the roof.
-LAYERS = (("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline"), ("pipeline.runtime",), ("pipeline.data",),
-          ("pipeline.config",), ("pipeline.tracking",), ("pipeline.training",), ("pipeline.serving",),
-          ("pipeline.tuning",), ("pipeline.tools",), ("pipeline.cli", "pipeline.options", "pipeline.__main__", "stages"))
+LAYERS = (
+    ("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline"),
+    ("pipeline.runtime",),
+    ("pipeline.data",),
+    ("pipeline.config",),
+    ("pipeline.tracking",),
+    ("pipeline.training",),
+    ("pipeline.serving",),
+    ("pipeline.tuning",),
+    ("pipeline.tools",),
+    ("pipeline.cli", "pipeline.options", "pipeline.__main__", "stages"),
+)
 
 
 def module_files() -> dict[str, Path]:
@@ -131,8 +145,12 @@ def import_graph() -> dict[str, set[str]]:
 
 def layer_of(name: str) -> int:
     """The layer of the longest prefix of LAYERS that names `name` or its package."""
-    found = [(len(p), depth) for depth, prefixes in enumerate(LAYERS) for p in prefixes
-             if name == p or name.startswith(p + ".") and p != "pipeline"]
+    found = [
+        (len(p), depth)
+        for depth, prefixes in enumerate(LAYERS)
+        for p in prefixes
+        if name == p or name.startswith(p + ".") and p != "pipeline"
+    ]
     if found:
         return max(found)[1]
     raise AssertionError(f"{name}: in no layer of LAYERS (docs/architecture.md): place it")
@@ -177,8 +195,9 @@ def test_the_import_graph_has_no_cycle():
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    upward = sorted(f"{a} -> {b}" for a, targets in import_graph().items() for b in targets
-                    if layer_of(b) > layer_of(a))
+    upward = sorted(
+        f"{a} -> {b}" for a, targets in import_graph().items() for b in targets if layer_of(b) > layer_of(a)
+    )
     assert upward == []
 
 
@@ -190,6 +209,7 @@ def test_the_checks_see_a_cycle_and_an_upward_import():
     path = ROOT / "pipeline" / "data" / "arrays.py"
     tree = {"pipeline.training.trainer": path, "pipeline.config.schema": path, "pipeline.data.arrays": path}
     import unittest.mock
+
     with unittest.mock.patch.object(Path, "read_text", return_value=source):
         assert imports_of("pipeline.data.arrays", path, tree) == {"pipeline.training.trainer"}
 

@@ -7,14 +7,14 @@ requirements.lock's TensorFlow's CUDA wheels; the MLflow image's is docker/mlflo
 (tests/scenarios/test_container.py checks what the built images hold)."""
 
 import re
-import tomllib
 
 import pytest
+import tomllib
+from helpers import ROOT, marker_env
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from helpers import ROOT, marker_env
 from pipeline.runtime import environment
 
 LOCK = ROOT / "requirements.lock"
@@ -26,8 +26,9 @@ def project_requirements(test_extra: bool = True) -> list[Requirement]:
     """The dependencies and every extra's (the features' extras, postgres and gpu, which `make
     setup` and the images install), the test extra's with `test_extra`."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = [r for name, found in project["optional-dependencies"].items() if test_extra or name != "test"
-              for r in found]
+    extras = [
+        r for name, found in project["optional-dependencies"].items() if test_extra or name != "test" for r in found
+    ]
     return [Requirement(r) for r in project["dependencies"] + extras]
 
 
@@ -58,7 +59,8 @@ def test_the_lock_satisfies_pyproject_on_every_supported_python_and_linux(python
         name = canonicalize_name(requirement.name)
         assert name in chosen, f"requirements.lock has no {name} for Python {python} on {machine}: run make lock"
         assert Version(chosen[name]) in requirement.specifier, (
-            f"requirements.lock pins {name}=={chosen[name]}, outside pyproject.toml's {requirement}: run make lock")
+            f"requirements.lock pins {name}=={chosen[name]}, outside pyproject.toml's {requirement}: run make lock"
+        )
 
 
 def test_a_line_that_is_not_a_pin_is_named(tmp_path):
@@ -70,8 +72,10 @@ def test_a_line_that_is_not_a_pin_is_named(tmp_path):
 
 def base_pins() -> dict[str, str]:
     """docker/ngc-base.txt: the NVIDIA base image's packages, name -> version."""
-    return {canonicalize_name(name): version for name, version in
-            re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", (DOCKER / "ngc-base.txt").read_text(), re.M)}
+    return {
+        canonicalize_name(name): version
+        for name, version in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", (DOCKER / "ngc-base.txt").read_text(), re.M)
+    }
 
 
 @pytest.mark.parametrize("python", ("3.11", "3.12"))
@@ -102,8 +106,7 @@ def test_the_cuda_lock_is_the_cuda_wheels_of_the_locks_tensorflow():
     env = {**marker_env("3.12", "x86_64"), "extra": "and-cuda"}
     locked = environment.lock_pins(environment.read_lock(LOCK), marker_env("3.11", "x86_64"))
     assert version("tensorflow") == locked["tensorflow"]
-    wanted = [Requirement(r) for r in requires("tensorflow")
-              if "and-cuda" in r and Requirement(r).marker.evaluate(env)]
+    wanted = [Requirement(r) for r in requires("tensorflow") if "and-cuda" in r and Requirement(r).marker.evaluate(env)]
     cuda = environment.lock_pins(environment.read_lock(DOCKER / "cuda.lock"), marker_env("3.12", "x86_64"))
     assert wanted and {canonicalize_name(r.name) for r in wanted} == set(cuda), "run make lock"
     assert sorted(set(cuda) & set(locked)) == [], "docker/cuda.lock repeats requirements.lock"
@@ -112,8 +115,11 @@ def test_the_cuda_lock_is_the_cuda_wheels_of_the_locks_tensorflow():
 
 
 def test_the_mlflow_lock_holds_what_mlflow_in_asks_for():
-    wanted = [Requirement(line) for line in (DOCKER / "mlflow.in").read_text().splitlines()
-              if line and not line.startswith("#")]
+    wanted = [
+        Requirement(line)
+        for line in (DOCKER / "mlflow.in").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     for python in ("3.11", "3.12"):
         pins = environment.lock_pins(environment.read_lock(DOCKER / "mlflow.lock"), marker_env(python, "x86_64"))
         for requirement in wanted:

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 import yaml
+from helpers import ROOT, run_pipeline, subprocess_env, write_params
 from packaging.utils import canonicalize_name
 
-from helpers import ROOT, run_pipeline, subprocess_env, write_params
 from pipeline.runtime import environment
 
 LOCK = ROOT / "requirements.lock"
@@ -31,11 +31,14 @@ EPYC_ZEN3 = "model name\t: AMD EPYC 7R13 Processor\nflags\t\t: fpu sse2 avx avx2
 GRAVITON = "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd evtstrm aes sve\nCPU implementer\t: 0x41\n"
 
 
-@pytest.mark.parametrize("cpuinfo,model,sets", [
-    (XEON, "Intel(R) Xeon(R) Platinum 8480+", ["AVX2", "AVX-512", "AVX512-BF16", "AMX-BF16"]),
-    (EPYC_ZEN3, "AMD EPYC 7R13 Processor", ["AVX2"]),
-    (GRAVITON, platform.processor() or platform.machine(), ["NEON", "SVE"]),  # Arm: no model name
-])
+@pytest.mark.parametrize(
+    "cpuinfo,model,sets",
+    [
+        (XEON, "Intel(R) Xeon(R) Platinum 8480+", ["AVX2", "AVX-512", "AVX512-BF16", "AMX-BF16"]),
+        (EPYC_ZEN3, "AMD EPYC 7R13 Processor", ["AVX2"]),
+        (GRAVITON, platform.processor() or platform.machine(), ["NEON", "SVE"]),  # Arm: no model name
+    ],
+)
 def test_cpu_reads_the_model_name_and_the_instruction_sets(tmp_path, cpuinfo, model, sets):
     (tmp_path / "cpuinfo").write_text(cpuinfo)
     assert environment.cpu(tmp_path / "cpuinfo") == (model, sets)
@@ -58,9 +61,17 @@ def test_what_the_train_stage_measured_is_no_out_and_no_git_file_and_only_number
     assert "machine.json" not in declared and "measurements.json" not in declared
     datasets = spec["stages"]["train"]["foreach"]
     assert spec["metrics"] == [f"reports/{dataset}/measurements.json" for dataset in datasets]
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", *[f"reports/{d}/{name}" for d in datasets
-                                                                     for name in ("machine.json", "measurements.json")]],
-                             cwd=ROOT, capture_output=True, text=True)
+    ignored = subprocess.run(
+        [
+            "git",
+            "check-ignore",
+            "--no-index",
+            *[f"reports/{d}/{name}" for d in datasets for name in ("machine.json", "measurements.json")],
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert len(ignored.stdout.split()) == 2 * len(datasets), ignored.stdout + ignored.stderr
     tracked = subprocess.run(["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     assert tracked and not [path for path in tracked if path.endswith(("/machine.json", "/measurements.json"))]
@@ -74,9 +85,24 @@ def test_the_train_stage_names_the_machine(tmp_path):
     write_params(tmp_path, {"train.reuters.epochs": 1, "preprocess.reuters.max_len": 30})
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
     env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    result = run_pipeline("train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
-                          "--summary", "s.json", "--curves", "c.png", "--machine", "reports/machine.json",
-                          cwd=tmp_path, env=env)
+    result = run_pipeline(
+        "train",
+        "reuters",
+        "--data",
+        "prepared",
+        "--model-dir",
+        "model",
+        "--history",
+        "h.csv",
+        "--summary",
+        "s.json",
+        "--curves",
+        "c.png",
+        "--machine",
+        "reports/machine.json",
+        cwd=tmp_path,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "reports" / "machine.json").read_text()
     machine = json.loads(text)
@@ -86,11 +112,15 @@ def test_the_train_stage_names_the_machine(tmp_path):
 
     today = datetime.datetime.now(datetime.timezone.utc).date()
     assert machine == {
-        "cpu": environment.cpu()[0], "cpu_cores": os.cpu_count(), "instruction_sets": environment.cpu()[1],
+        "cpu": environment.cpu()[0],
+        "cpu_cores": os.cpu_count(),
+        "instruction_sets": environment.cpu()[1],
         "gpus": [],  # CUDA_VISIBLE_DEVICES=-1 in the tests
-        "tensorflow_version": tf.__version__, "keras_version": keras.__version__,
+        "tensorflow_version": tf.__version__,
+        "keras_version": keras.__version__,
         "python_version": platform.python_version(),
-        "date": machine["date"]}
+        "date": machine["date"],
+    }
     assert machine["date"] in (today.isoformat(), (today - datetime.timedelta(days=1)).isoformat())
     assert not list((tmp_path / "reports").glob(".*.tmp"))
 

@@ -2,7 +2,6 @@
 scikit-learn (for its wrappers) and matplotlib (for its image galleries), and both stay
 importable for anything else."""
 
-
 from helpers import child_json, run_python
 
 # `pipeline devices` imports TensorFlow (and so Keras) in the command's own process; what
@@ -37,6 +36,8 @@ def test_a_pipeline_command_imports_tensorflow_without_keras_extras_and_they_sti
 
 
 def test_installing_the_finder_twice_adds_it_once():
-    probe = ("import sys; from pipeline.runtime import imports; imports.skip_keras_extras(); imports.skip_keras_extras(); "
-             "print(sum(isinstance(f, imports._KerasWithoutExtras) for f in sys.meta_path))")
+    probe = (
+        "import sys; from pipeline.runtime import imports; imports.skip_keras_extras(); imports.skip_keras_extras(); "
+        "print(sum(isinstance(f, imports._KerasWithoutExtras) for f in sys.meta_path))"
+    )
     assert run_python(probe).stdout.strip() == "1"

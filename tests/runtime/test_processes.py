@@ -2,11 +2,11 @@
 result as JSON; a failure there is its one `error:` line and its exit code in the parent."""
 
 import pytest
-
 from helpers import ROOT
+
 from pipeline.runtime import processes
 
-CHILD = '''
+CHILD = """
 from pipeline.runtime import processes
 from pipeline.errors import ConfigError
 
@@ -19,7 +19,7 @@ def work(spec):
 
 if __name__ == "__main__":
     processes.serve(work)
-'''
+"""
 
 
 @pytest.fixture

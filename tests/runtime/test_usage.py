@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from helpers import run_python, subprocess_env
+
 from pipeline.runtime import usage
 
 GRANDCHILD = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {code!r}]).returncode)"
@@ -14,15 +15,23 @@ def test_run_measured_counts_the_largest_descendant_and_keeps_the_exit_code():
     # Measured from a small process: Linux counts the caller's own memory at the fork in the
     # child's peak too (exec keeps the old address space's high-water mark), and this test
     # process may hold TensorFlow by now.
-    measure = ("import subprocess, sys; from pipeline.runtime.usage import run_measured; "
-               "print(*run_measured([sys.executable, '-c', sys.argv[1]], stdout=subprocess.DEVNULL))")
-    out = subprocess.run([sys.executable, "-c", measure, GRANDCHILD.format(code=ALLOCATE)], capture_output=True,
-                         text=True, env=subprocess_env(), timeout=120)
+    measure = (
+        "import subprocess, sys; from pipeline.runtime.usage import run_measured; "
+        "print(*run_measured([sys.executable, '-c', sys.argv[1]], stdout=subprocess.DEVNULL))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", measure, GRANDCHILD.format(code=ALLOCATE)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+    )
     code, seconds, peak = out.stdout.split()
     assert int(code) == 3 and float(seconds) > 0
     assert 300 <= float(peak) < 600  # the grandchild's 300 MiB, not the launcher's ~10
-    small = subprocess.run([sys.executable, "-c", measure, "pass"], capture_output=True, text=True,
-                           env=subprocess_env(), timeout=120).stdout.split()
+    small = subprocess.run(
+        [sys.executable, "-c", measure, "pass"], capture_output=True, text=True, env=subprocess_env(), timeout=120
+    ).stdout.split()
     assert int(small[0]) == 0 and float(small[2]) < 100
 
 

@@ -22,12 +22,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from helpers import ROOT, child_json, child_lines, copy_project, free_ports, marker_env, run_python, wait_for_url, write_params
-from images import (CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, STANDIN_PY312, STANDIN_TF, run,
-                    wait_for_images)
-from pipeline.runtime import environment
+from helpers import (
+    ROOT,
+    child_json,
+    child_lines,
+    copy_project,
+    free_ports,
+    marker_env,
+    run_python,
+    wait_for_url,
+    write_params,
+)
+from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, STANDIN_PY312, STANDIN_TF, run, wait_for_images
 from readme import shell_blocks
+
+from pipeline.runtime import environment
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
@@ -100,12 +109,16 @@ def in_image(docker, *args, user=None, volumes=(), check=True, workdir=None, ima
 
 def installed(docker, image: str, python: str = "python3") -> dict[str, str]:
     """name -> version of every Python package `python` in `image` sees, pip's own tools left out."""
-    out = in_image(docker, "-m", "pip", "list", "--format=json", "--disable-pip-version-check", image=image,
-                   entrypoint=python)
+    out = in_image(
+        docker, "-m", "pip", "list", "--format=json", "--disable-pip-version-check", image=image, entrypoint=python
+    )
     from packaging.utils import canonicalize_name
 
-    return {canonicalize_name(p["name"]): p["version"] for p in child_json(out, last_line=True)
-            if canonicalize_name(p["name"]) not in ("pip", "setuptools", "wheel")}
+    return {
+        canonicalize_name(p["name"]): p["version"]
+        for p in child_json(out, last_line=True)
+        if canonicalize_name(p["name"]) not in ("pip", "setuptools", "wheel")
+    }
 
 
 def lock_for(path: Path, python: str) -> dict[str, str]:
@@ -115,15 +128,18 @@ def lock_for(path: Path, python: str) -> dict[str, str]:
 
 
 def test_image_keeps_the_bases_tensorflow_and_pip_check_is_clean(docker, image):
-    out = in_image(docker, "python", "-c",
-                   "import tensorflow as tf, keras; print(tf.__version__, keras.__version__, tf.__file__)")
+    out = in_image(
+        docker, "python", "-c", "import tensorflow as tf, keras; print(tf.__version__, keras.__version__, tf.__file__)"
+    )
     version, keras_version, where = child_lines(out)[0].split()
     assert version == "2.17.0"
     assert keras_version == "3.8.0"
     # NVIDIA's copy, from the base's site-packages, not a second one in the project's venv
     assert where.startswith("/usr/local/lib/python3.11/dist-packages/"), where
     assert in_image(docker, "pip", "check").returncode == 0
-    listed = in_image(docker, "pip", "list", "--format=json", "--path", "/opt/pipeline/venv/lib/python3.11/site-packages")
+    listed = in_image(
+        docker, "pip", "list", "--format=json", "--path", "/opt/pipeline/venv/lib/python3.11/site-packages"
+    )
     in_venv = {p["name"].lower() for p in child_json(listed, last_line=True)}
     assert {"mlflow", "dvc", "pipeline"} <= in_venv
     assert not in_venv & {"tensorflow", "tensorflow-cpu", "keras", "numpy", "protobuf", "h5py", "ml-dtypes"}
@@ -135,16 +151,21 @@ def test_every_image_holds_exactly_its_locks(docker, image, made):
     Each with the project where it belongs, and nothing else."""
     from packaging.utils import canonicalize_name
 
-    base = {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$",
-                                                            (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)}
+    base = {
+        canonicalize_name(n): v
+        for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)
+    }
     ngc = installed(docker, IMAGE, python="/opt/pipeline/venv/bin/python")
     assert ngc == {**base, **lock_for(ROOT / "docker" / "ngc.lock", "3.11"), "pipeline": ngc["pipeline"]}
     cuda = installed(docker, CUDA_IMAGE, python="/opt/pipeline/venv/bin/python")
     assert cuda == {**lock_for(ROOT / "requirements.lock", "3.11"), "pipeline": cuda["pipeline"]}
     assert installed(docker, MLFLOW_IMAGE, python="/opt/mlflow/bin/python") == lock_for(
-        ROOT / "docker" / "mlflow.lock", "3.11")
-    assert ngc["tensorflow"] == "2.17.0" and cuda["tensorflow"] == lock_for(ROOT / "requirements.lock", "3.11")[
-        "tensorflow"]
+        ROOT / "docker" / "mlflow.lock", "3.11"
+    )
+    assert (
+        ngc["tensorflow"] == "2.17.0"
+        and cuda["tensorflow"] == lock_for(ROOT / "requirements.lock", "3.11")["tensorflow"]
+    )
 
 
 def shown(output: str) -> list[str]:
@@ -170,13 +191,19 @@ def test_a_base_unlike_the_list_builds_with_a_lock_resolved_against_it(docker, m
 
     base = installed(docker, STANDIN_PY312)
     committed = lock_for(ROOT / "docker" / "ngc.lock", "3.12")
-    listed = {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$",
-                                                             (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)}
+    listed = {
+        canonicalize_name(n): v
+        for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)
+    }
     # what the stand-in imitates
     assert in_image(docker, "--version", image=STANDIN_PY312, entrypoint="python3").stdout.startswith("Python 3.12.")
     assert base["tensorflow"] == "2.17.0+nv25.2" and "jupyterlab" in base and "jupyterlab" not in listed
-    assert [name for name in ("pyyaml", "attrs", "jinja2", "psutil") if base[name] != committed[name]] == \
-        ["pyyaml", "attrs", "jinja2", "psutil"]
+    assert [name for name in ("pyyaml", "attrs", "jinja2", "psutil") if base[name] != committed[name]] == [
+        "pyyaml",
+        "attrs",
+        "jinja2",
+        "psutil",
+    ]
 
     lines = shown(made["py312"])
     said = [line for line in lines if line.startswith(f"base {STANDIN_PY312}:")]
@@ -193,14 +220,26 @@ def test_a_base_unlike_the_list_builds_with_a_lock_resolved_against_it(docker, m
     sees = installed(docker, PY312_IMAGE, python="/opt/pipeline/venv/bin/python")
     assert {name: sees[name] for name in base} == base  # every package of the base, as it was
     assert sees == {**base, **lock, "pipeline": sees["pipeline"]}
-    listed_venv = in_image(docker, "-m", "pip", "list", "--format=json", "--path",
-                           "/opt/pipeline/venv/lib/python3.12/site-packages", image=PY312_IMAGE,
-                           entrypoint="/opt/pipeline/venv/bin/python")
-    in_venv = {canonicalize_name(p["name"]): p["version"] for p in child_json(listed_venv, last_line=True)
-               if canonicalize_name(p["name"]) != "pip"}  # the venv's own pip, which `venv` puts there
+    listed_venv = in_image(
+        docker,
+        "-m",
+        "pip",
+        "list",
+        "--format=json",
+        "--path",
+        "/opt/pipeline/venv/lib/python3.12/site-packages",
+        image=PY312_IMAGE,
+        entrypoint="/opt/pipeline/venv/bin/python",
+    )
+    in_venv = {
+        canonicalize_name(p["name"]): p["version"]
+        for p in child_json(listed_venv, last_line=True)
+        if canonicalize_name(p["name"]) != "pip"
+    }  # the venv's own pip, which `venv` puts there
     assert in_venv == {**lock, "pipeline": sees["pipeline"]}  # what the image added: exactly its lock
-    where = child_lines(in_image(docker, "python", "-c", "import tensorflow as tf; print(tf.__file__)",
-                                 image=PY312_IMAGE))[-1]
+    where = child_lines(
+        in_image(docker, "python", "-c", "import tensorflow as tf; print(tf.__file__)", image=PY312_IMAGE)
+    )[-1]
     assert where.startswith("/root/.pyenv/versions/3.12.1/lib/python3.12/site-packages/"), where
     assert in_image(docker, "pip", "check", image=PY312_IMAGE).returncode == 0
     labels = child_json(run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", PY312_IMAGE], docker))
@@ -209,8 +248,9 @@ def test_a_base_unlike_the_list_builds_with_a_lock_resolved_against_it(docker, m
     # `scripts/base-packages.sh --pin IMAGE` wrote the image's lock and the base's list into the clone
     assert made["pinned_lock"] == lock_text
     assert made["pinned_list"] == image_file(docker, PY312_IMAGE, "/opt/pipeline/ngc-base.txt")
-    assert {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", made["pinned_list"], re.M)
-            } == {name: v for name, v in base.items()}
+    assert {
+        canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", made["pinned_list"], re.M)
+    } == {name: v for name, v in base.items()}
     # and the next build on that base is strict: the Dockerfile's check, on the clone's files in
     # that base, keeps the lock as committed (which installs as PY312_IMAGE's did, hashes checked)
     assert strict_line(STANDIN_PY312) in shown(made["py312_pinned"])
@@ -220,19 +260,33 @@ def test_a_base_unlike_the_list_builds_with_a_lock_resolved_against_it(docker, m
 def test_a_base_the_project_cannot_be_resolved_on_stops_the_build_in_one_line(docker, made, tmp_path):
     """A base whose packages leave the project no solution (here: the stand-in with click 7,
     where pyproject.toml needs 8) stops the build with one line, and no image is made."""
-    (tmp_path / "Dockerfile").write_text(f"FROM {STANDIN_TF}\nRUN python3 -m pip install --no-cache-dir "
-                                         "--break-system-packages --no-deps click==7.1.2\n")
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {STANDIN_TF}\nRUN python3 -m pip install --no-cache-dir --break-system-packages --no-deps click==7.1.2\n"
+    )
     run(["docker", "build", "-q", "--network", "host", "-t", "pipeline-standin/click7", tmp_path], docker)
     context = copy_project(tmp_path / "context", exclude=("reports/", "models/", "tests/"))
-    out = run(["bash", context / "scripts" / "build-image.sh", "--network", "host", "--build-arg",
-               "BASE_IMAGE=pipeline-standin/click7", "-t", "pipeline:click7"], docker, check=False)
+    out = run(
+        [
+            "bash",
+            context / "scripts" / "build-image.sh",
+            "--network",
+            "host",
+            "--build-arg",
+            "BASE_IMAGE=pipeline-standin/click7",
+            "-t",
+            "pipeline:click7",
+        ],
+        docker,
+        check=False,
+    )
     made_image = run(["docker", "image", "inspect", "pipeline:click7"], docker, check=False).returncode == 0
     run(["docker", "image", "rm", "-f", "pipeline-standin/click7", "pipeline:click7"], docker, check=False)
     assert out.returncode != 0 and not made_image
     errors = [line for line in shown(out.stdout + out.stderr) if line.startswith("error:")]
     assert len(errors) == 1, errors
-    assert errors[0].startswith("error: cannot resolve pyproject.toml's dependencies against the base's installed "
-                                "packages: "), errors
+    assert errors[0].startswith(
+        "error: cannot resolve pyproject.toml's dependencies against the base's installed packages: "
+    ), errors
     assert "click" in errors[0]
 
 
@@ -261,23 +315,26 @@ def test_read_only_clone_and_missing_clone_get_one_line(docker, image, tmp_path)
     clone = user_copy(tmp_path / "clone")
     os.chown(clone, UID, GID)
     before = sorted(p.name for p in clone.iterdir())
-    ro = in_image(docker, "dvc", "repro", user=f"{UID}:{GID}", volumes=[f"{clone}:/workspace/project:ro"],
-                  check=False)
+    ro = in_image(docker, "dvc", "repro", user=f"{UID}:{GID}", volumes=[f"{clone}:/workspace/project:ro"], check=False)
     assert ro.returncode == 2
-    assert ro.stderr.strip() == (f"error: /workspace/project is not writable by uid {UID}: mount the clone "
-                                 "read-write and run as its owner (--user \"$(id -u):$(id -g)\")")
+    assert ro.stderr.strip() == (
+        f"error: /workspace/project is not writable by uid {UID}: mount the clone "
+        'read-write and run as its owner (--user "$(id -u):$(id -g)")'
+    )
     assert sorted(p.name for p in clone.iterdir()) == before
     empty = in_image(docker, "dvc", "repro", check=False)
     assert empty.returncode == 2
-    assert empty.stderr.strip() == ("error: /workspace/project has no dvc.yaml: mount your clone there "
-                                    "(-v \"$PWD\":/workspace/project)")
+    assert empty.stderr.strip() == (
+        'error: /workspace/project has no dvc.yaml: mount your clone there (-v "$PWD":/workspace/project)'
+    )
 
 
 def test_gpus_asked_for_on_a_host_without_any_is_one_config_line(docker, image, tmp_path):
     clone = user_copy(tmp_path / "clone")
     write_params(clone, {"train.reuters.devices.visible_gpus": [0]})
-    out = in_image(docker, "pipeline", "devices", "--dataset", "reuters",
-                   volumes=[f"{clone}:/workspace/project"], check=False)
+    out = in_image(
+        docker, "pipeline", "devices", "--dataset", "reuters", volumes=[f"{clone}:/workspace/project"], check=False
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     # TF 2.17 itself logs CUDA plugin notices at import (see docs/known-issues.md)
@@ -296,7 +353,7 @@ def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_
     script = (
         "set -e; pipeline preprocess reuters --raw /raw --out /tmp/prepared --params p.yaml >/dev/null; "
         "for loop in fit custom; do pipeline devices --dataset reuters --params p.yaml --json "
-        "| python -c 'import json,sys; print(\"replicas\", json.load(sys.stdin)[\"replicas\"])'; "
+        '| python -c \'import json,sys; print("replicas", json.load(sys.stdin)["replicas"])\'; '
         "python - \"$loop\" <<'EOF'\n"
         "import sys, yaml\n"
         "raw = yaml.safe_load(open('p.yaml')); raw['train']['reuters']['loop'] = sys.argv[1]\n"
@@ -307,14 +364,19 @@ def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_
         "--measurements /tmp/x-$loop.json --params p2.yaml; "
         "python -c \"import json; print('$loop', json.load(open('/tmp/x-$loop.json'))['replicas'])\"; done"
     )
-    write_params(clone, {"train.reuters.devices.logical_devices": 2, "train.reuters.epochs": 2,
-                         "train.reuters.batch_size_per_replica": 16}).rename(clone / "p.yaml")
+    write_params(
+        clone,
+        {
+            "train.reuters.devices.logical_devices": 2,
+            "train.reuters.epochs": 2,
+            "train.reuters.batch_size_per_replica": 16,
+        },
+    ).rename(clone / "p.yaml")
     raw = tmp_path / "raw"
     raw.mkdir()
     for name in ("reuters.npz", "reuters_word_index.json"):
         shutil.move(tmp_path / name, raw / name)
-    out = in_image(docker, "bash", "-c", script, volumes=[f"{clone}:/workspace/project", f"{raw}:/raw:ro"],
-                   check=False)
+    out = in_image(docker, "bash", "-c", script, volumes=[f"{clone}:/workspace/project", f"{raw}:/raw:ro"], check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     lines = out.stdout.splitlines()
     assert "fit 2" in lines and "custom 2" in lines, out.stdout
@@ -334,8 +396,13 @@ def user_clone(dest: Path, dataset_files: Path, overrides: dict) -> Path:
     for entry in raw["download"]["reuters"]["files"]:
         entry["sha256"] = hashlib.sha256((dataset_files / Path(entry["url"]).name).read_bytes()).hexdigest()
     (clone / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    git = {**os.environ, "GIT_AUTHOR_NAME": "c", "GIT_AUTHOR_EMAIL": "c@example.org",
-           "GIT_COMMITTER_NAME": "c", "GIT_COMMITTER_EMAIL": "c@example.org"}
+    git = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "c",
+        "GIT_AUTHOR_EMAIL": "c@example.org",
+        "GIT_COMMITTER_NAME": "c",
+        "GIT_COMMITTER_EMAIL": "c@example.org",
+    }
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "project"]):
         run(["git", *args], git, cwd=clone)
     subprocess.run(["chown", "-R", f"{UID}:{GID}", clone], check=True)
@@ -346,34 +413,49 @@ def user_clone(dest: Path, dataset_files: Path, overrides: dict) -> Path:
 def stack(docker, image, tmp_path_factory, dataset_files):
     """docker/compose.yaml up (db, mlflow) on a clone owned by a non-root user."""
     base = tmp_path_factory.mktemp("stack")
-    clone = user_clone(base / "project", dataset_files, {
-        "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 16,
-        "train.reuters.devices.logical_devices": 2,
-        "train.mnist.epochs": 1, "train.mnist.batch_size_per_replica": 16, "evaluate.mnist.batch_size": 32,
-    })
+    clone = user_clone(
+        base / "project",
+        dataset_files,
+        {
+            "train.reuters.epochs": 2,
+            "train.reuters.batch_size_per_replica": 16,
+            "train.reuters.devices.logical_devices": 2,
+            "train.mnist.epochs": 1,
+            "train.mnist.batch_size_per_replica": 16,
+            "evaluate.mnist.batch_size": 32,
+        },
+    )
     (port,) = free_ports(1)
     (clone / "docker" / ".env").write_text(
         "POSTGRES_USER=mlflow\nPOSTGRES_PASSWORD=ctest0secret\nPOSTGRES_DB=mlflow\n"
-        f"PIPELINE_UID={UID}\nPIPELINE_GID={GID}\nPIPELINE_VERSION=ctest\nMLFLOW_PUBLISH=127.0.0.1:{port}\n")
+        f"PIPELINE_UID={UID}\nPIPELINE_GID={GID}\nPIPELINE_VERSION=ctest\nMLFLOW_PUBLISH=127.0.0.1:{port}\n"
+    )
     subprocess.run(["chown", f"{UID}:{GID}", clone / "docker" / ".env"], check=True)
     fixtures = base / "fixtures"
     shutil.copytree(dataset_files, fixtures)
     fixtures.chmod(0o755)  # read by the container's non-root user
 
     project = f"ctest{os.getpid()}"
-    compose = ["docker-compose", "-p", project, "-f", clone / "docker" / "compose.yaml",
-               "-f", HERE / "compose.standin.yaml"]
+    compose = [
+        "docker-compose",
+        "-p",
+        project,
+        "-f",
+        clone / "docker" / "compose.yaml",
+        "-f",
+        HERE / "compose.standin.yaml",
+    ]
     if memlock_limit() != "-1":
-        (base / "memlock.yaml").write_text(
-            f"services:\n  pipeline:\n    ulimits:\n      memlock: {memlock_limit()}\n")
+        (base / "memlock.yaml").write_text(f"services:\n  pipeline:\n    ulimits:\n      memlock: {memlock_limit()}\n")
         compose += ["-f", base / "memlock.yaml"]
     t0 = time.time()
     run([*compose, "up", "-d", "--no-build", "mlflow"], docker)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 240
     while True:
-        state = run(["docker", "inspect", "-f", "{{.State.Health.Status}}", f"{project}_mlflow_1"],
-                    docker, check=False).stdout.strip()
+        state = run(
+            ["docker", "inspect", "-f", "{{.State.Health.Status}}", f"{project}_mlflow_1"], docker, check=False
+        ).stdout.strip()
         if state == "healthy":
             break
         if time.time() > deadline:
@@ -381,8 +463,7 @@ def stack(docker, image, tmp_path_factory, dataset_files):
             raise AssertionError(f"mlflow did not become healthy ({state}):\n{logs}")
         time.sleep(2)
     print(f"db + mlflow healthy after {time.time() - t0:.0f} s")
-    yield {"clone": clone, "compose": compose, "url": url, "fixtures": fixtures, "env": docker,
-           "project": project}
+    yield {"clone": clone, "compose": compose, "url": url, "fixtures": fixtures, "env": docker, "project": project}
     run([*compose, "down", "-v", "--remove-orphans"], docker, check=False)
 
 
@@ -394,11 +475,14 @@ def in_stack(stack, *args, service="pipeline", check=True, extra=()):
 def repro(stack):
     """`dvc repro` in the pipeline service, as the clone's owner, data served from 127.0.0.1."""
     t0 = time.time()
-    out = in_stack(stack, "bash", "-c",
-                   "python3 -m http.server --bind 127.0.0.1 --directory /fixtures 8765 >/dev/null 2>&1 & "
-                   "exec dvc repro",
-                   extra=["-v", f"{stack['fixtures']}:/fixtures:ro",
-                          "-e", "PIPELINE_DATA_MIRROR=http://127.0.0.1:8765"], check=False)
+    out = in_stack(
+        stack,
+        "bash",
+        "-c",
+        "python3 -m http.server --bind 127.0.0.1 --directory /fixtures 8765 >/dev/null 2>&1 & exec dvc repro",
+        extra=["-v", f"{stack['fixtures']}:/fixtures:ro", "-e", "PIPELINE_DATA_MIRROR=http://127.0.0.1:8765"],
+        check=False,
+    )
     print(f"\ndvc repro in the pipeline service: {time.time() - t0:.0f} s")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     return out
@@ -406,8 +490,14 @@ def repro(stack):
 
 def test_compose_repro_writes_outputs_owned_by_the_user(stack, repro):
     clone = stack["clone"]
-    for path in ("models/reuters/model.keras", "models/mnist/model.keras", "reports/reuters/metrics.json",
-                 "reports/mnist/metrics.json", "dvc.lock", "data/prepared/reuters/train.npz"):
+    for path in (
+        "models/reuters/model.keras",
+        "models/mnist/model.keras",
+        "reports/reuters/metrics.json",
+        "reports/mnist/metrics.json",
+        "dvc.lock",
+        "data/prepared/reuters/train.npz",
+    ):
         st = (clone / path).stat()
         assert (st.st_uid, st.st_gid) == (UID, GID), path
     written = [p for p in clone.rglob("*") if p.stat().st_uid != UID and ".git" not in p.parts]
@@ -431,11 +521,26 @@ def test_compose_runs_reach_the_server_with_the_image_tag(stack, repro):
         assert run_.data.params["distribute.replicas"] == ("2" if dataset == "reuters" else "1")
         assert run_.info.artifact_uri.startswith("mlflow-artifacts:")
     # artifacts went through the server onto its volume; runs are rows in PostgreSQL
-    stored = in_stack(stack, "/mlflow/artifacts", "-name", "history.csv", service="mlflow",
-                      extra=["--entrypoint", "find"]).stdout.split()
+    stored = in_stack(
+        stack, "/mlflow/artifacts", "-name", "history.csv", service="mlflow", extra=["--entrypoint", "find"]
+    ).stdout.split()
     assert len(stored) == 2, stored
-    rows = run([*stack["compose"], "exec", "-T", "db", "psql", "-U", "mlflow", "-d", "mlflow", "-tAc",
-                "SELECT count(*) FROM runs WHERE status = 'FINISHED'"], stack["env"]).stdout.strip()
+    rows = run(
+        [
+            *stack["compose"],
+            "exec",
+            "-T",
+            "db",
+            "psql",
+            "-U",
+            "mlflow",
+            "-d",
+            "mlflow",
+            "-tAc",
+            "SELECT count(*) FROM runs WHERE status = 'FINISHED'",
+        ],
+        stack["env"],
+    ).stdout.strip()
     assert int(rows) == 2
 
 
@@ -450,8 +555,12 @@ def test_doctor_in_the_pipeline_service(stack, repro):
 
 
 def test_wrong_database_password_is_one_line(stack):
-    out = in_stack(stack, service="mlflow", check=False,
-                   extra=["-e", "MLFLOW_BACKEND_STORE_URI=postgresql://mlflow:wrong@db:5432/mlflow"])
+    out = in_stack(
+        stack,
+        service="mlflow",
+        check=False,
+        extra=["-e", "MLFLOW_BACKEND_STORE_URI=postgresql://mlflow:wrong@db:5432/mlflow"],
+    )
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     lines = [line for line in out.stderr.splitlines() if line.startswith("error:")]
@@ -463,20 +572,47 @@ def test_wrong_database_password_is_one_line(stack):
 def test_basic_auth_refuses_anonymous_requests_and_the_pipeline_logs_with_credentials(stack, repro):
     (port,) = free_ports(1)
     name = f"{stack['project']}_mlflow_auth"
-    run([*stack["compose"], "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:5000",
-         "-e", "MLFLOW_AUTH_ADMIN_PASSWORD=ctest-admin-pw", "-e", f"MLFLOW_ALLOWED_HOSTS={name}:5000,127.0.0.1:*",
-         "mlflow"], stack["env"])
+    run(
+        [
+            *stack["compose"],
+            "run",
+            "-d",
+            "--name",
+            name,
+            "-p",
+            f"127.0.0.1:{port}:5000",
+            "-e",
+            "MLFLOW_AUTH_ADMIN_PASSWORD=ctest-admin-pw",
+            "-e",
+            f"MLFLOW_ALLOWED_HOSTS={name}:5000,127.0.0.1:*",
+            "mlflow",
+        ],
+        stack["env"],
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for_url(f"{url}/health", 180, lambda: "the basic-auth server did not start")
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/search?max_results=1", timeout=10)
         assert refused.value.code == 401
-        out = in_stack(stack, "dvc", "repro", "--force", "--single-item", "train@reuters", "evaluate@reuters",
-                       check=False,
-                       extra=["-e", f"MLFLOW_TRACKING_URI=http://{name}:5000",
-                              "-e", "MLFLOW_TRACKING_USERNAME=admin",
-                              "-e", "MLFLOW_TRACKING_PASSWORD=ctest-admin-pw"])
+        out = in_stack(
+            stack,
+            "dvc",
+            "repro",
+            "--force",
+            "--single-item",
+            "train@reuters",
+            "evaluate@reuters",
+            check=False,
+            extra=[
+                "-e",
+                f"MLFLOW_TRACKING_URI=http://{name}:5000",
+                "-e",
+                "MLFLOW_TRACKING_USERNAME=admin",
+                "-e",
+                "MLFLOW_TRACKING_PASSWORD=ctest-admin-pw",
+            ],
+        )
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         from mlflow import MlflowClient
 
@@ -510,17 +646,23 @@ def test_the_serve_profile_serves_the_champion_from_the_server(stack, repro):
     the published port."""
     promoted = in_stack(stack, "pipeline", "promote", "reuters")
     # after the image's banner
-    assert re.match(r"reuters: version \d+ \(test_accuracy 0\.\d{4}\) is the champion \(there was none\)$",
-                    promoted.stdout.strip().splitlines()[-1]), promoted.stdout + promoted.stderr
+    assert re.match(
+        r"reuters: version \d+ \(test_accuracy 0\.\d{4}\) is the champion \(there was none\)$",
+        promoted.stdout.strip().splitlines()[-1],
+    ), promoted.stdout + promoted.stderr
     (port,) = free_ports(1)
     env = {**stack["env"], "SERVE_REUTERS_PUBLISH": f"127.0.0.1:{port}"}
     run([*stack["compose"], "--profile", "serve", "up", "-d", "--no-build", "serve-reuters"], env)
     try:
-        wait_for_url(f"http://127.0.0.1:{port}/ping", 300, lambda: run(
-            [*stack["compose"], "logs", "--no-color", "serve-reuters"], env, check=False).stdout[-3000:])
+        wait_for_url(
+            f"http://127.0.0.1:{port}/ping",
+            300,
+            lambda: run([*stack["compose"], "logs", "--no-color", "serve-reuters"], env, check=False).stdout[-3000:],
+        )
         body = json.dumps({"inputs": [{"text": "Wheat and grain exports rose, the ministry said"}]}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/invocations", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=60) as answer:
             (prediction,) = json.loads(answer.read())["predictions"]
         assert isinstance(prediction["label"], str) and 0 <= prediction["class"] < 46
@@ -535,13 +677,15 @@ def test_compose_up_runs_the_pipeline_once_the_server_is_healthy(stack, repro):
     """`docker compose up` as the README gives it (images already built on the stand-ins):
     the pipeline service waits for a healthy server, runs `dvc repro` (up to date after the
     repro above) and its exit code is the command's. It stops the stack: keep this last."""
-    out = run([*stack["compose"], "up", "--no-build", "--no-color", "--exit-code-from", "pipeline"], stack["env"],
-              check=False)
+    out = run(
+        [*stack["compose"], "up", "--no-build", "--no-color", "--exit-code-from", "pipeline"], stack["env"], check=False
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     # `up` replays the other services' earlier logs too (the server's own tracebacks from the
     # database outage above): only the pipeline service's lines are the pipeline's output.
-    pipeline = [line.split("|", 1)[1].strip() for line in out.stdout.splitlines()
-                if re.match(r"pipeline[_-]1\s+\|", line)]
+    pipeline = [
+        line.split("|", 1)[1].strip() for line in out.stdout.splitlines() if re.match(r"pipeline[_-]1\s+\|", line)
+    ]
     assert "Data and pipelines are up to date." in pipeline, out.stdout[-3000:]
     assert not any("Traceback" in line for line in pipeline), pipeline
     assert "Traceback" not in out.stderr
@@ -569,8 +713,9 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, rep
     image trains (Reuters) and skips what is up to date."""
     block = readme_block("-e MLFLOW_TRACKING_URI pipeline")
     assert block.rstrip().endswith(" pipeline")
-    script = block.rstrip()[: -len(" pipeline")].replace("--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + (
-        " -e PIPELINE_DATA_MIRROR=file:///fixtures -v \"$FIXTURES\":/fixtures:ro " + IMAGE + "\n")
+    script = block.rstrip()[: -len(" pipeline")].replace(
+        "--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}"
+    ) + (' -e PIPELINE_DATA_MIRROR=file:///fixtures -v "$FIXTURES":/fixtures:ro ' + IMAGE + "\n")
     clone = shutil.copytree(stack["clone"], shared_tmp / "clone", symlinks=True)
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["train"]["reuters"]["epochs"] = 1
@@ -588,8 +733,12 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, rep
     env = {**docker, "HOME": str(home), "FIXTURES": str(stack["fixtures"])}
     env.pop("MLFLOW_TRACKING_URI", None)
     t0 = time.time()
-    out = run(["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", "bash", "-euc", script],
-              env, check=False, cwd=clone)
+    out = run(
+        ["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", "bash", "-euc", script],
+        env,
+        check=False,
+        cwd=clone,
+    )
     print(f"\nREADME docker run line (dvc repro): {time.time() - t0:.0f} s")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     ran = re.findall(r"Running stage '([^']+)'", out.stdout)
@@ -608,12 +757,15 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, rep
     assert run_.data.tags["container.image"] == "pipeline:ctest"
 
 
-DIGEST = ("import sys; from pipeline.training import model_folder, trainer; "
-          "print(trainer.weights_digest(model_folder.load_model(sys.argv[1])))")
+DIGEST = (
+    "import sys; from pipeline.training import model_folder, trainer; "
+    "print(trainer.weights_digest(model_folder.load_model(sys.argv[1])))"
+)
 
 
-def test_the_cuda_image_trains_the_hosts_weights_and_the_ngc_images_figures_are_shown(docker, image, made,
-                                                                                     trained_project, tmp_path):
+def test_the_cuda_image_trains_the_hosts_weights_and_the_ngc_images_figures_are_shown(
+    docker, image, made, trained_project, tmp_path
+):
     """The Reuters training at the defaults on the fixture data, as the session's trained project
     ran it on this host: in the CUDA image (requirements.lock's TensorFlow) it ends with the same
     weights to the bit (weights.sha256) and the same per-epoch figures. In NVIDIA's image
@@ -622,13 +774,14 @@ def test_the_cuda_image_trains_the_hosts_weights_and_the_ngc_images_figures_are_
     clone = trained_project.copy(tmp_path / "clone")
     host = run_python(DIGEST, args=[clone / "models" / "reuters"])
     assert host.returncode == 0, host.stderr
-    script = ("set -e; MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db pipeline -q train reuters --data "
-              "data/prepared/reuters --model-dir /tmp/m --history /tmp/h.csv --summary /tmp/s.json --curves /tmp/c.png; "
-              f"echo @@digest; python -c '{DIGEST}' /tmp/m; echo @@history; cat /tmp/h.csv")
+    script = (
+        "set -e; MLFLOW_TRACKING_URI=sqlite:////tmp/mlflow.db pipeline -q train reuters --data "
+        "data/prepared/reuters --model-dir /tmp/m --history /tmp/h.csv --summary /tmp/s.json --curves /tmp/c.png; "
+        f"echo @@digest; python -c '{DIGEST}' /tmp/m; echo @@history; cat /tmp/h.csv"
+    )
     runs = {}
     for name, tag in (("cuda", CUDA_IMAGE), ("ngc", IMAGE)):
-        out = in_image(docker, "bash", "-c", script, volumes=[f"{clone}:/workspace/project:ro"], image=tag,
-                       check=False)
+        out = in_image(docker, "bash", "-c", script, volumes=[f"{clone}:/workspace/project:ro"], image=tag, check=False)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         digest, history = out.stdout.split("@@digest\n", 1)[1].split("@@history\n", 1)
         runs[name] = (digest.strip(), history.strip().splitlines())
@@ -659,11 +812,17 @@ def test_readme_selftest_line_passes_in_the_image(docker, image, tmp_path):
     devices and TensorFlow 2.17."""
     block = readme_block("pipeline selftest")
     assert block.rstrip().endswith(" pipeline pipeline selftest")
-    script = block.rstrip()[: -len(" pipeline pipeline selftest")].replace(
-        "--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}") + f" {IMAGE} pipeline selftest --dataset reuters\n"
+    script = (
+        block.rstrip()[: -len(" pipeline pipeline selftest")].replace(
+            "--ulimit memlock=-1", f"--ulimit memlock={memlock_limit()}"
+        )
+        + f" {IMAGE} pipeline selftest --dataset reuters\n"
+    )
     clone = user_copy(tmp_path / "clone")
     t0 = time.time()
     out = run(["bash", "-euc", script], docker, check=False, cwd=clone)
     print(f"\nREADME selftest line (Reuters): {time.time() - t0:.0f} s")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert [line.split()[0] for line in out.stdout.splitlines()[-4:]] == ["pass", "pass", "pass", "selftest:"], out.stdout
+    assert [line.split()[0] for line in out.stdout.splitlines()[-4:]] == ["pass", "pass", "pass", "selftest:"], (
+        out.stdout
+    )

@@ -5,8 +5,8 @@ import shlex
 import subprocess
 
 import yaml
-
 from helpers import ROOT
+
 from pipeline.cli import cli
 
 

@@ -16,9 +16,14 @@ README_LINES = 300
 
 def build(project, site):
     """`mkdocs build --strict` of `project`'s mkdocs.yml into `site`: (exit code, its log)."""
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=project, env=subprocess_env(NO_MKDOCS_2_WARNING="1"), capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=project,
+        env=subprocess_env(NO_MKDOCS_2_WARNING="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return result.returncode, result.stdout + result.stderr
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, dvc, sh, unlike_plain_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
@@ -28,9 +27,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 def repo(tmp_path_factory, trained_project):
     """A copy of the session's trained project, for this module's experiments."""
     path = trained_project.copy(tmp_path_factory.mktemp("e2e") / "project")
-    return {"path": path, "env": dict(trained_project.env), "first": trained_project.first,
-            "second": trained_project.second, "server": trained_project.server,
-            "requested": trained_project.requested}
+    return {
+        "path": path,
+        "env": dict(trained_project.env),
+        "first": trained_project.first,
+        "second": trained_project.second,
+        "server": trained_project.server,
+        "requested": trained_project.requested,
+    }
 
 
 def client(url):
@@ -50,9 +54,14 @@ def test_repro_downloads_over_http_and_writes_every_output(repo):
     path = repo["path"]
     assert repo["requested"] == ["mnist_png.tar.gz", "reuters.npz", "reuters_word_index.json"]
     for dataset in ("reuters", "mnist"):
-        for out in (f"data/raw/{dataset}", f"data/prepared/{dataset}/train.npz", f"models/{dataset}/model.keras",
-                    f"reports/{dataset}/history.csv", f"reports/{dataset}/confusion.png",
-                    f"reports/{dataset}/per_class.csv"):
+        for out in (
+            f"data/raw/{dataset}",
+            f"data/prepared/{dataset}/train.npz",
+            f"models/{dataset}/model.keras",
+            f"reports/{dataset}/history.csv",
+            f"reports/{dataset}/confusion.png",
+            f"reports/{dataset}/per_class.csv",
+        ):
             assert (path / out).exists(), out
         metrics = json.loads((path / f"reports/{dataset}/metrics.json").read_text())
         assert 0.0 <= metrics["test_accuracy"] <= 1.0
@@ -64,8 +73,11 @@ def test_repro_downloads_over_http_and_writes_every_output(repo):
 def test_every_output_is_readable_like_a_file_the_user_makes(repo):
     """Under umask 022 (the session's), every output of every stage of both datasets is 0644
     and every folder 0755, as `open()` and `mkdir()` make them; umask 002: tests/scenarios/test_faults.py."""
-    outputs = [out for stage in yaml.safe_load((repo["path"] / "dvc.lock").read_text())["stages"].values()
-               for out in (o["path"] for o in stage.get("outs", []))]
+    outputs = [
+        out
+        for stage in yaml.safe_load((repo["path"] / "dvc.lock").read_text())["stages"].values()
+        for out in (o["path"] for o in stage.get("outs", []))
+    ]
     assert {"models/reuters", "data/prepared/mnist", "reports/mnist/metrics.json"} <= set(outputs)
     assert unlike_plain_files(repo["path"], outputs, 0o022) == []
 
@@ -106,8 +118,14 @@ def test_dvc_metrics_and_plots(repo):
     assert results["epochs_trained"] >= results["best_epoch"] >= 1 and "replicas" not in results
     assert all(isinstance(v, (int, float)) for name in data for v in data[name]["data"].values())
     plots = dvc("plots", "show", "--json", cwd=repo["path"], env=repo["env"]).stdout
-    for name in ("Reuters accuracy", "MNIST loss", "reports/mnist/confusion.csv", "reports/reuters/confusion.png",
-                 "reports/reuters/learning_curves.png", "reports/mnist/learning_curves.png"):
+    for name in (
+        "Reuters accuracy",
+        "MNIST loss",
+        "reports/mnist/confusion.csv",
+        "reports/reuters/confusion.png",
+        "reports/reuters/learning_curves.png",
+        "reports/mnist/learning_curves.png",
+    ):
         assert name in plots
 
 
@@ -122,13 +140,24 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     assert params["train.reuters.batch_size_per_replica"] == "256"
     assert params["train.global_batch_size"] == "256"
     assert params["preprocess.reuters.max_len"] == "300"
-    assert params["download.reuters.files.0.sha256"] == hashlib.sha256(
-        (repo["path"] / "data/raw/reuters/reuters.npz").read_bytes()).hexdigest()
+    assert (
+        params["download.reuters.files.0.sha256"]
+        == hashlib.sha256((repo["path"] / "data/raw/reuters/reuters.npz").read_bytes()).hexdigest()
+    )
     history = client(repo["server"]).get_metric_history(run.info.run_id, "val_accuracy")
     trained = json.loads((repo["path"] / "reports/reuters/train.json").read_text())["epochs_trained"]
     assert [m.step for m in history] == list(range(1, trained + 1))
-    for metric in ("loss", "accuracy", "val_loss", "epoch_samples_per_second", "epoch_seconds",
-                   "test_accuracy", "test_loss", "test_top5_accuracy", "test_macro_recall"):
+    for metric in (
+        "loss",
+        "accuracy",
+        "val_loss",
+        "epoch_samples_per_second",
+        "epoch_seconds",
+        "test_accuracy",
+        "test_loss",
+        "test_top5_accuracy",
+        "test_macro_recall",
+    ):
         assert metric in run.data.metrics, metric
     # every name that DVC's metrics files and the run both show has one value: the whole run's
     for report, least in (("train.json", 2), ("measurements.json", 3), ("metrics.json", 5)):
@@ -171,8 +200,11 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     info = mlflow.models.get_model_info(f"models:/{models[0].model_id}")
     assert info.metadata["keras_version"] == version("keras") != info.metadata["tensorflow_version"]
     assert info.signature.inputs.input_names() == ["text", "ids"] and "python_function" in info.flavors
-    (registered,) = [v for v in client(repo["server"]).search_model_versions("name = 'reuters'")
-                     if v.tags.get("run_id") == run.info.run_id]
+    (registered,) = [
+        v
+        for v in client(repo["server"]).search_model_versions("name = 'reuters'")
+        if v.tags.get("run_id") == run.info.run_id
+    ]
     metrics = json.loads((repo["path"] / "reports" / "reuters" / "metrics.json").read_text())
     assert float(registered.tags["test_accuracy"]) == pytest.approx(metrics["test_accuracy"], rel=1e-9)
     from pipeline.data.arrays import load_split
@@ -198,10 +230,15 @@ def test_mlflow_run_is_named_and_has_curves_system_metrics_and_inputs(repo):
         assert metric in run.data.metrics, sorted(run.data.metrics)
     lock = yaml.safe_load((repo["path"] / "dvc.lock").read_text())
     prepared = next(o["md5"] for o in lock["stages"]["preprocess@reuters"]["outs"])
-    inputs = {(i.dataset.name, i.tags[0].value if i.tags else None): i.dataset
-              for i in c.get_run(run.info.run_id).inputs.dataset_inputs}
-    assert set(inputs) == {("reuters-train", "training"), ("reuters-val", "validation"),
-                           ("reuters-test", "testing")}  # the last logged by evaluate
+    inputs = {
+        (i.dataset.name, i.tags[0].value if i.tags else None): i.dataset
+        for i in c.get_run(run.info.run_id).inputs.dataset_inputs
+    }
+    assert set(inputs) == {
+        ("reuters-train", "training"),
+        ("reuters-val", "validation"),
+        ("reuters-test", "testing"),
+    }  # the last logged by evaluate
     for dataset in inputs.values():
         assert dataset.digest == prepared[:32]
         assert json.loads(dataset.source) == {"uri": "data/prepared/reuters"}
@@ -211,12 +248,21 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")  # MLflow's own default: sqlite:///mlflow.db in the repo root
     path = repo["path"]
-    result = dvc("exp", "run", "-n", "short", "-S", "train.reuters.epochs=1",
-                 "-S", "train.reuters.lr_decay_epochs=[1]", cwd=path, env=env)
+    result = dvc(
+        "exp",
+        "run",
+        "-n",
+        "short",
+        "-S",
+        "train.reuters.epochs=1",
+        "-S",
+        "train.reuters.lr_decay_epochs=[1]",
+        cwd=path,
+        env=env,
+    )
     assert "Running stage 'train@reuters'" in result.stdout
     assert "Running stage 'evaluate@reuters'" in result.stdout
-    assert "Running stage '" in result.stdout and "@mnist'" not in result.stdout.replace(
-        "@mnist' didn't change", "")
+    assert "Running stage '" in result.stdout and "@mnist'" not in result.stdout.replace("@mnist' didn't change", "")
     (run,) = runs_of(f"sqlite:///{path / 'mlflow.db'}", "reuters")
     assert run.data.tags["dvc.exp_name"] == "short"
     assert run.data.params["train.reuters.epochs"] == "1"
@@ -272,23 +318,43 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     url = repo["server"]
     # from the baseline's params: an earlier test's experiment left its own in the workspace
     sh("git", "checkout", "HEAD", "--", "params.yaml", cwd=repo["path"], env=repo["env"])
-    dvc("exp", "run", "-n", "two-devices", "-S", "train.reuters.devices.logical_devices=2",
-        cwd=repo["path"], env=repo["env"])
+    dvc(
+        "exp",
+        "run",
+        "-n",
+        "two-devices",
+        "-S",
+        "train.reuters.devices.logical_devices=2",
+        cwd=repo["path"],
+        env=repo["env"],
+    )
     runs = runs_of(url, "reuters")
-    (one,) = [r for r in runs if r.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
-              and r.data.tags["pipeline.stage"] == "train" and "dvc.exp_name" not in r.data.tags]
+    (one,) = [
+        r
+        for r in runs
+        if r.data.tags["pipeline.run_name"] == "reuters-fit-1rep-float32"
+        and r.data.tags["pipeline.stage"] == "train"
+        and "dvc.exp_name" not in r.data.tags
+    ]
     (two,) = [r for r in runs if r.info.run_name == "two-devices"]
     assert two.data.tags["pipeline.run_name"] == "reuters-fit-2rep-float32"
     params = two.data.params  # two replicas under MirroredStrategy, as the params asked
-    assert (params["devices.logical_devices"], params["distribute.replicas"], params["distribute.workers"],
-            params["distribute.strategy"], params["train.global_batch_size"]) == ("2", "2", "1", "MirroredStrategy", "512")
+    assert (
+        params["devices.logical_devices"],
+        params["distribute.replicas"],
+        params["distribute.workers"],
+        params["distribute.strategy"],
+        params["train.global_batch_size"],
+    ) == ("2", "2", "1", "MirroredStrategy", "512")
     runs = json.dumps([one.info.run_id, two.info.run_id]).replace(" ", "")
     experiments = json.dumps([one.info.experiment_id]).replace(" ", "")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 1200})
-        page.goto(f"{url}/#/compare-runs?runs={urllib.parse.quote(runs)}"
-                  f"&experiments={urllib.parse.quote(experiments)}", wait_until="load")
+        page.goto(
+            f"{url}/#/compare-runs?runs={urllib.parse.quote(runs)}&experiments={urllib.parse.quote(experiments)}",
+            wait_until="load",
+        )
         page.get_by_text("Run details").first.wait_for(timeout=60_000)
         first = page.get_by_text("accuracy", exact=True).first  # the metrics grid's first row
         first.wait_for(timeout=60_000)
@@ -326,8 +392,13 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
     # the params table (the tags table below it differs too): the replicas, and with them the
     # strategy (one device trains without distribution) and its all-reduce
     assert sorted(k for k in differing if k in one.data.params) == [
-        "devices.logical_devices", "distribute.cross_device_ops", "distribute.replicas", "distribute.strategy",
-        "train.global_batch_size", "train.reuters.devices.logical_devices"]
+        "devices.logical_devices",
+        "distribute.cross_device_ops",
+        "distribute.replicas",
+        "distribute.strategy",
+        "train.global_batch_size",
+        "train.reuters.devices.logical_devices",
+    ]
     expected = (one.data.metrics["test_accuracy"], two.data.metrics["test_accuracy"])
     assert [float(v) for v in accuracy] == pytest.approx(expected, abs=6e-4), accuracy
     name_y, grid_y, values_y = on_screen  # test_accuracy the first row shown, level with its values
@@ -344,8 +415,19 @@ def test_temp_experiment_logs_to_the_main_checkouts_store(repo):
     env = dict(repo["env"])
     env.pop("MLFLOW_TRACKING_URI")
     path = repo["path"]
-    dvc("exp", "run", "--temp", "-n", "in-temp", "-S", "train.reuters.epochs=1",
-        "-S", "train.reuters.seed=7", cwd=path, env=env)
+    dvc(
+        "exp",
+        "run",
+        "--temp",
+        "-n",
+        "in-temp",
+        "-S",
+        "train.reuters.epochs=1",
+        "-S",
+        "train.reuters.seed=7",
+        cwd=path,
+        env=env,
+    )
     runs = runs_of(f"sqlite:///{path / 'mlflow.db'}", "reuters")
     temp = [r for r in runs if r.data.tags.get("dvc.exp_name") == "in-temp"]
     assert len(temp) == 1 and temp[0].data.params["train.reuters.seed"] == "7"
@@ -387,8 +469,9 @@ def test_an_evaluate_only_experiment_is_a_run_of_its_own_and_leaves_the_earlier_
     assert "test_top3_accuracy" in second.data.metrics and "test_top5_accuracy" not in second.data.metrics
     for key in ("train_seconds", "samples_per_second", "val_accuracy", "loss"):
         assert second.data.metrics[key] == first.data.metrics[key], key
-    assert [(m.step, m.value) for m in c.get_metric_history(second.info.run_id, "val_accuracy")] == \
-        [(m.step, m.value) for m in c.get_metric_history(first.info.run_id, "val_accuracy")]
+    assert [(m.step, m.value) for m in c.get_metric_history(second.info.run_id, "val_accuracy")] == [
+        (m.step, m.value) for m in c.get_metric_history(first.info.run_id, "val_accuracy")
+    ]
 
 
 def test_a_clone_after_dvc_pull_with_an_empty_mlflow_store(repo, trained_project, tmp_path):

@@ -9,11 +9,9 @@ deterministic runs are identical.
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import ROOT, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -22,8 +20,13 @@ WORKER = ROOT / "tests" / "workers" / "train_case.py"
 
 
 def case(*args):
-    result = subprocess.run([sys.executable, str(WORKER), *map(str, args)], env=subprocess_env(),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(WORKER), *map(str, args)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
 
 
@@ -63,20 +66,23 @@ def test_deterministic_runs_are_identical(tmp_path, loop):
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text())
 
 
-@pytest.mark.parametrize("loop,replicas,extra,optimizer", [
-    ("custom", 2, {"precision": "mixed_float16"}, "LossScaleOptimizer"),
-    ("fit", 2, {"precision": "mixed_bfloat16"}, "Nadam"),
-    ("fit", 1, {"steps_per_execution": 3}, "Nadam"),  # > 1 replica: keras#19246, a config error
-    # XLA cannot span logical CPU devices (a config error, tested in test_distribute)
-    ("fit", 1, {"jit_compile": True}, "Nadam"),
-    ("custom", 1, {"jit_compile": True}, "Nadam"),
-])
+@pytest.mark.parametrize(
+    "loop,replicas,extra,optimizer",
+    [
+        ("custom", 2, {"precision": "mixed_float16"}, "LossScaleOptimizer"),
+        ("fit", 2, {"precision": "mixed_bfloat16"}, "Nadam"),
+        ("fit", 1, {"steps_per_execution": 3}, "Nadam"),  # > 1 replica: keras#19246, a config error
+        # XLA cannot span logical CPU devices (a config error, tested in test_distribute)
+        ("fit", 1, {"jit_compile": True}, "Nadam"),
+        ("custom", 1, {"jit_compile": True}, "Nadam"),
+    ],
+)
 def test_precision_and_compilation_options_train(tmp_path, loop, replicas, extra, optimizer):
     case("curve", loop, replicas, "false", tmp_path / "out.json", json.dumps(extra))
     out = json.loads((tmp_path / "out.json").read_text())
     losses = [row["loss"] for row in out["history"]]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert out["logits_dtype"] == "float32"  # the output layer stays float32
-    assert out["optimizer"] == optimizer     # mixed_float16 scales the loss
+    assert out["optimizer"] == optimizer  # mixed_float16 scales the loss
     expected = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}.get(extra.get("precision"), "float32")
     assert out["compute_dtype"] == expected

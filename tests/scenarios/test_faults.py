@@ -9,33 +9,66 @@ import signal
 import subprocess
 import sys
 import time
-
-import yaml
 from pathlib import Path
 
 import pytest
-
-from helpers import (free_ports, reuters_files_of, run_pipeline, start_mlflow_server, subprocess_env,
-                     unlike_plain_files, write_params)
+import yaml
+from helpers import (
+    free_ports,
+    reuters_files_of,
+    run_pipeline,
+    start_mlflow_server,
+    subprocess_env,
+    unlike_plain_files,
+    write_params,
+)
 
 pytestmark = [
-    pytest.mark.slow, pytest.mark.faults,
+    pytest.mark.slow,
+    pytest.mark.faults,
     pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root (CI runs as root)"),
 ]
 
 STAGE_OUTPUTS = {
     "download": lambda o: ["--out", o / "raw", "--manifest", o / "raw.json"],
     "preprocess": lambda o: ["--raw", "raw", "--out", o / "prepared"],
-    "train": lambda o: ["--data", "prepared", "--model-dir", o / "model", "--history", o / "history.csv",
-                        "--summary", o / "train.json", "--curves", o / "curves.png",
-                        "--measurements", o / "measurements.json", "--machine", o / "machine.json"],
-    "evaluate": lambda o: ["--data", "prepared", "--model-dir", "model", "--metrics", o / "metrics.json",
-                           "--per-class", o / "per_class.csv", "--confusion", o / "confusion.csv",
-                           "--confusion-png", o / "confusion.png"],
+    "train": lambda o: [
+        "--data",
+        "prepared",
+        "--model-dir",
+        o / "model",
+        "--history",
+        o / "history.csv",
+        "--summary",
+        o / "train.json",
+        "--curves",
+        o / "curves.png",
+        "--measurements",
+        o / "measurements.json",
+        "--machine",
+        o / "machine.json",
+    ],
+    "evaluate": lambda o: [
+        "--data",
+        "prepared",
+        "--model-dir",
+        "model",
+        "--metrics",
+        o / "metrics.json",
+        "--per-class",
+        o / "per_class.csv",
+        "--confusion",
+        o / "confusion.csv",
+        "--confusion-png",
+        o / "confusion.png",
+    ],
 }
-OUTPUT_NAMES = {"download": ["raw", "raw.partial", "raw.json"], "preprocess": ["prepared"],
-                "train": ["model", "history.csv", "train.json", "curves.png", "measurements.json", "machine.json"],
-                "evaluate": ["metrics.json", "per_class.csv", "confusion.csv", "confusion.png"]}
+OUTPUT_NAMES = {
+    "download": ["raw", "raw.partial", "raw.json"],
+    "preprocess": ["prepared"],
+    "train": ["model", "history.csv", "train.json", "curves.png", "measurements.json", "machine.json"],
+    "evaluate": ["metrics.json", "per_class.csv", "confusion.csv", "confusion.png"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +76,9 @@ def project(tmp_path_factory, dataset_files):
     """A folder where every stage of the Reuters experiment has run once, on fixture data."""
     root = tmp_path_factory.mktemp("faults")
     write_params(root, {"train.reuters.epochs": 3, "download.reuters.files": reuters_files_of(dataset_files)})
-    env = subprocess_env(PIPELINE_DATA_MIRROR=dataset_files.as_uri(),
-                         MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
+    env = subprocess_env(
+        PIPELINE_DATA_MIRROR=dataset_files.as_uri(), MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}"
+    )
     old = os.umask(0o002)  # a group-shared umask: the modes test below checks what it gives
     try:
         for stage, outputs in STAGE_OUTPUTS.items():
@@ -60,13 +94,20 @@ def test_under_umask_002_every_output_is_group_writable_like_a_file_the_user_mak
     outputs, the model folder and the prepared data get what `open()` and `mkdir()` give
     (0664, 0775 here; umask 022: tests/scenarios/test_e2e.py)."""
     root, env = project
-    names = [str(Path(o).relative_to(root)) for outputs in STAGE_OUTPUTS.values() for o in outputs(root)
-             if isinstance(o, Path)]
+    names = [
+        str(Path(o).relative_to(root))
+        for outputs in STAGE_OUTPUTS.values()
+        for o in outputs(root)
+        if isinstance(o, Path)
+    ]
     assert unlike_plain_files(root, names, 0o002) == []
     shutil.copy(root / "params.yaml", tmp_path)
     old = os.umask(0o002)
     try:  # MNIST's prepared data: its own writer (decoded images)
-        for stage, args in (("download", ["--out", "raw", "--manifest", "raw.json"]), ("preprocess", ["--raw", "raw", "--out", "prepared"])):
+        for stage, args in (
+            ("download", ["--out", "raw", "--manifest", "raw.json"]),
+            ("preprocess", ["--raw", "raw", "--out", "prepared"]),
+        ):
             result = run_pipeline(stage, "mnist", *args, cwd=tmp_path, env=env)
             assert result.returncode == 0, result.stderr
     finally:
@@ -79,19 +120,48 @@ def test_under_umask_002_every_output_is_group_writable_like_a_file_the_user_mak
 NEW_OUTPUTS = {
     "download": ["--out", "new/raw", "--manifest", "new/raw.json"],
     "preprocess": ["--raw", "raw", "--out", "new/prepared"],
-    "train": ["--data", "prepared", "--model-dir", "new/model", "--history", "new/history.csv",
-              "--summary", "new/train.json", "--curves", "new/curves.png", "--measurements",
-              "new/measurements.json", "--machine", "new/machine.json"],
-    "evaluate": ["--data", "prepared", "--model-dir", "model", "--metrics", "new/metrics.json",
-                 "--per-class", "new/per_class.csv", "--confusion", "new/confusion.csv",
-                 "--confusion-png", "new/confusion.png"],
+    "train": [
+        "--data",
+        "prepared",
+        "--model-dir",
+        "new/model",
+        "--history",
+        "new/history.csv",
+        "--summary",
+        "new/train.json",
+        "--curves",
+        "new/curves.png",
+        "--measurements",
+        "new/measurements.json",
+        "--machine",
+        "new/machine.json",
+    ],
+    "evaluate": [
+        "--data",
+        "prepared",
+        "--model-dir",
+        "model",
+        "--metrics",
+        "new/metrics.json",
+        "--per-class",
+        "new/per_class.csv",
+        "--confusion",
+        "new/confusion.csv",
+        "--confusion-png",
+        "new/confusion.png",
+    ],
 }
 READS = {
     "download": ["params:download.reuters"],
     "preprocess": ["raw/reuters.npz", "raw/reuters_word_index.json", "params:preprocess.reuters"],
     "train": ["prepared/train.npz", "prepared/val.npz", "prepared/stats.json", "params:train.reuters"],
-    "evaluate": ["prepared/test.npz", "prepared/stats.json", "prepared/reuters_word_index.json",
-                 "model/model.keras", "params:evaluate.reuters"],
+    "evaluate": [
+        "prepared/test.npz",
+        "prepared/stats.json",
+        "prepared/reuters_word_index.json",
+        "model/model.keras",
+        "params:evaluate.reuters",
+    ],
 }  # not model/run.json: DVC keeps none (.dvcignore), and evaluate logs to a run of its own without it
 
 
@@ -100,8 +170,13 @@ def test_each_stage_without_each_input_it_reads_ends_in_one_line_having_written_
     root, env = project
     for stage, inputs in READS.items():
         for missing in inputs:
-            case = Path(shutil.copytree(root, tmp_path / f"{stage}-{len(list(tmp_path.iterdir()))}",
-                                        ignore=shutil.ignore_patterns("mlflow.db*", "place*", "new")))
+            case = Path(
+                shutil.copytree(
+                    root,
+                    tmp_path / f"{stage}-{len(list(tmp_path.iterdir()))}",
+                    ignore=shutil.ignore_patterns("mlflow.db*", "place*", "new"),
+                )
+            )
             assert_one_line_and_nothing_written(case, stage, "reuters", missing, NEW_OUTPUTS[stage], env)
 
 
@@ -116,15 +191,24 @@ MNIST_NEW_OUTPUTS = {
 MNIST_READS = {
     "download": ["params:download.mnist"],
     "preprocess": ["data/raw/mnist/mnist_png.tar.gz", "params:preprocess.mnist"],
-    "train": ["data/prepared/mnist/train.npz", "data/prepared/mnist/val.npz", "data/prepared/mnist/stats.json",
-              "params:train.mnist"],
-    "evaluate": ["data/prepared/mnist/test.npz", "data/prepared/mnist/stats.json", "models/mnist/model.keras",
-                 "params:evaluate.mnist"],
+    "train": [
+        "data/prepared/mnist/train.npz",
+        "data/prepared/mnist/val.npz",
+        "data/prepared/mnist/stats.json",
+        "params:train.mnist",
+    ],
+    "evaluate": [
+        "data/prepared/mnist/test.npz",
+        "data/prepared/mnist/stats.json",
+        "models/mnist/model.keras",
+        "params:evaluate.mnist",
+    ],
 }
 
 
-def test_each_mnist_stage_without_each_input_it_reads_ends_in_one_line_having_written_nothing(trained_project,
-                                                                                              tmp_path):
+def test_each_mnist_stage_without_each_input_it_reads_ends_in_one_line_having_written_nothing(
+    trained_project, tmp_path
+):
     env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
     for stage, inputs in MNIST_READS.items():
         for missing in inputs:
@@ -177,10 +261,13 @@ def mount(tmp_path):
 
 
 @pytest.mark.parametrize("stage", list(STAGE_OUTPUTS))
-@pytest.mark.parametrize("fault,options,reason", [
-    ("full", "size=4k", "No space left on device"),
-    ("read-only", "ro,size=1m", "Read-only file system"),
-])
+@pytest.mark.parametrize(
+    "fault,options,reason",
+    [
+        ("full", "size=4k", "No space left on device"),
+        ("read-only", "ro,size=1m", "Read-only file system"),
+    ],
+)
 def test_an_output_place_that_cannot_take_the_output(project, mount, stage, fault, options, reason):
     root, env = project
     place = mount(options)
@@ -188,7 +275,7 @@ def test_an_output_place_that_cannot_take_the_output(project, mount, stage, faul
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.splitlines()
     # the output that failed, or the place when the library does not say which file
-    named = line[len("error: "):-len(f": cannot write: {reason}")]
+    named = line[len("error: ") : -len(f": cannot write: {reason}")]
     assert line == f"error: {named}: cannot write: {reason}", line
     assert named == str(place) or named in {str(place / n) for n in OUTPUT_NAMES[stage]}, line
     assert list(place.iterdir()) == []  # nothing half-written, no temporary file
@@ -224,8 +311,14 @@ def outputs_of(folder: Path) -> dict:
 def run_killed_when(stage, args, cwd, env, out: Path, pattern: str) -> bool:
     """Run the stage; SIGKILL it as soon as something matching `pattern` (a glob under `out`)
     exists. Whether it was killed (False: it ended first)."""
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", stage, "reuters", *map(str, args)], cwd=cwd,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", stage, "reuters", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     while proc.poll() is None:
         if out.is_dir() and any(out.glob(pattern)):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -256,7 +349,8 @@ def test_sigkill_at_the_moment_that_matters_then_rerun(project, large_raw, datas
     store = tmp_path / "mlflow.db"
     extra = ["--backup-dir", tmp_path / "backup"] if stage == "train" else []
     args = {"preprocess": lambda o: ["--raw", large_raw, "--out", o / "prepared"]}.get(
-        stage, lambda o: [*STAGE_OUTPUTS[stage](o), *extra])
+        stage, lambda o: [*STAGE_OUTPUTS[stage](o), *extra]
+    )
     with FileServer(dataset_files, chunk_delay=0.05) as slow:
         env = {**base_env, "PIPELINE_DATA_MIRROR": slow.url, "MLFLOW_TRACKING_URI": f"sqlite:///{store}"}
         reference = tmp_path / "reference"
@@ -299,8 +393,18 @@ def train_until_two_epochs_logged(root, folder, out, env):
     (process, its arguments) once its MLflow run has two epochs."""
     from mlflow import MlflowClient
 
-    args = [sys.executable, "-m", "pipeline", "train", "reuters", "--params", str(folder / "params.yaml"),
-            *map(str, STAGE_OUTPUTS["train"](out)), "--backup-dir", str(folder / "backup")]
+    args = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "train",
+        "reuters",
+        "--params",
+        str(folder / "params.yaml"),
+        *map(str, STAGE_OUTPUTS["train"](out)),
+        "--backup-dir",
+        str(folder / "backup"),
+    ]
     train = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     deadline = time.time() + 300
@@ -353,8 +457,12 @@ def test_a_tracking_server_gone_for_longer_than_mlflow_retries(project, tmp_path
     root, base_env = project
     (port,) = free_ports(1)
     server, url = start_mlflow_server(tmp_path, port)
-    env = {**base_env, "MLFLOW_TRACKING_URI": url, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-           "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    env = {
+        **base_env,
+        "MLFLOW_TRACKING_URI": url,
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+    }
     write_params(tmp_path, {"train.reuters.epochs": 6, "train.reuters.early_stopping.patience": None})
     out = tmp_path / "out"
     train, args = train_until_two_epochs_logged(root, tmp_path, out, env)
@@ -367,7 +475,8 @@ def test_a_tracking_server_gone_for_longer_than_mlflow_retries(project, tmp_path
     (line,) = stderr.splitlines()
     assert line.startswith(f"error: {url}: logging an epoch's metrics failed: Connection refused; ") and line.endswith(
         "run the stage again once the tracking store answers (a training resumes from its backup and logs "
-        "each epoch once)"), line
+        "each epoch once)"
+    ), line
     assert not out.exists()
     server, url = start_mlflow_server(tmp_path, port)
     try:

@@ -14,25 +14,32 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
+from helpers import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import ROOT
 from pipeline.config.loader import load_params
 from pipeline.data import arrays, mnist, reuters
 from pipeline.errors import ConfigError, DataError
 
 EXAMPLES = int(os.environ.get("PIPELINE_FUZZ_EXAMPLES") or "40")
-fuzz = settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("PIPELINE_FUZZ_EXAMPLES"),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+fuzz = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=not os.environ.get("PIPELINE_FUZZ_EXAMPLES"),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 SHIPPED = yaml.safe_load((ROOT / "params.yaml").read_text())
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=12))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                        st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                      max_leaves=6)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=12)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
 
 
 def key_paths(node, prefix=()):
@@ -121,8 +128,10 @@ def damaged(original: bytes, draw_cut, flips):
     return bytes(data)
 
 
-damage = dict(cut=st.one_of(st.none(), st.integers(0, 10**6)),
-              flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6))
+damage = dict(
+    cut=st.one_of(st.none(), st.integers(0, 10**6)),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
+)
 
 
 def fixture_bytes(name):
@@ -144,7 +153,9 @@ FIXTURES = {name: fixture_bytes(name) for name in ("mnist_png.tar.gz", "mnist.zi
 def test_damaged_image_archives_prepare_or_fail_in_one_line(tmp_path_factory, name, cut, flips):
     folder = tmp_path_factory.mktemp("raw")
     (folder / name).write_bytes(damaged(FIXTURES[name], cut, flips))
-    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None)  # decoding, not the digest
+    cfg = dataclasses.replace(
+        load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None
+    )  # decoding, not the digest
     out = folder / "prepared"
     try:
         arrays.save_prepared(out, *mnist.prepare(folder, cfg))
@@ -185,8 +196,11 @@ def test_damaged_prepared_arrays_load_or_fail_in_one_line(tmp_path_factory, cut,
 
 
 @fuzz
-@given(kinds=st.lists(st.sampled_from(["file", "dir", "hardlink", "symlink", "dangling", "fifo", "chrdev"]),
-                      min_size=1, max_size=5))
+@given(
+    kinds=st.lists(
+        st.sampled_from(["file", "dir", "hardlink", "symlink", "dangling", "fifo", "chrdev"]), min_size=1, max_size=5
+    )
+)
 def test_archive_member_types(tmp_path_factory, kinds):
     import tarfile
 
@@ -200,15 +214,26 @@ def test_archive_member_types(tmp_path_factory, kinds):
         first = next(m for m, _ in members if m.isfile())
         for i, kind in enumerate(kinds):
             info = tarfile.TarInfo(f"{first.name.rsplit('/', 1)[0]}/extra{i}.png")
-            info.type = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "hardlink": tarfile.LNKTYPE,
-                         "symlink": tarfile.SYMTYPE, "dangling": tarfile.SYMTYPE, "fifo": tarfile.FIFOTYPE,
-                         "chrdev": tarfile.CHRTYPE}[kind]
-            info.linkname = {"hardlink": first.name, "symlink": first.name.rsplit("/", 1)[1],
-                             "dangling": "missing.png"}.get(kind, "")
+            info.type = {
+                "file": tarfile.REGTYPE,
+                "dir": tarfile.DIRTYPE,
+                "hardlink": tarfile.LNKTYPE,
+                "symlink": tarfile.SYMTYPE,
+                "dangling": tarfile.SYMTYPE,
+                "fifo": tarfile.FIFOTYPE,
+                "chrdev": tarfile.CHRTYPE,
+            }[kind]
+            info.linkname = {
+                "hardlink": first.name,
+                "symlink": first.name.rsplit("/", 1)[1],
+                "dangling": "missing.png",
+            }.get(kind, "")
             payload = dict(members)[first] if kind == "file" else None
             info.size = len(payload) if payload is not None else 0
             dst.addfile(info, io.BytesIO(payload) if payload is not None else None)
-    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None)  # decoding, not the digest
+    cfg = dataclasses.replace(
+        load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None
+    )  # decoding, not the digest
     try:
         splits, _ = mnist.prepare(folder, cfg)
     except Exception as exc:  # noqa: BLE001

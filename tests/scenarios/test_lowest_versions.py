@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import ROOT, run_command, sh, write_params
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from helpers import ROOT, run_command, sh, write_params
 
 pytestmark = [pytest.mark.slow]
 
@@ -31,9 +30,22 @@ TEST_TOOLS = ("pytest", "hypothesis")
 # configuration, the study (a journal file and a real PostgreSQL through the postgres extra), the
 # data formats, the MLflow store and its errors; about 100 s (test_params_doc, left out, would
 # add 115 s of params files rewritten). Each module whole, but:
-UNIT_MODULES = ("config/test_loader", "config/test_build", "config/test_schema", "config/test_search_space",
-                "test_options", "test_errors", "tuning/test_studies", "tuning/test_study_runs", "data/test_archives",
-                "data/test_arrays", "test_io", "tracking/test_lineage", "tracking/test_store", "tracking/test_probe")
+UNIT_MODULES = (
+    "config/test_loader",
+    "config/test_build",
+    "config/test_schema",
+    "config/test_search_space",
+    "test_options",
+    "test_errors",
+    "tuning/test_studies",
+    "tuning/test_study_runs",
+    "data/test_archives",
+    "data/test_arrays",
+    "test_io",
+    "tracking/test_lineage",
+    "tracking/test_store",
+    "tracking/test_probe",
+)
 DESELECTED = {
     # MLflow 3.10 still opens a file:// store (deprecated); from 3.16 it refuses it, which that
     # case checks is said in one line
@@ -51,19 +63,24 @@ def lowest_python() -> str:
     """Python LOWEST_PYTHON: PIPELINE_LOWEST_PYTHON, else pyenv's, else python3.10 on PATH (the
     first of them that runs and is that version)."""
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    candidates = [os.environ.get("PIPELINE_LOWEST_PYTHON"),
-                  *map(str, sorted(pyenv.glob(f"{LOWEST_PYTHON}.*/bin/python"), reverse=True)),
-                  shutil.which(f"python{LOWEST_PYTHON}")]
+    candidates = [
+        os.environ.get("PIPELINE_LOWEST_PYTHON"),
+        *map(str, sorted(pyenv.glob(f"{LOWEST_PYTHON}.*/bin/python"), reverse=True)),
+        shutil.which(f"python{LOWEST_PYTHON}"),
+    ]
     tried = []
     for candidate in filter(None, candidates):
-        done = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+        )
         if done.returncode == 0 and done.stdout.strip() == LOWEST_PYTHON:
             return candidate
         tried.append(f"{candidate} ({done.stdout.strip() or done.stderr.strip()[-200:] or done.returncode})")
-    pytest.fail(f"Python {LOWEST_PYTHON}, the lowest the project supports, was not found (tried: "
-                f"{', '.join(tried) or 'none'}): install it (pyenv install {LOWEST_PYTHON}), or set "
-                f"PIPELINE_LOWEST_PYTHON to its python")
+    pytest.fail(
+        f"Python {LOWEST_PYTHON}, the lowest the project supports, was not found (tried: "
+        f"{', '.join(tried) or 'none'}): install it (pyenv install {LOWEST_PYTHON}), or set "
+        f"PIPELINE_LOWEST_PYTHON to its python"
+    )
 
 
 def test_the_lowest_python_is_the_one_pyproject_and_the_readme_promise():
@@ -83,22 +100,49 @@ def lowest(tmp_path_factory):
     venv = tmp_path_factory.mktemp("lowest") / "venv"
     started = time.monotonic()
     sh(uv, "venv", "--quiet", "--python", lowest_python(), venv, cwd=ROOT, env=dict(os.environ))
-    sh(uv, "pip", "install", "--quiet", "--python", venv / "bin" / "python", "--resolution", "lowest-direct",
-       "-e", f"{ROOT}[{','.join(EXTRAS)}]", *tool_requirements(), cwd=ROOT, env=dict(os.environ), timeout=1800)
+    sh(
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        venv / "bin" / "python",
+        "--resolution",
+        "lowest-direct",
+        "-e",
+        f"{ROOT}[{','.join(EXTRAS)}]",
+        *tool_requirements(),
+        cwd=ROOT,
+        env=dict(os.environ),
+        timeout=1800,
+    )
     print(f"environment at the lowest versions made in {time.monotonic() - started:.0f} s")
     return venv / "bin"
 
 
 def lowest_env(bindir: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLFLOW_TRACKING_URI", "VIRTUAL_ENV",
-                                                             "PIPELINE_DATA_MIRROR")}
-    env.update({"PATH": f"{bindir}{os.pathsep}{env['PATH']}", "TF_CPP_MIN_LOG_LEVEL": "2",
-                "CUDA_VISIBLE_DEVICES": "-1", "DVC_NO_ANALYTICS": "1"}, **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "MLFLOW_TRACKING_URI", "VIRTUAL_ENV", "PIPELINE_DATA_MIRROR")
+    }
+    env.update(
+        {
+            "PATH": f"{bindir}{os.pathsep}{env['PATH']}",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": "-1",
+            "DVC_NO_ANALYTICS": "1",
+        },
+        **extra,
+    )
     return env
 
 
 def installed(bindir: Path) -> dict[str, str]:
-    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    code = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
     import json
 
     out = sh(bindir / "python", "-c", code, cwd=ROOT, env=lowest_env(bindir)).stdout
@@ -117,15 +161,32 @@ def test_every_direct_dependency_is_at_its_ranges_low_end_and_they_fit(lowest):
             continue
         (low,) = [Version(s.version) for s in req.specifier if s.operator == ">="]
         got = Version(versions[canonicalize_name(req.name)])
-        assert got.release[:len(low.release)] == low.release, f"{req.name} {got}: not at the low end of {req}"
-    sh(Path(sys.executable).parent / "uv", "pip", "check", "--python", lowest / "python", cwd=ROOT,
-       env=dict(os.environ))
+        assert got.release[: len(low.release)] == low.release, f"{req.name} {got}: not at the low end of {req}"
+    sh(
+        Path(sys.executable).parent / "uv",
+        "pip",
+        "check",
+        "--python",
+        lowest / "python",
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
 
 
 def test_the_unit_tests_without_tensorflow_pass_at_the_lowest_versions(lowest):
-    args = [lowest / "python", "-m", "pytest", "-o", "addopts=-ra --strict-markers", "-p", "no:cacheprovider", "-q",
-            "-m", "not slow and not distributed and not e2e and not browser and not slurm and not container "
-                  "and not faults and not gpu"]
+    args = [
+        lowest / "python",
+        "-m",
+        "pytest",
+        "-o",
+        "addopts=-ra --strict-markers",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-m",
+        "not slow and not distributed and not e2e and not browser and not slurm and not container "
+        "and not faults and not gpu",
+    ]
     args += [f"tests/{name}.py" for name in UNIT_MODULES]
     args += [f"--deselect=tests/{test}" for test in DESELECTED]
     result = sh(*args, cwd=ROOT, env=lowest_env(lowest), check=False, timeout=1200)
@@ -138,28 +199,62 @@ def test_a_training_its_evaluation_and_a_tuning_trial_run_at_the_lowest_versions
     env = lowest_env(lowest, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
     # the fixture data written by the low end's NumPy (an object array pickled by NumPy 2 does
     # not load in 1.26, as Keras' own reuters.npz, written by NumPy 1, loads in both)
-    sh(lowest / "python", "-c", "import sys; from pathlib import Path; from fixtures import make_reuters_raw; "
-                                "make_reuters_raw(Path(sys.argv[1]), n=200)", tmp_path / "raw",
-       cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT / "tests")})
+    sh(
+        lowest / "python",
+        "-c",
+        "import sys; from pathlib import Path; from fixtures import make_reuters_raw; "
+        "make_reuters_raw(Path(sys.argv[1]), n=200)",
+        tmp_path / "raw",
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT / "tests")},
+    )
     write_params(tmp_path, {"train.reuters.epochs": 2, "preprocess.reuters.max_len": 40})
 
     def pipeline(*args):
         return sh(lowest / "pipeline", *args, cwd=tmp_path, env=env, timeout=900)
 
     pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared")
-    trained = pipeline("train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "h.csv",
-                       "--summary", "s.json", "--curves", "c.png")
+    trained = pipeline(
+        "train",
+        "reuters",
+        "--data",
+        "prepared",
+        "--model-dir",
+        "model",
+        "--history",
+        "h.csv",
+        "--summary",
+        "s.json",
+        "--curves",
+        "c.png",
+    )
     assert "best epoch" in trained.stdout + trained.stderr
-    pipeline("evaluate", "reuters", "--data", "prepared", "--model-dir", "model", "--metrics", "m.json",
-             "--per-class", "p.csv", "--confusion", "c.csv", "--confusion-png", "cm.png")
+    pipeline(
+        "evaluate",
+        "reuters",
+        "--data",
+        "prepared",
+        "--model-dir",
+        "model",
+        "--metrics",
+        "m.json",
+        "--per-class",
+        "p.csv",
+        "--confusion",
+        "c.csv",
+        "--confusion-png",
+        "cm.png",
+    )
     import json
 
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert 0 <= metrics["test_accuracy"] <= 1 and metrics["test_samples"] == 40
-    tuned = pipeline("tune", "reuters", "--data", "prepared", "-S", "tune.reuters.trials=1",
-                     "-S", "tune.reuters.startup_trials=1")
-    assert "reuters trial 0: " in tuned.stdout and "1 complete, 0 pruned, 0 failed of 1 trials" in tuned.stdout, \
+    tuned = pipeline(
+        "tune", "reuters", "--data", "prepared", "-S", "tune.reuters.trials=1", "-S", "tune.reuters.startup_trials=1"
+    )
+    assert "reuters trial 0: " in tuned.stdout and "1 complete, 0 pruned, 0 failed of 1 trials" in tuned.stdout, (
         tuned.stdout
+    )
 
 
 def test_a_postgresql_study_without_the_postgres_extra_is_one_line(tmp_path):
@@ -177,9 +272,14 @@ def test_a_postgresql_study_without_the_postgres_extra_is_one_line(tmp_path):
     from helpers import subprocess_env
 
     env = subprocess_env(PYTHONPATH=f"{hide}{os.pathsep}{ROOT}")
-    result, code, imported = run_command(["tune", "reuters", "--data", "prepared", "--storage", "postgresql://u:secret@127.0.0.1:1/optuna"],
-                                         cwd=tmp_path, env=env)
+    result, code, imported = run_command(
+        ["tune", "reuters", "--data", "prepared", "--storage", "postgresql://u:secret@127.0.0.1:1/optuna"],
+        cwd=tmp_path,
+        env=env,
+    )
     (line,) = result.stderr.splitlines()
     assert code == 2 and imported == set(), result.stderr
-    assert line == ("error: postgresql://u:***@127.0.0.1:1/optuna: a study in PostgreSQL needs psycopg, which is "
-                    "not installed: install pipeline[postgres] (make setup does)")
+    assert line == (
+        "error: postgresql://u:***@127.0.0.1:1/optuna: a study in PostgreSQL needs psycopg, which is "
+        "not installed: install pipeline[postgres] (make setup does)"
+    )

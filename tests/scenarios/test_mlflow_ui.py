@@ -7,7 +7,6 @@ import json
 import urllib.parse
 
 import pytest
-
 from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, free_ports, run_python, start_mlflow_server, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -45,9 +44,11 @@ print(json.dumps({"experiment_id": run.ids["experiment_id"], "runs": ids}))
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("ui")
-    made = run_python(MAKE_RUNS.replace("sys.argv[1]", repr(json.dumps(RATES))), cwd=root,
-                      env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
-                                         DVC_STAGE="train@reuters"))
+    made = run_python(
+        MAKE_RUNS.replace("sys.argv[1]", repr(json.dumps(RATES))),
+        cwd=root,
+        env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}", DVC_STAGE="train@reuters"),
+    )
     assert made.returncode == 0, made.stderr[-3000:]
     proc, url = start_mlflow_server(root, free_ports(1)[0])  # on the same mlflow.db
     yield {"url": url, **child_json(made, last_line=True)}
@@ -113,8 +114,11 @@ def test_the_runs_link_opens_the_runs_table_with_source_and_datasets(sweep, brow
     for row in range(3):
         assert cell(page, row, "attributes.`Source`") == "train@reuters"
         datasets = cell(page, row, "attributes.`Dataset`")
-        for name, context in (("reuters-train", "Training"), ("reuters-val", "Validation"),
-                              ("reuters-test", "Testing")):
+        for name, context in (
+            ("reuters-train", "Training"),
+            ("reuters-val", "Validation"),
+            ("reuters-test", "Testing"),
+        ):
             assert name in datasets and context in datasets, datasets
 
 
@@ -152,7 +156,9 @@ def test_a_sweep_in_the_runs_table_sorted_by_test_accuracy_with_its_param(sweep,
     page.get_by_role("menuitemcheckbox", name="test_accuracy").click()
     page.wait_for_url("**orderByKey=metrics.*test_accuracy*", timeout=30_000)
     page.get_by_role("button", name="Sort: test_accuracy").wait_for(timeout=30_000)
-    rows = [(cell(page, row, "params.`train.reuters.learning_rate`"),
-             cell(page, row, "metrics.`test_accuracy`")) for row in range(3)]
+    rows = [
+        (cell(page, row, "params.`train.reuters.learning_rate`"), cell(page, row, "metrics.`test_accuracy`"))
+        for row in range(3)
+    ]
     assert rows == [("0.005", "0.65"), ("0.002", "0.62"), ("0.001", "0.61")], rows
     assert urllib.parse.unquote(page.url).count("orderByAsc=false") == 1

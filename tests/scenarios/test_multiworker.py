@@ -6,49 +6,87 @@ import subprocess
 import sys
 
 import pytest
-
-from helpers import free_ports, run_pipeline, subprocess_env, write_params
 from fixtures import make_reuters_raw
+from helpers import free_ports, run_pipeline, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
 def tf_config(ports, index):
-    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                       "task": {"type": "worker", "index": index}})
+    return json.dumps(
+        {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
+    )
 
 
 @pytest.fixture
 def prepared(tmp_path):
     make_reuters_raw(tmp_path / "raw", n=240)
-    write_params(tmp_path, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
-                            "train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 8})
+    write_params(
+        tmp_path,
+        {
+            "preprocess.reuters.max_len": 60,
+            "train.reuters.loop": "custom",
+            "train.reuters.epochs": 2,
+            "train.reuters.batch_size_per_replica": 8,
+        },
+    )
     result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     return tmp_path
 
 
-TRAIN_ARGS = ["train", "reuters", "--data", "prepared", "--model-dir", "model", "--history", "history.csv",
-              "--summary", "summary.json", "--curves", "curves.png", "--measurements", "measured.json",
-              "--backup-dir", "backup"]
+TRAIN_ARGS = [
+    "train",
+    "reuters",
+    "--data",
+    "prepared",
+    "--model-dir",
+    "model",
+    "--history",
+    "history.csv",
+    "--summary",
+    "summary.json",
+    "--curves",
+    "curves.png",
+    "--measurements",
+    "measured.json",
+    "--backup-dir",
+    "backup",
+]
 
 
 def test_two_workers_train_one_model_and_log_one_run(prepared):
     """With early stopping (on the training loss, mode max: the first epoch is the best, so
     patience 2 stops both workers after 3 of 4 epochs, with the first epoch's weights)."""
-    write_params(prepared, {"preprocess.reuters.max_len": 60, "train.reuters.loop": "custom",
-                            "train.reuters.epochs": 4, "train.reuters.batch_size_per_replica": 8,
-                            "train.reuters.early_stopping.monitor": "loss", "train.reuters.early_stopping.mode": "max",
-                            "train.reuters.early_stopping.patience": 2})
+    write_params(
+        prepared,
+        {
+            "preprocess.reuters.max_len": 60,
+            "train.reuters.loop": "custom",
+            "train.reuters.epochs": 4,
+            "train.reuters.batch_size_per_replica": 8,
+            "train.reuters.early_stopping.monitor": "loss",
+            "train.reuters.early_stopping.mode": "max",
+            "train.reuters.early_stopping.patience": 2,
+        },
+    )
     ports = free_ports(2)
     db = prepared / "mlflow.db"
     procs = []
     for index in range(2):
         env = subprocess_env(TF_CONFIG=tf_config(ports, index), MLFLOW_TRACKING_URI=f"sqlite:///{db}")
-        procs.append(subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=prepared, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "pipeline", *TRAIN_ARGS],
+                cwd=prepared,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
     digests = [re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out) for out, _ in outputs]
     assert [d.group(1) for d in digests] == ["0", "1"]
@@ -88,12 +126,23 @@ def test_slurm_batch_script_trains_two_workers(prepared, slurm):
     (prepared / "data" / "prepared").mkdir(parents=True)  # where the script looks for the data
     (prepared / "prepared").rename(prepared / "data" / "prepared" / "reuters")
     db = prepared / "mlflow.db"
-    env = subprocess_env(**slurm, MLFLOW_TRACKING_URI=f"sqlite:///{db}",
-                         PIPELINE_SLURM_PORT_BASE=str(free_ports(1)[0]))
+    env = subprocess_env(**slurm, MLFLOW_TRACKING_URI=f"sqlite:///{db}", PIPELINE_SLURM_PORT_BASE=str(free_ports(1)[0]))
     result = subprocess.run(
-        ["sbatch", "--wait", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=0",
-         f"--output={prepared / 'slurm.out'}", str(ROOT / "deploy" / "slurm" / "train.sbatch")],
-        cwd=prepared, env=env, capture_output=True, text=True, timeout=900)
+        [
+            "sbatch",
+            "--wait",
+            "--nodes=1",
+            "--ntasks-per-node=2",
+            "--gpus-per-node=0",
+            f"--output={prepared / 'slurm.out'}",
+            str(ROOT / "deploy" / "slurm" / "train.sbatch"),
+        ],
+        cwd=prepared,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     log = (prepared / "slurm.out").read_text() if (prepared / "slurm.out").exists() else ""
     assert result.returncode == 0, result.stderr + log[-4000:]
     digests = re.findall(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", log)
@@ -116,15 +165,24 @@ def test_two_killed_workers_resume_together(prepared):
     from fixtures import make_reuters_npz as make
 
     make(prepared / "raw" / "reuters.npz", n=3000)
-    write_params(prepared, {"train.reuters.loop": "custom", "train.reuters.epochs": 4,
-                            "train.reuters.batch_size_per_replica": 8})
+    write_params(
+        prepared, {"train.reuters.loop": "custom", "train.reuters.epochs": 4, "train.reuters.batch_size_per_replica": 8}
+    )
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=prepared).returncode == 0
     db = prepared / "mlflow.db"
 
     def start(ports):
-        return [subprocess.Popen([sys.executable, "-m", "pipeline", *TRAIN_ARGS], cwd=prepared,
-                                 env=subprocess_env(TF_CONFIG=tf_config(ports, i), MLFLOW_TRACKING_URI=f"sqlite:///{db}"),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+        return [
+            subprocess.Popen(
+                [sys.executable, "-m", "pipeline", *TRAIN_ARGS],
+                cwd=prepared,
+                env=subprocess_env(TF_CONFIG=tf_config(ports, i), MLFLOW_TRACKING_URI=f"sqlite:///{db}"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(2)
+        ]
 
     procs = start(free_ports(2))
     backup = prepared / "backup" / "history.json"
@@ -141,7 +199,7 @@ def test_two_killed_workers_resume_together(prepared):
 
     procs = start(free_ports(2))
     outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
     digests = {re.search(r"final weights sha256 ([0-9a-f]{64})", out).group(1) for out, _ in outputs}
     assert len(digests) == 1

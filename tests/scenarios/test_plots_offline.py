@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import CHROMIUM, CHROMIUM_ARGS, GIT_IDENTITY, ROOT, child_json, dvc, subprocess_env
 
 TEMPLATE = ROOT / ".dvc" / "plots" / "offline.html"
@@ -172,8 +171,7 @@ def open_offline(browser, index: Path, vega_ids: list[str], seconds: float) -> d
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(index.as_uri(), wait_until="load")
     try:
-        page.wait_for_function(f"ids => ({DRAWN})(ids).every({DONE})", arg=vega_ids,
-                               timeout=seconds * 1000)
+        page.wait_for_function(f"ids => ({DRAWN})(ids).every({DONE})", arg=vega_ids, timeout=seconds * 1000)
     except PlaywrightTimeout:
         pass
     drawn = page.evaluate(DRAWN, vega_ids)
@@ -199,7 +197,8 @@ def test_plain_dvc_plots_show_draws_every_plot_offline(shown, browser):
     images = [n for n, k in kinds.items() if k == {"image"}]
     assert len(vega) + len(images) == len(names) and vega and images
     assert {n for n in images if n.endswith("learning_curves.png")} == {
-        n for n in names if n.endswith("learning_curves.png")}
+        n for n in names if n.endswith("learning_curves.png")
+    }
 
     index = repo / "dvc_plots" / "index.html"
     ids = vega_ids_of(index)
@@ -209,8 +208,7 @@ def test_plain_dvc_plots_show_draws_every_plot_offline(shown, browser):
     assert seen["errors"] == []
     assert all(p["drawn"] and p["items"] > 0 and p["coloured"] > 0 for p in seen["drawn"]), seen["drawn"]
     assert len(seen["images"]) == len(images)
-    assert all(i["loaded"] and not i["src"].startswith(("http:", "https:"))
-               for i in seen["images"]), seen["images"]
+    assert all(i["loaded"] and not i["src"].startswith(("http:", "https:")) for i in seen["images"]), seen["images"]
 
 
 @pytest.mark.slow

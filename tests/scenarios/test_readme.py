@@ -10,27 +10,37 @@ made from the same lock: so the README's `make repro` finds both up to date inst
 them a second time. The datasets are served from 127.0.0.1; no tracking server."""
 
 import re
-import subprocess
 import time
 
 import pytest
-
 from helpers import GIT_IDENTITY, ROOT, subprocess_env
-from readme import (DOCS, Session, console_steps, docs_pages, output_matches, pages, shell_blocks, strip_path,
-                    untagged_prompts)
+from readme import (
+    DOCS,
+    Session,
+    console_steps,
+    docs_pages,
+    output_matches,
+    pages,
+    shell_blocks,
+    strip_path,
+    untagged_prompts,
+)
 
 BLOCKS = shell_blocks()
 RUN = [b for b in BLOCKS if b.skip_reason is None]
 
 
 def test_every_shell_block_is_run_or_says_why_not():
-    assert sorted(DOCS.rglob("*.md")) == sorted(docs_pages()), \
+    assert sorted(DOCS.rglob("*.md")) == sorted(docs_pages()), (
         "a page of docs/ that mkdocs.yml's nav leaves out is neither on the site nor run by the session"
-    assert any(b.page == "README.md" for b in BLOCKS) and any(b.page.startswith("docs/") for b in BLOCKS), \
+    )
+    assert any(b.page == "README.md" for b in BLOCKS) and any(b.page.startswith("docs/") for b in BLOCKS), (
         "no shell blocks in README.md or docs/: did pytest-codeblocks stop reading them?"
+    )
     for page in pages():
-        assert untagged_prompts(page) == [], \
+        assert untagged_prompts(page) == [], (
             f"{page.relative_to(ROOT)}: a block of `$ ` commands without ```console escapes the tests"
+        )
     for block in BLOCKS:
         reason = block.skip_reason
         if reason is None:
@@ -38,8 +48,9 @@ def test_every_shell_block_is_run_or_says_why_not():
         assert len(reason) > 15, f"{block.where}: a block not run needs its reason"
         # a block run by another test names it, and that test exists
         for path, name in re.findall(r"(tests/(?:\w+/)?test_\w+\.py)::(\w+)", reason):
-            assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), \
+            assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), (
                 f"{block.where}: {path}::{name} does not exist"
+            )
 
 
 def test_console_output_matching():
@@ -79,12 +90,11 @@ def test_readme_block(session, block):
         assert len(results) == len(steps), f"{block.where}: the session stopped early"
         for k, ((command, expected), (code, output)) in enumerate(zip(steps, results)):
             shows_code = k + 1 < len(steps) and steps[k + 1][0].strip() == "echo $?"
-            assert code == 0 or shows_code, (
-                f"{block.where}: `{command}` exited {code}:\n{output[-3000:]}")
+            assert code == 0 or shows_code, f"{block.where}: `{command}` exited {code}:\n{output[-3000:]}"
             assert "Traceback" not in output, f"{block.where}: `{command}`:\n{output[-3000:]}"
             assert output_matches(expected, output, block.numbers_vary), (
-                f"{block.where}: `{command}` printed\n{output}\nwhere {block.page} shows\n"
-                + "\n".join(expected))
+                f"{block.where}: `{command}` printed\n{output}\nwhere {block.page} shows\n" + "\n".join(expected)
+            )
     else:
         code, output = session.run(block.code)
         assert code == 0, f"{block.where}: the block exited {code}:\n{output[-5000:]}"

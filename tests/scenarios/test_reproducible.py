@@ -6,7 +6,6 @@ host of one kind with the same lock (see docs/reproducibility.md)."""
 import json
 
 import pytest
-
 from helpers import reuters_files_of, run_pipeline, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow]
@@ -26,8 +25,10 @@ def prepared(tmp_path_factory, dataset_files):
     write_params(root, {"download.reuters.files": reuters_files_of(dataset_files)})  # the fixture's sha256
     env = subprocess_env(PIPELINE_DATA_MIRROR=dataset_files.as_uri())
     for dataset in TRAIN:
-        for args in (["download", dataset, "--out", f"raw/{dataset}", "--manifest", f"raw/{dataset}.json"],
-                     ["preprocess", dataset, "--raw", f"raw/{dataset}", "--out", f"prepared/{dataset}"]):
+        for args in (
+            ["download", dataset, "--out", f"raw/{dataset}", "--manifest", f"raw/{dataset}.json"],
+            ["preprocess", dataset, "--raw", f"raw/{dataset}", "--out", f"prepared/{dataset}"],
+        ):
             result = run_pipeline(*args, cwd=root, env=env)
             assert result.returncode == 0, result.stderr
     return root
@@ -41,11 +42,26 @@ def weights_of_a_training(root, tmp_path, dataset: str, devices: int, attempt, *
     folder.mkdir()
     write_params(folder, {**TRAIN[dataset], f"train.{dataset}.devices.logical_devices": devices, **changes})
     store = f"sqlite:///{folder / 'mlflow.db'}"
-    result = run_pipeline("train", dataset, "--params", folder / "params.yaml", "--data", f"prepared/{dataset}",
-                          "--model-dir", folder / "model", "--history", folder / "history.csv",
-                          "--summary", folder / "train.json", "--curves", folder / "curves.png",
-                          "--measurements", folder / "measurements.json",
-                          cwd=root, env=subprocess_env(MLFLOW_TRACKING_URI=store))
+    result = run_pipeline(
+        "train",
+        dataset,
+        "--params",
+        folder / "params.yaml",
+        "--data",
+        f"prepared/{dataset}",
+        "--model-dir",
+        folder / "model",
+        "--history",
+        folder / "history.csv",
+        "--summary",
+        folder / "train.json",
+        "--curves",
+        folder / "curves.png",
+        "--measurements",
+        folder / "measurements.json",
+        cwd=root,
+        env=subprocess_env(MLFLOW_TRACKING_URI=store),
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((folder / "train.json").read_text())
     measured = json.loads((folder / "measurements.json").read_text())
@@ -56,8 +72,10 @@ def weights_of_a_training(root, tmp_path, dataset: str, devices: int, attempt, *
 
 
 def test_reuters_twice_on_one_and_on_two_replicas_gives_bit_identical_weights(prepared, tmp_path):
-    one, two = ([weights_of_a_training(prepared, tmp_path, "reuters", devices, attempt) for attempt in (1, 2)]
-                for devices in (1, 2))
+    one, two = (
+        [weights_of_a_training(prepared, tmp_path, "reuters", devices, attempt) for attempt in (1, 2)]
+        for devices in (1, 2)
+    )
     assert one[0] == one[1] and two[0] == two[1]
     assert one[0] != two[0]  # a training that differs shows (two replicas: twice the global batch)
 
@@ -77,15 +95,19 @@ def test_the_committed_results_are_this_codes():
     from helpers import ROOT
 
     dvc = Path(sys.executable).with_name("dvc")
-    result = subprocess.run([str(dvc), "status", "--json"], cwd=ROOT, capture_output=True, text=True,
-                            env=subprocess_env(), timeout=300)
+    result = subprocess.run(
+        [str(dvc), "status", "--json"], cwd=ROOT, capture_output=True, text=True, env=subprocess_env(), timeout=300
+    )
     assert result.returncode == 0, result.stderr
-    stale = sorted(f"{stage}: {path} ({kind})"
-                   for stage, changes in json.loads(result.stdout or "{}").items()
-                   for change in changes if isinstance(change, dict)
-                   for kind in ("changed deps", "changed params")
-                   for path, state in (change.get(kind) or {}).items()
-                   if state == "modified" or isinstance(state, dict))
+    stale = sorted(
+        f"{stage}: {path} ({kind})"
+        for stage, changes in json.loads(result.stdout or "{}").items()
+        for change in changes
+        if isinstance(change, dict)
+        for kind in ("changed deps", "changed params")
+        for path, state in (change.get(kind) or {}).items()
+        if state == "modified" or isinstance(state, dict)
+    )
     assert stale == [], "rerun `dvc repro` and commit dvc.lock and reports/ with the change:\n" + "\n".join(stale)
 
 
@@ -96,7 +118,6 @@ def test_every_module_the_training_runs_is_a_dependency_of_the_train_stage():
     import ast
 
     import yaml
-
     from helpers import ROOT
 
     def module_file(name: str):
@@ -122,6 +143,9 @@ def test_every_module_the_training_runs_is_a_dependency_of_the_train_stage():
             todo.extend(imported(path))
     # a package's __init__ holds its docstring alone
     modules = {str(p.relative_to(ROOT)) for p in found if p.name != "__init__.py"} - {
-        "pipeline/errors.py", "pipeline/log.py", "pipeline/runtime/usage.py"}
+        "pipeline/errors.py",
+        "pipeline/log.py",
+        "pipeline/runtime/usage.py",
+    }
     deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]["do"]["deps"])
     assert sorted(modules - deps) == []

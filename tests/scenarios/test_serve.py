@@ -22,9 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from helpers import ROOT, child_json, free_ports, project_env, wait_for_url
+from PIL import Image
 
 pytestmark = pytest.mark.slow
 
@@ -61,17 +60,43 @@ def served(trained_project, tmp_path_factory):
     for dataset in ("reuters", "mnist"):
         run_id = json.loads((project / "models" / dataset / "run.json").read_text())["run_id"]
         (version,) = client.search_model_versions(f"name = '{dataset}' and run_id = '{run_id}'")
-        done = subprocess.run([sys.executable, "-m", "pipeline", "promote", dataset, str(version.version)],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "promote", dataset, str(version.version)],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         promoted[dataset] = (int(version.version), done.stdout)
     reuters_port, mnist_port = free_ports(2)
     procs = {
         # the exact command docs/serving.md gives, in a shell whose PATH has the environment
-        "reuters": start([sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/reuters@champion",
-                          "--env-manager", "local", "-p", str(reuters_port)], project, env, folder / "reuters.log"),
-        "mnist": start([sys.executable, "-m", "pipeline", "serve", "mnist", "--port", str(mnist_port)], project,
-                       env, folder / "mnist.log"),
+        "reuters": start(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "models",
+                "serve",
+                "-m",
+                "models:/reuters@champion",
+                "--env-manager",
+                "local",
+                "-p",
+                str(reuters_port),
+            ],
+            project,
+            env,
+            folder / "reuters.log",
+        ),
+        "mnist": start(
+            [sys.executable, "-m", "pipeline", "serve", "mnist", "--port", str(mnist_port)],
+            project,
+            env,
+            folder / "mnist.log",
+        ),
     }
     urls = {"reuters": f"http://127.0.0.1:{reuters_port}", "mnist": f"http://127.0.0.1:{mnist_port}"}
     try:
@@ -87,12 +112,12 @@ def served(trained_project, tmp_path_factory):
 @pytest.fixture(scope="module")
 def offline(served):
     """The Keras models' answers on the prepared test splits, through the evaluate stage's code."""
-    from pipeline.training import model_folder
     from pipeline.data import arrays
     from pipeline.data.inputs import image_size_for
-    from pipeline.training.evaluation import predict_logits
     from pipeline.io import read_json
     from pipeline.serving.classifier import probabilities
+    from pipeline.training import model_folder
+    from pipeline.training.evaluation import predict_logits
 
     found = {}
     for dataset in ("reuters", "mnist"):
@@ -163,7 +188,9 @@ def test_digit_pictures_are_classified_as_the_offline_model_does(served, offline
     x, probs = offline["mnist"]
     files = digits(served["project"])
     assert len(files) == len(x)  # the prepared test split holds them in this order
-    status, answer = request(served["urls"]["mnist"], {"dataframe_records": [{"image": b64(png)} for _, png in files.values()]})
+    status, answer = request(
+        served["urls"]["mnist"], {"dataframe_records": [{"image": b64(png)} for _, png in files.values()]}
+    )
     assert status == 200, answer
     for row, got in enumerate(answer["predictions"]):
         assert got["class"] == int(probs[row].argmax()) and got["label"] == str(got["class"])
@@ -174,16 +201,18 @@ def test_digit_pictures_are_classified_as_the_offline_model_does(served, offline
     photo = Image.fromarray(255 - first, "L").resize((140, 140), Image.Resampling.NEAREST).convert("RGB")
     jpeg = io.BytesIO()
     photo.save(jpeg, format="JPEG", quality=95)
-    answers = [request(served["urls"]["mnist"], {"inputs": [row]})
-               for row in ({"image": b64(jpeg.getvalue())}, {"pixels": first.tolist()})]
+    answers = [
+        request(served["urls"]["mnist"], {"inputs": [row]})
+        for row in ({"image": b64(jpeg.getvalue())}, {"pixels": first.tolist()})
+    ]
     assert [status for status, _ in answers] == [200, 200], answers
     (from_photo,), (from_pixels,) = [answer["predictions"] for _, answer in answers]
     assert from_pixels["class"] == int(probs[0].argmax())
     assert from_pixels["probability"] == pytest.approx(float(probs[0].max()), abs=1e-5)
     # the photograph as the offline model sees it after the dataset's own reading of a digit
     from pipeline.data import mnist
-    from pipeline.training.evaluation import predict_logits
     from pipeline.serving.classifier import probabilities
+    from pipeline.training.evaluation import predict_logits
 
     model, size = offline["mnist-model"]
     seen = mnist.read_digit(jpeg.getvalue(), "photo.jpg", 28)
@@ -197,17 +226,29 @@ def test_digit_pictures_are_classified_as_the_offline_model_does(served, offline
     assert status == 200 and len(answer["predictions"]) == 32
 
 
-@pytest.mark.parametrize("dataset,body,reason", [
-    ("reuters", {"inputs": [{"text": ""}]}, "row 0: text: expected a newswire's words, got an empty text"),
-    ("reuters", {"inputs": [{"txt": "grain"}]}, "expected a column 'text' or 'ids', got no columns"),
-    ("reuters", {"inputs": {"text": ["grain", "oil"]}}, "row 0: text: expected a string, got a list of 2"),
-    ("mnist", {"inputs": [{"image": b64(b"%PDF-1.4 not a digit")}]},
-     "row 0: image: unreadable image: not a PNG or JPEG file"),
-    ("mnist", {"inputs": [{"pixels": [[0, 1], [2, 3]]}]},
-     "row 0: pixels: expected a 28x28 array of grey values 0-255, got 2x2 values 0..3"),
-    ("mnist", {"inputs": [{"image": b64(b"\x89PNG\r\n\x1a\n")}], "params": {"top_k": 11}},
-     "params.top_k: expected an integer from 1 to 10, got 11"),
-])
+@pytest.mark.parametrize(
+    "dataset,body,reason",
+    [
+        ("reuters", {"inputs": [{"text": ""}]}, "row 0: text: expected a newswire's words, got an empty text"),
+        ("reuters", {"inputs": [{"txt": "grain"}]}, "expected a column 'text' or 'ids', got no columns"),
+        ("reuters", {"inputs": {"text": ["grain", "oil"]}}, "row 0: text: expected a string, got a list of 2"),
+        (
+            "mnist",
+            {"inputs": [{"image": b64(b"%PDF-1.4 not a digit")}]},
+            "row 0: image: unreadable image: not a PNG or JPEG file",
+        ),
+        (
+            "mnist",
+            {"inputs": [{"pixels": [[0, 1], [2, 3]]}]},
+            "row 0: pixels: expected a 28x28 array of grey values 0-255, got 2x2 values 0..3",
+        ),
+        (
+            "mnist",
+            {"inputs": [{"image": b64(b"\x89PNG\r\n\x1a\n")}], "params": {"top_k": 11}},
+            "params.top_k: expected an integer from 1 to 10, got 11",
+        ),
+    ],
+)
 def test_a_bad_request_is_a_400_with_one_line(served, dataset, body, reason):
     status, answer = request(served["urls"][dataset], body)
     assert status == 400
@@ -224,18 +265,45 @@ def test_a_request_that_is_not_json_is_a_400_without_a_traceback(served):
 
 
 def test_the_load_benchmark_reports_rates_and_latencies(served):
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_serve.py"), served["urls"]["reuters"],
-                           "--dataset", "reuters", "--data", str(served["project"] / "data" / "prepared" / "reuters"),
-                           "--requests", "12", "--concurrency", "2", "--warmup", "2", "--batch", "1",
-                           "--batch", "4", "--json"], capture_output=True, text=True, timeout=300,
-                          env=served["env"])
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_serve.py"),
+            served["urls"]["reuters"],
+            "--dataset",
+            "reuters",
+            "--data",
+            str(served["project"] / "data" / "prepared" / "reuters"),
+            "--requests",
+            "12",
+            "--concurrency",
+            "2",
+            "--warmup",
+            "2",
+            "--batch",
+            "1",
+            "--batch",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=served["env"],
+    )
     assert done.returncode == 0, done.stderr
     figures = child_json(done)
     assert [f["batch"] for f in figures] == [1, 4] and all(f["ok"] == 12 and not f["failed"] for f in figures)
     for f in figures:
-        assert 0 < f["p50_ms"] <= f["p99_ms"] and f["rows_per_second"] == pytest.approx(f["requests_per_second"] * f["batch"])
-    refused = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "http://10.1.2.3:5001",
-                              "--dataset", "reuters"], capture_output=True, text=True, timeout=60)
+        assert 0 < f["p50_ms"] <= f["p99_ms"] and f["rows_per_second"] == pytest.approx(
+            f["requests_per_second"] * f["batch"]
+        )
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "http://10.1.2.3:5001", "--dataset", "reuters"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "the load goes to this host only (127.0.0.1)" in refused.stderr
 
 
@@ -244,9 +312,8 @@ def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_a
     environment from the logged model's requirements alone (not the project's: no DVC, Optuna,
     psycopg or NVML) and answers a newswire's text and a digit's PNG as the offline model does."""
     import keras
-    from mlflow.artifacts import download_artifacts
-
     import mlflow
+    from mlflow.artifacts import download_artifacts
 
     env = {**served["env"], "MLFLOW_LOGGING_LEVEL": "INFO"}
     requirements = {}
@@ -255,29 +322,57 @@ def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_a
     mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
     mlflow.set_registry_uri(env["MLFLOW_TRACKING_URI"])
     for dataset in ("reuters", "mnist"):
-        text = Path(download_artifacts(f"models:/{dataset}@champion/requirements.txt",
-                                       dst_path=str(tmp_path / dataset))).read_text()
+        text = Path(
+            download_artifacts(f"models:/{dataset}@champion/requirements.txt", dst_path=str(tmp_path / dataset))
+        ).read_text()
         requirements[dataset] = {line.split("==")[0] for line in text.split() if "==" in line}
     assert requirements["reuters"] == requirements["mnist"]
     assert {"mlflow", "tensorflow", "keras", "numpy", "pandas", "pillow"} <= requirements["reuters"]
-    assert not {"dvc", "optuna", "psycopg", "psycopg-binary", "nvidia-ml-py", "click-didyoumean"} & requirements["reuters"]
+    assert (
+        not {"dvc", "optuna", "psycopg", "psycopg-binary", "nvidia-ml-py", "click-didyoumean"} & requirements["reuters"]
+    )
     x, probs = offline["reuters"]
     from pipeline.data import reuters
     from pipeline.io import read_json
 
     data = served["project"] / "data" / "prepared" / "reuters"
-    text = reuters.texts(x[:1], reuters.load_word_index(data / reuters.WORD_INDEX_NAME),
-                         read_json(data / "stats.json")["encoding"]["index_from"])[0]
-    (label, png), = list(digits(served["project"]).values())[:1]
+    text = reuters.texts(
+        x[:1],
+        reuters.load_word_index(data / reuters.WORD_INDEX_NAME),
+        read_json(data / "stats.json")["encoding"]["index_from"],
+    )[0]
+    ((label, png),) = list(digits(served["project"]).values())[:1]
     inputs = {"reuters": {"dataframe_records": [{"text": text}]}, "mnist": {"dataframe_records": [{"image": b64(png)}]}}
-    expected = {"reuters": keras.datasets.reuters.get_label_names()[int(probs[0].argmax())],
-                "mnist": str(int(offline["mnist"][1][0].argmax()))}
+    expected = {
+        "reuters": keras.datasets.reuters.get_label_names()[int(probs[0].argmax())],
+        "mnist": str(int(offline["mnist"][1][0].argmax())),
+    }
     for dataset, body in inputs.items():
         (tmp_path / f"{dataset}.json").write_text(json.dumps(body))
-        done = subprocess.run([sys.executable, "-m", "mlflow", "models", "predict", "-m", f"models:/{dataset}@champion",
-                               "--env-manager", "uv", "-i", str(tmp_path / f"{dataset}.json"), "-t", "json",
-                               "-o", str(tmp_path / f"{dataset}.out")], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "models",
+                "predict",
+                "-m",
+                f"models:/{dataset}@champion",
+                "--env-manager",
+                "uv",
+                "-i",
+                str(tmp_path / f"{dataset}.json"),
+                "-t",
+                "json",
+                "-o",
+                str(tmp_path / f"{dataset}.out"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         # a new environment (in a folder of its own, removed afterwards), from the requirements
         made = re.search(r"Creating a new environment in (\S+) with python version \S+ using uv", done.stderr)

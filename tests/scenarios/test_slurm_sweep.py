@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, child_json, copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
 
 SCRIPT = ROOT / "deploy" / "slurm" / "sweep.sbatch"
@@ -23,8 +22,10 @@ train.reuters.learning_rate=0.002 train.reuters.embedding_dim=7
 
 train.reuters.learning_rate=0.001 train.reuters.embedding_dim=16
 """
-POINTS = [{"train.reuters.learning_rate": 0.002, "train.reuters.embedding_dim": 7},
-          {"train.reuters.learning_rate": 0.001, "train.reuters.embedding_dim": 16}]
+POINTS = [
+    {"train.reuters.learning_rate": 0.002, "train.reuters.embedding_dim": 7},
+    {"train.reuters.learning_rate": 0.001, "train.reuters.embedding_dim": 16},
+]
 
 
 def test_the_script_is_valid_bash():
@@ -48,25 +49,50 @@ def submit_dir(tmp_path):
     (repo / ".venv").symlink_to(Path(sys.prefix))
     (repo / "grid.txt").write_text(GRID)
     (tmp_path / "scratch").mkdir()
-    env.update(SLURM_SUBMIT_DIR=str(repo), SLURM_JOB_ID="8", SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID="1",
-               MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}", TMPDIR=str(tmp_path / "scratch"))
+    env.update(
+        SLURM_SUBMIT_DIR=str(repo),
+        SLURM_JOB_ID="8",
+        SLURM_ARRAY_JOB_ID="7",
+        SLURM_ARRAY_TASK_ID="1",
+        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        TMPDIR=str(tmp_path / "scratch"),
+    )
     return repo, env
 
 
-@pytest.mark.parametrize("change, error", [
-    ({"SLURM_ARRAY_TASK_ID": None}, "SLURM_ARRAY_TASK_ID: submit it as an array, one task per experiment of "
-                                    "grid.txt: sbatch --array=0-N"),
-    ({"SLURM_ARRAY_TASK_ID": "2"}, "error: grid.txt has 2 experiments, for tasks 0-1; this is task 2"),
-    ({"GRID": "empty.txt"}, "error: empty.txt has no experiments (one a line: its -S overrides)"),
-    ({"GRID": "nothere.txt"}, "error: no grid file nothere.txt (in {repo})"),
-    ({"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"}, "error: MLFLOW_TRACKING_URI=sqlite:///mlflow.db: give the "
-                                                      "sqlite file by absolute path (sqlite:////shared/mlflow.db)"),
-    ({"MLFLOW_TRACKING_URI": None}, "MLFLOW_TRACKING_URI: set MLFLOW_TRACKING_URI to your MLflow server"),
-    ({"PIPELINE_IMAGE": "pipeline:0.1.0"}, "error: sweep.sbatch runs in the submit folder's .venv, not in "
-                                           "PIPELINE_IMAGE: unset it"),
-    ({}, "error: {head} is not on {remote}: git push it first"),
-], ids=["not-an-array", "task-past-the-grid", "empty-grid", "no-grid-file", "relative-sqlite", "no-tracking-uri",
-        "image", "commit-not-pushed"])
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (
+            {"SLURM_ARRAY_TASK_ID": None},
+            "SLURM_ARRAY_TASK_ID: submit it as an array, one task per experiment of grid.txt: sbatch --array=0-N",
+        ),
+        ({"SLURM_ARRAY_TASK_ID": "2"}, "error: grid.txt has 2 experiments, for tasks 0-1; this is task 2"),
+        ({"GRID": "empty.txt"}, "error: empty.txt has no experiments (one a line: its -S overrides)"),
+        ({"GRID": "nothere.txt"}, "error: no grid file nothere.txt (in {repo})"),
+        (
+            {"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"},
+            "error: MLFLOW_TRACKING_URI=sqlite:///mlflow.db: give the "
+            "sqlite file by absolute path (sqlite:////shared/mlflow.db)",
+        ),
+        ({"MLFLOW_TRACKING_URI": None}, "MLFLOW_TRACKING_URI: set MLFLOW_TRACKING_URI to your MLflow server"),
+        (
+            {"PIPELINE_IMAGE": "pipeline:0.1.0"},
+            "error: sweep.sbatch runs in the submit folder's .venv, not in PIPELINE_IMAGE: unset it",
+        ),
+        ({}, "error: {head} is not on {remote}: git push it first"),
+    ],
+    ids=[
+        "not-an-array",
+        "task-past-the-grid",
+        "empty-grid",
+        "no-grid-file",
+        "relative-sqlite",
+        "no-tracking-uri",
+        "image",
+        "commit-not-pushed",
+    ],
+)
 def test_a_task_that_cannot_run_its_experiment_says_why(submit_dir, change, error):
     """Before DVC runs, with the reason as the last line, and no clone left in the scratch folder."""
     repo, env = submit_dir
@@ -99,11 +125,14 @@ def swept(tmp_path_factory, dataset_files, slurm):
     sh("git", "init", "-q", "--bare", "-b", "main", remote, cwd=root, env=env)
     # without the checkout's dvc.lock, whose MNIST outputs no remote here has
     repo = copy_project(root / "project", exclude=("dvc.lock",))
-    write_params(repo, {
-        "download.reuters.files": reuters_files_of(dataset_files),
-        "train.reuters.epochs": 2,
-        "train.reuters.batch_size_per_replica": 16,
-    })
+    write_params(
+        repo,
+        {
+            "download.reuters.files": reuters_files_of(dataset_files),
+            "train.reuters.epochs": 2,
+            "train.reuters.batch_size_per_replica": 16,
+        },
+    )
     git_repo(repo, env)
     with FileServer(dataset_files) as server:
         env["PIPELINE_DATA_MIRROR"] = server.url
@@ -123,8 +152,20 @@ def swept(tmp_path_factory, dataset_files, slurm):
     mlflow_db.parent.mkdir()
     job_env = {**env, **slurm, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}", "TMPDIR": str(scratch)}
     # the node has 2 CPUs and no GPU: the script's --cpus-per-task and --gpus are a GPU node's
-    submitted = sh("sbatch", "--parsable", "--wait", "--array=0-1", "--cpus-per-task=1", "--gpus=0",
-                   "deploy/slurm/sweep.sbatch", "grid.txt", cwd=repo, env=job_env, check=False, timeout=1200)
+    submitted = sh(
+        "sbatch",
+        "--parsable",
+        "--wait",
+        "--array=0-1",
+        "--cpus-per-task=1",
+        "--gpus=0",
+        "deploy/slurm/sweep.sbatch",
+        "grid.txt",
+        cwd=repo,
+        env=job_env,
+        check=False,
+        timeout=1200,
+    )
     job = submitted.stdout.strip().split(";")[0]
     logs = [(repo / f"slurm-{job}_{task}.out") for task in (0, 1)]
     logs = [log.read_text() if log.is_file() else "" for log in logs]
@@ -134,8 +175,18 @@ def swept(tmp_path_factory, dataset_files, slurm):
     sh("git", "clone", "-q", remote, fresh, cwd=root, env=env)
     pulled = dvc("exp", "pull", "origin", cwd=fresh, env=env)
     shown = child_json(dvc("exp", "show", "--json", cwd=fresh, env=env))
-    return {"root": root, "fresh": fresh, "env": env, "job": job, "commit": commit, "logs": logs,
-            "pulled": pulled, "shown": shown, "mlflow_db": mlflow_db, "scratch": scratch}
+    return {
+        "root": root,
+        "fresh": fresh,
+        "env": env,
+        "job": job,
+        "commit": commit,
+        "logs": logs,
+        "pulled": pulled,
+        "shown": shown,
+        "mlflow_db": mlflow_db,
+        "scratch": scratch,
+    }
 
 
 def experiments_of(shown: list) -> dict:
@@ -146,8 +197,11 @@ def experiments_of(shown: list) -> dict:
         for exp in baseline.get("experiments") or []:
             (rev,) = exp["revs"]
             data = rev["data"]
-            found[exp["name"]] = (baseline["rev"], data["params"]["params.yaml"]["data"],
-                                  data["metrics"]["reports/reuters/metrics.json"]["data"])
+            found[exp["name"]] = (
+                baseline["rev"],
+                data["params"]["params.yaml"]["data"],
+                data["metrics"]["reports/reuters/metrics.json"]["data"],
+            )
     return found
 
 
@@ -221,8 +275,9 @@ def test_each_experiments_outputs_are_on_the_dvc_remote(swept):
     sh("git", "clone", "-q", swept["root"] / "remote.git", clone, cwd=swept["root"], env=env)
     dvc("exp", "pull", "--no-cache", "origin", cwd=clone, env=env)
     assert not (clone / ".dvc" / "cache").exists()
-    refs = sh("git", "for-each-ref", "--format=%(refname:lstrip=-1) %(objectname)", "refs/exps",
-              cwd=clone, env=env).stdout
+    refs = sh(
+        "git", "for-each-ref", "--format=%(refname:lstrip=-1) %(objectname)", "refs/exps", cwd=clone, env=env
+    ).stdout
     commits = dict(line.split() for line in refs.splitlines())  # DVC keeps an experiment as a git ref
     assert sorted(commits) == names(swept)
     models = set()

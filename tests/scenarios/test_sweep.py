@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from helpers import child_json, copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
 from readme import shell_blocks
 
@@ -18,7 +17,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 def readme_sweep() -> str:
     (block,) = [b for b in shell_blocks() if b.syntax == "bash" and "dvc exp run --run-all" in b.code]
-    assert block.skip_reason and "tests/scenarios/test_sweep.py" in block.skip_reason, "the README's session would run it again"
+    assert block.skip_reason and "tests/scenarios/test_sweep.py" in block.skip_reason, (
+        "the README's session would run it again"
+    )
     return block.code
 
 
@@ -61,11 +62,14 @@ def swept(tmp_path_factory, dataset_files):
     from fixtures import FileServer
 
     repo = copy_project(tmp_path_factory.mktemp("sweep") / "project")
-    write_params(repo, {
-        "download.reuters.files": reuters_files_of(dataset_files),
-        "train.reuters.epochs": 2,
-        "train.reuters.batch_size_per_replica": 16,
-    })
+    write_params(
+        repo,
+        {
+            "download.reuters.files": reuters_files_of(dataset_files),
+            "train.reuters.epochs": 2,
+            "train.reuters.batch_size_per_replica": 16,
+        },
+    )
     env = project_env()  # MLflow's default store: mlflow.db in the repository
     git_repo(repo, env)
     with FileServer(dataset_files) as server:
@@ -95,8 +99,9 @@ def test_every_experiment_of_the_queue_is_a_complete_run(swept):
     assert Path(experiment.artifact_location.removeprefix("file://")).parent == path / "mlruns"
     runs = c.search_runs([experiment.experiment_id])
     assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == sorted(experiments)
-    grid = sorted((r.data.params["train.reuters.learning_rate"], r.data.params["train.reuters.embedding_dim"])
-                  for r in runs)
+    grid = sorted(
+        (r.data.params["train.reuters.learning_rate"], r.data.params["train.reuters.embedding_dim"]) for r in runs
+    )
     assert grid == [("0.001", "16"), ("0.001", "7"), ("0.002", "16"), ("0.002", "7")]
     for run in runs:
         assert run.info.status == "FINISHED"
@@ -110,10 +115,9 @@ def test_artifacts_open_after_dvc_removed_its_copies(swept):
     import csv
 
     import keras
+    import mlflow
     from mlflow import MlflowClient
     from mlflow.artifacts import download_artifacts
-
-    import mlflow
 
     path = swept["path"]
     assert not [p for p in (path / ".dvc" / "tmp" / "exps").glob("tmp*") if p.is_dir()]  # the copies are gone
@@ -124,11 +128,19 @@ def test_artifacts_open_after_dvc_removed_its_copies(swept):
     for run in runs:
         out = path.parent / run.info.run_id
         out.mkdir()
-        history = download_artifacts(run_id=run.info.run_id, artifact_path="history.csv", dst_path=str(out),
-                                     tracking_uri=f"sqlite:///{path / 'mlflow.db'}")
+        history = download_artifacts(
+            run_id=run.info.run_id,
+            artifact_path="history.csv",
+            dst_path=str(out),
+            tracking_uri=f"sqlite:///{path / 'mlflow.db'}",
+        )
         assert [row["epoch"] for row in csv.DictReader(open(history))] == ["1", "2"]
-        confusion = download_artifacts(run_id=run.info.run_id, artifact_path="evaluation", dst_path=str(out),
-                                       tracking_uri=f"sqlite:///{path / 'mlflow.db'}")
+        confusion = download_artifacts(
+            run_id=run.info.run_id,
+            artifact_path="evaluation",
+            dst_path=str(out),
+            tracking_uri=f"sqlite:///{path / 'mlflow.db'}",
+        )
         assert (Path(confusion) / "confusion.png").stat().st_size > 0
     (path.parent / "m").mkdir()
     model = download_artifacts(artifact_uri=f"runs:/{runs[0].info.run_id}/model", dst_path=str(path.parent / "m"))
@@ -144,8 +156,18 @@ def test_the_readmes_comparisons_of_a_sweep(swept):
     import io
 
     path, env = swept["path"], swept["env"]
-    shown = dvc("exp", "show", "--only-changed", "--sort-by", "reports/reuters/metrics.json:test_accuracy",
-                "--sort-order", "desc", "--csv", cwd=path, env=env).stdout
+    shown = dvc(
+        "exp",
+        "show",
+        "--only-changed",
+        "--sort-by",
+        "reports/reuters/metrics.json:test_accuracy",
+        "--sort-order",
+        "desc",
+        "--csv",
+        cwd=path,
+        env=env,
+    ).stdout
     rows = [r for r in csv.DictReader(io.StringIO(shown)) if r["typ"] != "baseline"]
     assert len(rows) == 4
     # a clone has both datasets' metrics files: DVC names a column by its file when two share a name

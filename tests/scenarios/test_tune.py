@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, child_json, dvc, run_command, sh
 
 pytestmark = [pytest.mark.slow]
@@ -20,8 +19,14 @@ SMALL = ["-S", "tune.reuters.trials=4", "-S", "train.reuters.epochs=3", "-S", "t
 
 
 def tune(project, *args, env, timeout=900):
-    return subprocess.run([sys.executable, "-m", "pipeline", "tune", "reuters", *args], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "reuters", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def load(project: Path, name: str, storage: str = "optuna.journal"):
@@ -46,8 +51,9 @@ def client_of(project: Path):
 def trial_runs(project: Path, study: str) -> list:
     client = client_of(project)
     experiment = client.get_experiment_by_name("reuters")
-    return client.search_runs([experiment.experiment_id], f"tags.`optuna.study` = '{study}' "
-                                                          f"and tags.`pipeline.stage` = 'tune'")
+    return client.search_runs(
+        [experiment.experiment_id], f"tags.`optuna.study` = '{study}' and tags.`pipeline.stage` = 'tune'"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +94,16 @@ def test_two_workers_share_one_study(tuned):
     best = study.best_trial
     assert parent.info.status == "FINISHED" and parent.data.tags["best.trial"] == str(best.number)
     assert parent.data.metrics["best_val_accuracy"] == pytest.approx(best.value)
-    assert first.stdout.splitlines()[0] == f"study reuters ({project / 'optuna.journal'}): 0 of 4 trials finished; " \
-                                           "2 workers here"
+    assert (
+        first.stdout.splitlines()[0] == f"study reuters ({project / 'optuna.journal'}): 0 of 4 trials finished; "
+        "2 workers here"
+    )
     summary = first.stdout.splitlines()[-4:]
-    assert summary[0].startswith(f"study reuters: {states.count('COMPLETE')} complete, {states.count('PRUNED')} "
-                                 f"pruned, 0 failed of 4 trials ({project / 'optuna.journal'}); MLflow run "
-                                 f"{parent.info.run_id}")
+    assert summary[0].startswith(
+        f"study reuters: {states.count('COMPLETE')} complete, {states.count('PRUNED')} "
+        f"pruned, 0 failed of 4 trials ({project / 'optuna.journal'}); MLflow run "
+        f"{parent.info.run_id}"
+    )
     assert summary[1].startswith(f"best: trial {best.number}, val_accuracy {best.value:.4f}")
     assert summary[3].startswith("  dvc exp run evaluate@reuters --name tune-reuters-best -S train.reuters.epochs=3 ")
 
@@ -105,23 +115,32 @@ def test_a_rerun_continues_the_study(tuned):
     assert more.returncode == 0, more.stderr[-3000:]
     (new,) = [t.number for t in load(project, "reuters").trials if t.number not in before]
     assert [line.split(":")[0] for line in more.stdout.splitlines() if line.startswith("reuters trial ")] == [
-        f"reuters trial {new}"]
+        f"reuters trial {new}"
+    ]
     assert len(kept(load(project, "reuters"))) == 5
-    again, code, imported = run_command(["tune", "reuters", *SMALL[:-2], "-S", "tune.reuters.trials=5"], cwd=project,
-                                        env=env)
+    again, code, imported = run_command(
+        ["tune", "reuters", *SMALL[:-2], "-S", "tune.reuters.trials=5"], cwd=project, env=env
+    )
     assert code == 0 and "tensorflow" not in imported  # a finished study trains nothing
     assert not [line for line in again.stdout.splitlines() if line.startswith("reuters trial ")]
     assert "of 5 trials" in again.stdout and "5 of 5 trials finished; 1 worker here" in again.stdout
     # the trials compare like any runs, by name
-    compared = sh(sys.executable, "-m", "pipeline", "compare", "reuters-trial-0", f"reuters-trial-{new}", cwd=project,
-                  env=env).stdout
+    compared = sh(
+        sys.executable, "-m", "pipeline", "compare", "reuters-trial-0", f"reuters-trial-{new}", cwd=project, env=env
+    ).stdout
     assert "train.reuters.learning_rate" in compared and "val_accuracy" in compared
 
 
 def test_the_best_trial_becomes_a_named_dvc_experiment(tuned):
     project, env = tuned["path"], tuned["env"]
-    applied = subprocess.run([sys.executable, "-m", "pipeline", "tune", "reuters", "--best", "--apply", *SMALL],
-                             cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    applied = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "reuters", "--best", "--apply", *SMALL],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-3000:]
     best = load(project, "reuters").best_trial
     shown = child_json(dvc("exp", "show", "--json", cwd=project, env=env))
@@ -133,14 +152,16 @@ def test_the_best_trial_becomes_a_named_dvc_experiment(tuned):
     assert train["embedding_dim"] == best.params["embedding_dim"] and train["optimizer"] == best.params["optimizer"]
     runs = client_of(project).search_runs(
         [client_of(project).get_experiment_by_name("reuters").experiment_id],
-        "tags.`dvc.exp_name` = 'tune-reuters-best'")
+        "tags.`dvc.exp_name` = 'tune-reuters-best'",
+    )
     assert len(runs) == 1 and "test_accuracy" in runs[0].data.metrics
 
 
 def test_bad_storage_and_data_are_one_line(tuned):
     project, env = tuned["path"], tuned["env"]
-    result, code, imported = run_command(["tune", "reuters", "--storage", "postgresql://u:secret@127.0.0.1:1/optuna"],
-                                         cwd=project, env=env)
+    result, code, imported = run_command(
+        ["tune", "reuters", "--storage", "postgresql://u:secret@127.0.0.1:1/optuna"], cwd=project, env=env
+    )
     (line,) = result.stderr.splitlines()
     assert code == 1 and "tensorflow" not in imported
     assert line.startswith("error: postgresql://u:***@127.0.0.1:1/optuna: cannot open the study's storage: ")
@@ -153,11 +174,29 @@ def test_a_worker_killed_mid_trial_leaves_the_trial_failed_and_the_study_going(t
     from optuna.trial import TrialState
 
     project, env = tuned["path"], tuned["env"]
-    args = ["--study", "killed", "-S", "tune.reuters.heartbeat_seconds=1", "-S", "tune.reuters.trials=2",
-            "-S", "train.reuters.epochs=30", "-S", "tune.reuters.pruner=none",
-            "-S", "train.reuters.early_stopping.patience=null"]
-    worker = subprocess.Popen([sys.executable, "-m", "pipeline", "tune", "reuters", *args], cwd=project, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "--study",
+        "killed",
+        "-S",
+        "tune.reuters.heartbeat_seconds=1",
+        "-S",
+        "tune.reuters.trials=2",
+        "-S",
+        "train.reuters.epochs=30",
+        "-S",
+        "tune.reuters.pruner=none",
+        "-S",
+        "train.reuters.early_stopping.patience=null",
+    ]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "tune", "reuters", *args],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
     def trained_an_epoch() -> bool:
         try:
             return any(t.intermediate_values for t in load(project, "killed").trials)
@@ -190,12 +229,31 @@ def test_two_slurm_array_tasks_feed_one_study(tuned, slurm, tmp_path):
     if not (project / ".venv").exists():
         os.symlink(Path(sys.prefix), project / ".venv")
     result = subprocess.run(
-        ["sbatch", "--wait", "--array=0-1", "--cpus-per-task=1", f"--output={tmp_path}/slurm-%a.out",
-         str(ROOT / "deploy" / "slurm" / "tune.sbatch"), "--study", "slurm", "-S", "tune.reuters.trials=6",
-         # trials long enough that the task which starts second still finds some left
-         "-S", "train.reuters.epochs=30", "-S", "train.reuters.early_stopping.patience=null",
-         "-S", "tune.reuters.pruner=none"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900)
+        [
+            "sbatch",
+            "--wait",
+            "--array=0-1",
+            "--cpus-per-task=1",
+            f"--output={tmp_path}/slurm-%a.out",
+            str(ROOT / "deploy" / "slurm" / "tune.sbatch"),
+            "--study",
+            "slurm",
+            "-S",
+            "tune.reuters.trials=6",
+            # trials long enough that the task which starts second still finds some left
+            "-S",
+            "train.reuters.epochs=30",
+            "-S",
+            "train.reuters.early_stopping.patience=null",
+            "-S",
+            "tune.reuters.pruner=none",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     logs = [(tmp_path / f"slurm-{i}.out").read_text() for i in range(2) if (tmp_path / f"slurm-{i}.out").exists()]
     assert result.returncode == 0, result.stderr + "\n".join(logs)[-4000:]
     study = load(project, "slurm")

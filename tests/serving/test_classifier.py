@@ -9,10 +9,10 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from fixtures import digit_image, encode, make_reuters_npz, make_word_index
 from helpers import ROOT
+from PIL import Image
+
 from pipeline.config.loader import load_params
 from pipeline.data import mnist, reuters
 from pipeline.errors import DataError
@@ -37,8 +37,9 @@ def text_of(ranks, word_index) -> str:
     return ", ".join(words[int(r)].capitalize() for r in ranks) + "."
 
 
-@pytest.mark.parametrize("changes", [{}, {"num_words": 300, "skip_top": 5, "padding": "post", "truncating": "post"},
-                                     {"max_len": 20}])
+@pytest.mark.parametrize(
+    "changes", [{}, {"num_words": 300, "skip_top": 5, "padding": "post", "truncating": "post"}, {"max_len": 20}]
+)
 def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     """Every text of the fixture, rebuilt from the word index, encodes to the row the
     preprocess stage wrote for it, whatever the vocabulary cap, sides and length."""
@@ -49,17 +50,19 @@ def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     splits, stats = reuters.split_and_pad(sequences, labels, cfg_nosplit)
     order = np.arange(len(sequences))
     np.random.RandomState(cfg.split_seed).shuffle(order)
-    test_rows = order[int(len(sequences) * 0.5):]
+    test_rows = order[int(len(sequences) * 0.5) :]
     texts = [text_of(sequences[i], index) for i in test_rows]
     encoded = reuters.encode_texts(texts, index, cfg_nosplit, stats["vocab_size"])
     np.testing.assert_array_equal(encoded, splits["test"][0])
     # and Keras' own sequences as load_data gives them (start mark, shifted ids; capped by
     # load_data's num_words, or not: the model caps them as the splits were)
     keras_form = [np.concatenate(([reuters.START], sequences[i] + cfg.index_from)) for i in test_rows]
-    np.testing.assert_array_equal(reuters.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]),
-                                  splits["test"][0])
-    np.testing.assert_array_equal(reuters.encode_sequences(list(splits["test"][0]), cfg_nosplit, stats["vocab_size"]),
-                                  splits["test"][0])
+    np.testing.assert_array_equal(
+        reuters.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]), splits["test"][0]
+    )
+    np.testing.assert_array_equal(
+        reuters.encode_sequences(list(splits["test"][0]), cfg_nosplit, stats["vocab_size"]), splits["test"][0]
+    )
 
 
 def test_words_the_index_lacks_are_out_of_vocabulary():
@@ -115,12 +118,29 @@ def classifier(dataset: str, word_index=None) -> Classifier:
     """The pyfunc as MLflow loads it, minus the Keras model (reading rows needs none)."""
     model = Classifier()
     if dataset == "reuters":
-        model.settings = {"dataset": "reuters", "input": "sequences", "labels": ["a", "b", "c"], "top_k": 2,
-                          "encoding": {"index_from": 3, "skip_top": 0, "padding": "pre", "truncating": "pre",
-                                       "max_len": 5, "vocab_size": 50}}
+        model.settings = {
+            "dataset": "reuters",
+            "input": "sequences",
+            "labels": ["a", "b", "c"],
+            "top_k": 2,
+            "encoding": {
+                "index_from": 3,
+                "skip_top": 0,
+                "padding": "pre",
+                "truncating": "pre",
+                "max_len": 5,
+                "vocab_size": 50,
+            },
+        }
     else:
-        model.settings = {"dataset": "mnist", "input": "images", "labels": [str(d) for d in range(10)], "top_k": 3, "image_size": 28,
-                          "model_image_size": 32}
+        model.settings = {
+            "dataset": "mnist",
+            "input": "images",
+            "labels": [str(d) for d in range(10)],
+            "top_k": 3,
+            "image_size": 28,
+            "model_image_size": 32,
+        }
     model.word_index = word_index
     return model
 
@@ -135,12 +155,14 @@ def test_request_rows_are_read_or_refused_in_one_line():
         "row 0: text: expected a newswire's words, got an empty text": pd.DataFrame({"text": ["  "]}),
         "row 0: text: expected a newswire's words, got '...!'": pd.DataFrame({"text": ["...!"]}),
         "row 1: expected exactly one of 'text' and 'ids', got neither": pd.DataFrame({"text": ["grain", None]}),
-        "row 0: expected exactly one of 'text' and 'ids', got 'text' and 'ids'":
-            pd.DataFrame({"text": ["grain"], "ids": [[1, 2]]}),
+        "row 0: expected exactly one of 'text' and 'ids', got 'text' and 'ids'": pd.DataFrame(
+            {"text": ["grain"], "ids": [[1, 2]]}
+        ),
         "expected a column 'text' or 'ids', got 'txt'": pd.DataFrame({"txt": ["grain"]}),
         "expected at least one row": pd.DataFrame({"text": []}),
-        "row 0: ids: expected a list of word ids (non-negative integers), got a negative value":
-            pd.DataFrame({"ids": [[1, -2]]}),
+        "row 0: ids: expected a list of word ids (non-negative integers), got a negative value": pd.DataFrame(
+            {"ids": [[1, -2]]}
+        ),
     }
     for message, frame in refusals.items():
         with pytest.raises(RequestError) as caught:
@@ -171,14 +193,21 @@ def test_images_come_as_bytes_base64_or_pixels():
     model = classifier("mnist")
     digit = digit_image(7, np.random.RandomState(1))
     png = encode(digit)
-    frame = pd.DataFrame({"image": [png, base64.b64encode(png).decode(), base64.b64encode(png), None],
-                          "pixels": [None, None, None, digit.tolist()]})
+    frame = pd.DataFrame(
+        {
+            "image": [png, base64.b64encode(png).decode(), base64.b64encode(png), None],
+            "pixels": [None, None, None, digit.tolist()],
+        }
+    )
     x = model._inputs(frame)
     assert x.shape == (4, 28, 28) and all((row == digit).all() for row in x)
     with pytest.raises(RequestError, match=r"^row 0: image: unreadable image: not a PNG or JPEG file$"):
         model._inputs(pd.DataFrame({"image": [b"hello"]}))
-    with pytest.raises(RequestError, match=r"^row 0: pixels: expected a 28x28 array of grey values 0-255, "
-                                           r"got 2x2 values 0..300$"):
+    with pytest.raises(
+        RequestError,
+        match=r"^row 0: pixels: expected a 28x28 array of grey values 0-255, "
+        r"got 2x2 values 0..300$",
+    ):
         model._inputs(pd.DataFrame({"pixels": [[[0, 1], [2, 300]]]}))
 
 

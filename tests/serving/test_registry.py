@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ROOT, stand_in_run
-from pipeline.serving import registry
-from pipeline.errors import ConfigError, DataError
+
 from pipeline.config.schema import PromoteConfig
+from pipeline.errors import ConfigError, DataError
+from pipeline.serving import registry
 
 GATE = PromoteConfig(metric="test_accuracy", margin=0.005)
 
@@ -47,8 +47,9 @@ def register(name: str, accuracy: float, data: str = "d1", loss: float = 1.0) ->
     import os
 
     run_id = stand_in_run(os.environ["MLFLOW_TRACKING_URI"])
-    return registry.register(name, f"runs:/{run_id}/model", run_id, {"test_accuracy": accuracy, "test_loss": loss},
-                             data, "exp-a")
+    return registry.register(
+        name, f"runs:/{run_id}/model", run_id, {"test_accuracy": accuracy, "test_loss": loss}, data, "exp-a"
+    )
 
 
 def unique(name: str) -> str:
@@ -82,9 +83,11 @@ def test_the_gate_wants_the_margin_on_the_same_test_data_and_force_rolls_back(st
     register(name, 0.604)  # better, but by less than the margin
     refused = registry.promote(name, GATE, 2)
     assert refused.refused and not refused.promoted
-    assert refused.message == (f"{name}: version 2 (test_accuracy 0.6040) not promoted: it does not beat the "
-                               f"champion, version 1 (test_accuracy 0.6000), by more than the margin 0.005 "
-                               f"(promote.{name}.margin); --force moves the alias anyway")
+    assert refused.message == (
+        f"{name}: version 2 (test_accuracy 0.6040) not promoted: it does not beat the "
+        f"champion, version 1 (test_accuracy 0.6000), by more than the margin 0.005 "
+        f"(promote.{name}.margin); --force moves the alias anyway"
+    )
     register(name, 0.700, data="d2")  # far better, on other test data
     other = registry.promote(name, GATE, 3)
     assert other.refused and "tested on other test data than the champion" in other.message
@@ -138,6 +141,7 @@ def test_a_registry_apart_from_the_tracking_store_is_the_one_named(tmp_path, mon
     """MLFLOW_REGISTRY_URI is MLflow's own variable: models go there, and when it does not
     answer the error names it, not the tracking store that does."""
     from helpers import free_ports
+
     from pipeline.errors import TrackingError
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -175,14 +179,23 @@ def test_pipeline_promote_exits_1_when_the_gate_says_no(tmp_path, monkeypatch):
     register("reuters", 0.601)
 
     def promote(*args):
-        code = ("import sys, runpy; sys.argv = ['pipeline', 'promote', *sys.argv[1:]]\n"
-                "try:\n    runpy.run_module('pipeline', run_name='__main__')\n"
-                "finally:\n    print('tensorflow' in sys.modules, file=sys.stderr)")
-        return subprocess.run([sys.executable, "-c", code, "--params", str(ROOT / "params.yaml"), *args],
-                              capture_output=True, text=True, cwd=tmp_path)
+        code = (
+            "import sys, runpy; sys.argv = ['pipeline', 'promote', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('pipeline', run_name='__main__')\n"
+            "finally:\n    print('tensorflow' in sys.modules, file=sys.stderr)"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", code, "--params", str(ROOT / "params.yaml"), *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
 
     first = promote("reuters", "1")
-    assert first.returncode == 0 and first.stdout == "reuters: version 1 (test_accuracy 0.6000) is the champion (there was none)\n"
+    assert (
+        first.returncode == 0
+        and first.stdout == "reuters: version 1 (test_accuracy 0.6000) is the champion (there was none)\n"
+    )
     refused = promote("reuters")
     assert refused.returncode == 1 and "version 2 (test_accuracy 0.6010) not promoted" in refused.stdout
     assert refused.stderr.strip().endswith("False")  # no TensorFlow

@@ -8,10 +8,11 @@ import socket
 import sys
 
 import pytest
-
 from helpers import ROOT, run_command, stand_in_run, subprocess_env
-from pipeline.serving import server, registry
+
+from pipeline.config.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
+from pipeline.serving import registry, server
 
 METRIC = "test_accuracy"
 
@@ -30,16 +31,33 @@ def store(tmp_path, monkeypatch):
 
 def test_the_champion_a_version_or_a_clear_refusal(store):
     assert server.resolve("reuters", "champion", 1, METRIC) == ("models:/reuters/1", "version 1 (test_accuracy 0.6000)")
-    with pytest.raises(DataError, match=r"^reuters: no version has the alias 'champion' in sqlite:///.*: "
-                                        r"`pipeline promote reuters` first \(or serve a version: --version N\)$"):
+    with pytest.raises(
+        DataError,
+        match=r"^reuters: no version has the alias 'champion' in sqlite:///.*: "
+        r"`pipeline promote reuters` first \(or serve a version: --version N\)$",
+    ):
         server.resolve("reuters", "champion", None, METRIC)
     with pytest.raises(ConfigError, match=r"^reuters: no version 3 \(versions 1\)$"):
         server.resolve("reuters", "champion", 3, METRIC)
-    assert registry.promote("reuters", type("Gate", (), {"metric": METRIC, "margin": 0.0})()).promoted
+    assert registry.promote("reuters", PromoteConfig(metric=METRIC, margin=0.0)).promoted
     assert server.resolve("reuters", "champion", None, METRIC)[0] == "models:/reuters@champion"
     assert server.command("models:/reuters@champion", "0.0.0.0", 5001, 2) == [
-        sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/reuters@champion", "--env-manager", "local",
-        "-h", "0.0.0.0", "-p", "5001", "--workers", "2"]
+        sys.executable,
+        "-m",
+        "mlflow",
+        "models",
+        "serve",
+        "-m",
+        "models:/reuters@champion",
+        "--env-manager",
+        "local",
+        "-h",
+        "0.0.0.0",
+        "-p",
+        "5001",
+        "--workers",
+        "2",
+    ]
 
 
 def test_nothing_to_serve_or_a_taken_port_is_one_line_without_tensorflow(store, tmp_path):
@@ -52,7 +70,8 @@ def test_nothing_to_serve_or_a_taken_port_is_one_line_without_tensorflow(store, 
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
         taken.listen()
-        result, code, _ = run_command(["serve", "reuters", "--version", "1", "--port", str(port), *params], cwd=tmp_path,
-                                      env=env)
+        result, code, _ = run_command(
+            ["serve", "reuters", "--version", "1", "--port", str(port), *params], cwd=tmp_path, env=env
+        )
     assert code == 1, result.stderr
     assert result.stderr.startswith(f"error: 127.0.0.1:{port}: cannot serve the model there (Address already in use)")

@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-
 from fixtures import make_reuters_npz, make_word_index
 from helpers import run_pipeline, subprocess_env, write_params
 
@@ -26,8 +25,17 @@ def prepared(tmp_path_factory):
 
 
 def bench(root, *args, env=None):
-    return run_pipeline("bench", "reuters", "--data", root / "prepared", "--warmup", 4, *args, cwd=root,
-                        env=env or subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{root}/mlflow.db"))
+    return run_pipeline(
+        "bench",
+        "reuters",
+        "--data",
+        root / "prepared",
+        "--warmup",
+        4,
+        *args,
+        cwd=root,
+        env=env or subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{root}/mlflow.db"),
+    )
 
 
 def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
@@ -45,8 +53,14 @@ def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
     # the arithmetic: the model's FLOPs as TensorFlow counts them (max_len 80: Keras' lookup
     # compares and shifts each id; each convolution's products and bias; a pooling compares
     # each input; the dense layer), three times for training, against this CPU's peak
-    forward = (2 * 80 + (2 * 76 * 5 * 7 * 64 + 76 * 64) + 76 * 64 + (2 * 36 * 3 * 64 * 32 + 36 * 32) + 36 * 32
-               + (2 * 576 * 46 + 46))
+    forward = (
+        2 * 80
+        + (2 * 76 * 5 * 7 * 64 + 76 * 64)
+        + 76 * 64
+        + (2 * 36 * 3 * 64 * 32 + 36 * 32)
+        + 36 * 32
+        + (2 * 576 * 46 + 46)
+    )
     assert figures["flops_per_sample"] == 3 * forward
     assert figures["gflops"] == pytest.approx(figures["samples_per_second"] * 3 * forward / 1e9)
     assert figures["percent_of_peak"] == pytest.approx(100 * figures["gflops"] / figures["peak_gflops"])
@@ -62,8 +76,11 @@ def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{prepared}/mlflow.db")
-    (run,) = mlflow.search_runs(experiment_names=["reuters"], output_format="list",
-                                filter_string=f"attributes.run_id = '{figures['mlflow_run_id']}'")
+    (run,) = mlflow.search_runs(
+        experiment_names=["reuters"],
+        output_format="list",
+        filter_string=f"attributes.run_id = '{figures['mlflow_run_id']}'",
+    )
     assert run.data.tags["pipeline.benchmark"] == "true"
     assert run.data.tags["pipeline.stage"] == "bench"
     assert run.data.metrics["bench.samples_per_second"] == pytest.approx(figures["samples_per_second"])
@@ -76,8 +93,18 @@ def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
 def test_params_are_set_for_the_measurement_only(prepared, tmp_path):
     out = tmp_path / "bench.json"
     before = (prepared / "params.yaml").read_text()
-    result = bench(prepared, "--steps", 10, "--json", out, "--no-mlflow",
-                   "-S", "train.reuters.steps_per_execution=4", "-S", "train.reuters.batch_size_per_replica=8")
+    result = bench(
+        prepared,
+        "--steps",
+        10,
+        "--json",
+        out,
+        "--no-mlflow",
+        "-S",
+        "train.reuters.steps_per_execution=4",
+        "-S",
+        "train.reuters.batch_size_per_replica=8",
+    )
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
     # whole executions of 4 steps: 10 asked for, 12 timed
@@ -91,8 +118,18 @@ def test_a_split_smaller_than_the_batch_is_measured_as_one_batch(prepared, tmp_p
     import numpy as np
 
     out = tmp_path / "bench.json"
-    result = bench(prepared, "--steps", 4, "--warmup", 1, "--json", out, "--no-mlflow",
-                   "-S", "train.reuters.batch_size_per_replica=4096")
+    result = bench(
+        prepared,
+        "--steps",
+        4,
+        "--warmup",
+        1,
+        "--json",
+        out,
+        "--no-mlflow",
+        "-S",
+        "train.reuters.batch_size_per_replica=4096",
+    )
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
     train_samples = len(np.load(prepared / "prepared" / "train.npz")["y"])
@@ -119,12 +156,18 @@ def test_scaling_over_replicas_each_in_its_own_process(prepared, tmp_path):
     assert one["peak_gflops"] == two["peak_gflops"] and one["flops_per_sample"] == two["flops_per_sample"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--replicas", "1,x"], "error: --replicas 1,x: expected replica counts separated by commas"),
-    (["-S", "train.reuters.epoch=3"], "error: -S train.reuters.epoch=3: params.yaml has no key 'epoch' under "
-                                      "train.reuters (did you mean 'epochs'?)"),
-    (["--steps", "0"], "error: pipeline bench: Invalid value for '--steps'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--replicas", "1,x"], "error: --replicas 1,x: expected replica counts separated by commas"),
+        (
+            ["-S", "train.reuters.epoch=3"],
+            "error: -S train.reuters.epoch=3: params.yaml has no key 'epoch' under "
+            "train.reuters (did you mean 'epochs'?)",
+        ),
+        (["--steps", "0"], "error: pipeline bench: Invalid value for '--steps'"),
+    ],
+)
 def test_bad_arguments_are_one_line(prepared, args, message):
     result = bench(prepared, *args)
     assert result.returncode == 2
@@ -146,18 +189,39 @@ def test_the_step_breakdown_times_each_part_of_a_step(prepared):
 
     from helpers import ROOT, sh
 
-    result = sh(sys.executable, ROOT / "benchmarks" / "step_breakdown.py", "reuters", "--data", prepared / "prepared",
-                "--steps", 6, "--spe", 2, "-S", "train.reuters.batch_size_per_replica=32", cwd=prepared, env=subprocess_env())
+    result = sh(
+        sys.executable,
+        ROOT / "benchmarks" / "step_breakdown.py",
+        "reuters",
+        "--data",
+        prepared / "prepared",
+        "--steps",
+        6,
+        "--spe",
+        2,
+        "-S",
+        "train.reuters.batch_size_per_replica=32",
+        cwd=prepared,
+        env=subprocess_env(),
+    )
     headline, header, *rows, peak, first = result.stdout.splitlines()
     assert "; 2.5 MFLOP per training sample;" in headline
     mflop = 2544234 / 1e6  # test_measures_and_logs_a_benchmark_run's count
     names = [row[:32].strip() for row in rows]
-    assert names == ["input pipeline alone", "forward", "forward + backward", "whole step (update, metrics)",
-                     "fit, steps_per_execution 1", "fit, steps_per_execution 2"]
+    assert names == [
+        "input pipeline alone",
+        "forward",
+        "forward + backward",
+        "whole step (update, metrics)",
+        "fit, steps_per_execution 1",
+        "fit, steps_per_execution 2",
+    ]
     figures = {name: [float(v.replace(",", "")) for v in row[32:].split()] for name, row in zip(names, rows)}
-    for name, values in figures.items():
+    for values in figures.values():
         # samples/s from the unrounded time: ms/step is printed to 0.01
-        assert values[0] > 0 and 32_000 / (values[0] + 0.005) - 1 <= values[1] <= 32_000 / max(values[0] - 0.005, 1e-6) + 1
+        assert (
+            values[0] > 0 and 32_000 / (values[0] + 0.005) - 1 <= values[1] <= 32_000 / max(values[0] - 0.005, 1e-6) + 1
+        )
     samples, gflops = figures["forward"][1:3]
     assert gflops == pytest.approx(samples * mflop / 3 / 1000, rel=0.01, abs=0.06)
     samples, gflops = figures["whole step (update, metrics)"][1:3]

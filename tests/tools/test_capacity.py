@@ -24,8 +24,13 @@ def test_forward_flops_are_the_layers_arithmetic_for_one_sample():
 def cpu_files(tmp_path, flags, *, siblings=2, cores=2, mhz="2445.404", max_khz=None, quota=None):
     tmp_path.mkdir(parents=True, exist_ok=True)
     info = tmp_path / "cpuinfo"
-    lines = ["processor\t: 0", "model name\t: Some CPU", f"siblings\t: {siblings}", f"cpu cores\t: {cores}",
-             f"flags\t\t: fpu sse sse2 {flags}"]
+    lines = [
+        "processor\t: 0",
+        "model name\t: Some CPU",
+        f"siblings\t: {siblings}",
+        f"cpu cores\t: {cores}",
+        f"flags\t\t: fpu sse sse2 {flags}",
+    ]
     if mhz:
         lines.insert(2, f"cpu MHz\t\t: {mhz}")
     info.write_text("\n".join(lines) + "\n\nprocessor\t: 1\nflags\t\t: nothing\n")
@@ -75,19 +80,22 @@ def test_no_peak_where_the_vector_units_or_the_clock_are_unknown(tmp_path):
     assert no_fma.gflops == pytest.approx(2.445404 * 8 * 2) and "no FMA" in no_fma.how
 
 
-@pytest.mark.parametrize("name, precision, tflops", [
-    ("NVIDIA A100-SXM4-80GB", "float32", 156.0),  # TF32, TensorFlow's default for float32
-    ("NVIDIA A100-SXM4-80GB", "mixed_bfloat16", 312.0),
-    ("NVIDIA A10G", "float32", 62.5),
-    ("NVIDIA A10", "mixed_float16", 125.0),
-    ("NVIDIA H100 80GB HBM3", "float32", 494.7),
-    ("NVIDIA H100 PCIe", "float32", 378.0),
-    ("Tesla T4", "float32", 8.1),
-    ("Tesla V100-SXM2-16GB", "mixed_float16", 125.0),
-    ("Tesla V100-PCIE-16GB", "float32", 14.0),  # the PCIe part
-    ("Tesla V100-SXM2-16GB", "mixed_bfloat16", 15.7),  # no bf16 tensor cores
-    ("NVIDIA L4", "float32", 60.0),
-])
+@pytest.mark.parametrize(
+    "name, precision, tflops",
+    [
+        ("NVIDIA A100-SXM4-80GB", "float32", 156.0),  # TF32, TensorFlow's default for float32
+        ("NVIDIA A100-SXM4-80GB", "mixed_bfloat16", 312.0),
+        ("NVIDIA A10G", "float32", 62.5),
+        ("NVIDIA A10", "mixed_float16", 125.0),
+        ("NVIDIA H100 80GB HBM3", "float32", 494.7),
+        ("NVIDIA H100 PCIe", "float32", 378.0),
+        ("Tesla T4", "float32", 8.1),
+        ("Tesla V100-SXM2-16GB", "mixed_float16", 125.0),
+        ("Tesla V100-PCIE-16GB", "float32", 14.0),  # the PCIe part
+        ("Tesla V100-SXM2-16GB", "mixed_bfloat16", 15.7),  # no bf16 tensor cores
+        ("NVIDIA L4", "float32", 60.0),
+    ],
+)
 def test_a_gpu_peak_comes_from_its_name(name, precision, tflops):
     assert capacity.gpu_peak(name, precision).gflops == pytest.approx(tflops * 1000)
 

@@ -1,10 +1,10 @@
 """pipeline/tools/devices.py: `pipeline devices` on the repository's params, as text and as JSON."""
 
-
 import pytest
-
 from helpers import child_json, run_pipeline
+
 from pipeline.tools import devices
+
 
 @pytest.mark.slow
 def test_devices_reads_the_shipped_params():
@@ -25,11 +25,21 @@ def test_the_json_report_lists_the_devices_and_the_strategy():
 
 
 def test_the_text_report_has_a_line_per_device():
-    report = {"physical": [{"name": "/physical_device:GPU:0", "type": "GPU"}],
-              "logical": [{"name": "/device:GPU:0", "type": "GPU"}, {"name": "/device:GPU:1", "type": "GPU"}],
-              "strategy": "MirroredStrategy", "replicas": 2, "workers": 1,
-              "devices": ["/device:GPU:0", "/device:GPU:1"], "cross_device_ops": "NcclAllReduce"}
+    report = {
+        "physical": [{"name": "/physical_device:GPU:0", "type": "GPU"}],
+        "logical": [{"name": "/device:GPU:0", "type": "GPU"}, {"name": "/device:GPU:1", "type": "GPU"}],
+        "strategy": "MirroredStrategy",
+        "replicas": 2,
+        "workers": 1,
+        "devices": ["/device:GPU:0", "/device:GPU:1"],
+        "cross_device_ops": "NcclAllReduce",
+    }
     assert devices.as_text(report).splitlines() == [
-        "physical devices:", "  /physical_device:GPU:0 (GPU)", "logical devices:", "  /device:GPU:0 (GPU)",
-        "  /device:GPU:1 (GPU)", "strategy: MirroredStrategy, 2 replica(s), 1 worker(s), on /device:GPU:0, /device:GPU:1",
-        "all-reduce: NcclAllReduce"]
+        "physical devices:",
+        "  /physical_device:GPU:0 (GPU)",
+        "logical devices:",
+        "  /device:GPU:0 (GPU)",
+        "  /device:GPU:1 (GPU)",
+        "strategy: MirroredStrategy, 2 replica(s), 1 worker(s), on /device:GPU:0, /device:GPU:1",
+        "all-reduce: NcclAllReduce",
+    ]

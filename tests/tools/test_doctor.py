@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import child_json, free_ports, run_pipeline, subprocess_env, write_params
 
 pytestmark = pytest.mark.slow
@@ -22,10 +21,19 @@ def clone(tmp_path):
     repo = tmp_path / "clone"
     repo.mkdir()
     write_params(repo)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    for args in (["git", "init", "-q", "-b", "main"], [sys.executable, "-m", "dvc", "init", "-q"],
-                 ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
+    for args in (
+        ["git", "init", "-q", "-b", "main"],
+        [sys.executable, "-m", "dvc", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "init"],
+    ):
         subprocess.run(args, cwd=repo, env=env, check=True, capture_output=True)
     return repo
 
@@ -92,8 +100,12 @@ def test_gpus_the_host_lacks_are_a_failed_strategy_check(clone):
 
 def test_tracking_server_that_answers_and_one_that_does_not(clone, mlflow_server):
     code, checks, _ = doctor(clone, env=subprocess_env(MLFLOW_TRACKING_URI=mlflow_server))
-    assert checks["tracking"] == {"name": "tracking", "status": "pass", "fix": "",
-                                  "detail": f"{mlflow_server} answers; its backend store too"}
+    assert checks["tracking"] == {
+        "name": "tracking",
+        "status": "pass",
+        "fix": "",
+        "detail": f"{mlflow_server} answers; its backend store too",
+    }
     (closed,) = free_ports(1)
     code, checks, _ = doctor(clone, env=subprocess_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{closed}"))
     assert code == 1
@@ -118,8 +130,14 @@ def test_an_experiment_whose_artifacts_dvc_deleted_is_reported_with_a_repair_tha
     command = check["fix"].split(" (")[0]
     assert command == f"mlflow experiments rename --experiment-id {experiment_id} --new-name reuters-lost-artifacts"
     mlflow_cli = Path(sys.executable).with_name("mlflow")
-    subprocess.run([str(mlflow_cli), *command.split()[1:]], cwd=clone, check=True, capture_output=True,
-                   env=subprocess_env(MLFLOW_TRACKING_URI=store), timeout=120)
+    subprocess.run(
+        [str(mlflow_cli), *command.split()[1:]],
+        cwd=clone,
+        check=True,
+        capture_output=True,
+        env=subprocess_env(MLFLOW_TRACKING_URI=store),
+        timeout=120,
+    )
     code, checks, _ = doctor(clone)
     assert checks["artifacts"]["status"] == "pass", checks["artifacts"]
 
@@ -137,15 +155,32 @@ def test_train_stage_with_a_dead_tracking_server_stops_in_one_line_and_writes_no
     (closed,) = free_ports(1)
     env = subprocess_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{closed}")
     started = time.time()
-    out = run_pipeline("train", "reuters", "--data", "prepared", "--model-dir", "models", "--history", "h.csv",
-                       "--summary", "s.json", "--curves", "c.png", "--backup-dir", "backup",
-                       cwd=tmp_path, env=env)
+    out = run_pipeline(
+        "train",
+        "reuters",
+        "--data",
+        "prepared",
+        "--model-dir",
+        "models",
+        "--history",
+        "h.csv",
+        "--summary",
+        "s.json",
+        "--curves",
+        "c.png",
+        "--backup-dir",
+        "backup",
+        cwd=tmp_path,
+        env=env,
+    )
     took = time.time() - started
     assert out.returncode == 1, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: MLflow tracking server http://127.0.0.1:{closed} does not answer ([Errno 111] "
-                      "Connection refused); start it, or set MLFLOW_TRACKING_URI to one that runs (unset: "
-                      "mlflow.db here)"]
+    assert errors == [
+        f"error: MLflow tracking server http://127.0.0.1:{closed} does not answer ([Errno 111] "
+        "Connection refused); start it, or set MLFLOW_TRACKING_URI to one that runs (unset: "
+        "mlflow.db here)"
+    ]
     assert "Traceback" not in out.stderr
     assert not any((tmp_path / p).exists() for p in ("models", "h.csv", "s.json", "backup"))
     print(f"\ntrain stage with a dead tracking server: exit 1 after {took:.1f} s")

@@ -5,7 +5,6 @@ import csv
 import io
 
 import pytest
-
 from helpers import child_json, free_ports, run_pipeline, run_python, start_mlflow_server, subprocess_env
 
 PARAMS = {"train.reuters.learning_rate": "0.001", "train.reuters.epochs": "10", "distribute.replicas": "1"}
@@ -20,11 +19,17 @@ def log_runs(uri: str) -> dict:
     experiment = client.create_experiment("reuters")
     ids = {}
     for key, name, params, tags, accuracy in (
-            ("base", "reuters-fit-1rep-float32-1111111", PARAMS, {"git.commit": "1" * 40}, 0.63),
-            ("exp", "bold-cat", {**PARAMS, "train.reuters.learning_rate": "0.002"},
-             {"git.commit": "2" * 40, "dvc.exp_name": "bold-cat"}, 0.61),
-            ("twin", "twin", PARAMS, {"git.commit": "1" * 40}, 0.62),
-            ("twin2", "twin", PARAMS, {"git.commit": "1" * 40}, 0.60)):
+        ("base", "reuters-fit-1rep-float32-1111111", PARAMS, {"git.commit": "1" * 40}, 0.63),
+        (
+            "exp",
+            "bold-cat",
+            {**PARAMS, "train.reuters.learning_rate": "0.002"},
+            {"git.commit": "2" * 40, "dvc.exp_name": "bold-cat"},
+            0.61,
+        ),
+        ("twin", "twin", PARAMS, {"git.commit": "1" * 40}, 0.62),
+        ("twin2", "twin", PARAMS, {"git.commit": "1" * 40}, 0.60),
+    ):
         run = client.create_run(experiment, run_name=name, tags={**tags, "host": "h", "pipeline.stage": "train"})
         for param, value in params.items():
             client.log_param(run.info.run_id, param, value)
@@ -78,12 +83,15 @@ def test_json_and_csv_for_scripts(store):
     assert ["metrics", "test_accuracy", "0.63", "0.61"] in rows
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["nobody", "bold-cat"], "error: no run named 'nobody' in sqlite:///"),
-    (["twin", "bold-cat"], "error: 'twin' names 2 runs in sqlite:///"),
-    (["bold-cat"], "error: compare needs two runs or more"),
-    (["--json", "--csv", "twin", "bold-cat"], "error: pipeline compare: give --json or --csv, not both"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["nobody", "bold-cat"], "error: no run named 'nobody' in sqlite:///"),
+        (["twin", "bold-cat"], "error: 'twin' names 2 runs in sqlite:///"),
+        (["bold-cat"], "error: compare needs two runs or more"),
+        (["--json", "--csv", "twin", "bold-cat"], "error: pipeline compare: give --json or --csv, not both"),
+    ],
+)
 def test_a_run_that_is_not_there_or_not_one_is_a_usage_error(store, args, expected):
     folder, env, _ = store
     result = compare(folder, env, *args)
@@ -112,8 +120,10 @@ def test_runs_on_a_tracking_server(tmp_path):
 
 def test_compare_does_not_import_tensorflow(store):
     folder, env, ids = store
-    code = ("import sys\nfrom pipeline.cli import main\ntry:\n    main(['-q', 'compare', '--json', "
-            f"{ids['base']!r}, 'bold-cat'])\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
+    code = (
+        "import sys\nfrom pipeline.cli import main\ntry:\n    main(['-q', 'compare', '--json', "
+        f"{ids['base']!r}, 'bold-cat'])\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
+    )
     result = run_python(code, cwd=folder, env=env)
     assert result.returncode == 0, result.stderr

@@ -8,16 +8,29 @@ from pipeline.tracking import lineage
 
 
 def git(*args, cwd):
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@e",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@e",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
 
 
 def test_lineage_tags(tmp_path, monkeypatch):
     git("init", "-q", cwd=tmp_path)
     (tmp_path / "params.yaml").write_text("a: 1\n")
-    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
-        "preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}))
+    (tmp_path / "dvc.lock").write_text(
+        yaml.safe_dump(
+            {"schema": "2.0", "stages": {"preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}
+        )
+    )
     git("add", "-A", cwd=tmp_path)
     git("commit", "-qm", "c", cwd=tmp_path)
     (tmp_path / "data" / "prepared" / "x").mkdir(parents=True)
@@ -27,8 +40,9 @@ def test_lineage_tags(tmp_path, monkeypatch):
     assert tags["git.dirty"] == "false"
     assert len(tags["git.commit"]) == 40 and tags["mlflow.source.git.commit"] == tags["git.commit"]
     assert tags["dvc.exp_name"] == "bold-cat"
-    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"stages": {
-        "preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}}))
+    (tmp_path / "dvc.lock").write_text(
+        yaml.safe_dump({"stages": {"preprocess@x": {"outs": [{"path": "data/prepared/x", "md5": "abc.dir"}]}}})
+    )
     (tmp_path / "params.yaml").write_text("a: 2\n")  # as `dvc exp run -S` does: params, not code
     (tmp_path / "docs").mkdir()
     for doc in ("README.md", "docs/notes.md", "docs/figure.png"):  # documentation, not code
@@ -45,11 +59,11 @@ def test_lineage_tags(tmp_path, monkeypatch):
     assert lineage.commit_suffix(tmp_path).endswith("-dirty")
 
 
-
-
 def test_a_runs_source_is_its_dvc_stage_or_the_command(monkeypatch):
     monkeypatch.delenv("DVC_STAGE", raising=False)
-    assert lineage.source_tags("train", "reuters") == {"mlflow.source.name": "pipeline train reuters",
-                                                       "mlflow.source.type": "LOCAL"}
+    assert lineage.source_tags("train", "reuters") == {
+        "mlflow.source.name": "pipeline train reuters",
+        "mlflow.source.type": "LOCAL",
+    }
     monkeypatch.setenv("DVC_STAGE", "train@reuters")
     assert lineage.source_tags("evaluate", "mnist")["mlflow.source.name"] == "train@reuters"

@@ -3,6 +3,7 @@
 import hashlib
 
 from helpers import fixture_images_sha256, use_sqlite, write_params
+
 from pipeline.tracking import runs
 
 

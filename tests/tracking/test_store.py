@@ -6,10 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixtures import make_reuters_raw
 from helpers import run_pipeline, subprocess_env, use_sqlite, write_params
+
 from pipeline.tracking import store
+
 
 def test_default_store_is_sqlite_in_the_repo_root(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -49,9 +50,9 @@ def test_runs_pages_link_each_experiment_to_its_runs_table(tmp_path, monkeypatch
     assert not (tmp_path / "mlflow.db").exists()
     experiment = store.use_experiment("reuters")
     assert store.runs_pages("http://127.0.0.1:5000/", ["reuters", "mnist"], uri) == [
-        ("reuters", f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?workflowType=machine_learning")]
+        ("reuters", f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?workflowType=machine_learning")
+    ]
     assert store.runs_pages("http://127.0.0.1:5000", ["reuters"], "http://127.0.0.1:5999") == []
-
 
 
 TRAININGS = 3
@@ -60,8 +61,10 @@ TRAININGS = 3
 @pytest.fixture
 def prepared(tmp_path):
     make_reuters_raw(tmp_path / "raw", n=160)
-    write_params(tmp_path, {"preprocess.reuters.max_len": 40, "train.reuters.epochs": 1,
-                            "train.reuters.batch_size_per_replica": 16})
+    write_params(
+        tmp_path,
+        {"preprocess.reuters.max_len": 40, "train.reuters.epochs": 1, "train.reuters.batch_size_per_replica": 16},
+    )
     result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     return tmp_path
@@ -72,10 +75,26 @@ def train_at_once(folder: Path, db: Path) -> list[str]:
     procs = []
     for i in range(TRAININGS):
         env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{db}")
-        args = [sys.executable, "-m", "pipeline", "train", "reuters", "--data", "prepared", "--model-dir",
-                f"model{i}", "--history", f"history{i}.csv", "--summary", f"train{i}.json", "--curves", f"c{i}.png"]
-        procs.append(subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        args = [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "train",
+            "reuters",
+            "--data",
+            "prepared",
+            "--model-dir",
+            f"model{i}",
+            "--history",
+            f"history{i}.csv",
+            "--summary",
+            f"train{i}.json",
+            "--curves",
+            f"c{i}.png",
+        ]
+        procs.append(
+            subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     outputs = [p.communicate(timeout=900) for p in procs]
     for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
@@ -125,8 +144,12 @@ def test_trainings_started_at_once_on_an_older_schema_migrate_it_once_and_keep_i
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, old)
-        connection.execute(sqlalchemy.text(
-            "INSERT INTO experiments (name, artifact_location, lifecycle_stage) VALUES ('kept', '/nowhere', 'active')"))
+        connection.execute(
+            sqlalchemy.text(
+                "INSERT INTO experiments (name, artifact_location, lifecycle_stage) "
+                "VALUES ('kept', '/nowhere', 'active')"
+            )
+        )
     engine.dispose()
 
     check_runs(db, train_at_once(prepared, db))

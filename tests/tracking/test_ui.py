@@ -17,13 +17,21 @@ def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
     (port,) = free_ports(1)
     # Ctrl+C as a terminal sends it: a suite started in the background (`make test &`, a CI
     # runner) ignores SIGINT, and a child inherits that, so the UI would never see it
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "ui", "--port", str(port)], cwd=tmp_path,
-                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "ui", "--port", str(port)],
+        cwd=tmp_path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         first = proc.stdout.readline().strip()
-        assert first == (f"MLflow UI: http://127.0.0.1:{port} (runs in sqlite:///{tmp_path / 'mlflow.db'}); "
-                         "Ctrl+C stops it")
+        assert first == (
+            f"MLflow UI: http://127.0.0.1:{port} (runs in sqlite:///{tmp_path / 'mlflow.db'}); Ctrl+C stops it"
+        )
         deadline = time.time() + 120
         while True:
             try:
@@ -54,8 +62,10 @@ def test_a_port_another_program_holds_is_one_line_and_no_url(tmp_path):
         result = run_pipeline("ui", "--port", port, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == ""  # no URL that would show the other program
-    assert result.stderr == (f"error: 127.0.0.1:{port}: cannot serve the UI there (Address already in use); "
-                             "stop what holds it, or pick another port with --port\n")
+    assert result.stderr == (
+        f"error: 127.0.0.1:{port}: cannot serve the UI there (Address already in use); "
+        "stop what holds it, or pick another port with --port\n"
+    )
 
 
 def test_a_store_that_cannot_be_opened_is_one_line_and_no_url(tmp_path):
@@ -63,6 +73,8 @@ def test_a_store_that_cannot_be_opened_is_one_line_and_no_url(tmp_path):
     result = run_pipeline("ui", "--port", free_ports(1)[0], cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == ""
-    assert result.stderr == (f"error: sqlite:///{tmp_path / 'mlflow.db'}: {tmp_path / 'mlflow.db'} is not an MLflow "
-                             "store (file is not a database); set MLFLOW_TRACKING_URI to the store that holds the "
-                             "runs, or move the file away\n")
+    assert result.stderr == (
+        f"error: sqlite:///{tmp_path / 'mlflow.db'}: {tmp_path / 'mlflow.db'} is not an MLflow "
+        "store (file is not a database); set MLFLOW_TRACKING_URI to the store that holds the "
+        "runs, or move the file away\n"
+    )

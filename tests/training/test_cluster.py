@@ -4,7 +4,6 @@ will read it, and Slurm's variables."""
 import json
 
 import pytest
-
 from helpers import run_python
 
 
@@ -41,29 +40,48 @@ def test_slurm_variables_that_make_no_cluster():
         "try:\n"
         "    slurm_resolver(DeviceInfo(0, 0, 0, 1), 'train.reuters', 8888)\n"
         "except ConfigError as exc:\n"
-        "    print(exc)\n")
+        "    print(exc)\n"
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("train.reuters.strategy: cannot build the cluster from Slurm's variables "
-                                    "(1 task(s) per node, 0 GPU(s)): "), result.stdout
+    assert result.stdout.startswith(
+        "train.reuters.strategy: cannot build the cluster from Slurm's variables (1 task(s) per node, 0 GPU(s)): "
+    ), result.stdout
 
 
-@pytest.mark.parametrize("tf_config,message", [
-    ('["worker"]', 'TF_CONFIG: no cluster: expected {"cluster": {"worker": ["host:port", ...]}, '
-                   '"task": {"type": "worker", "index": 0}}'),
-    ('{"cluster": {}}', "TF_CONFIG: no cluster: "),
-    ('{"cluster": {"worker": "a:1,b:2"}, "task": {"type": "worker", "index": 0}}',
-     'TF_CONFIG: cluster.worker: expected a list of "host:port", got "a:1,b:2"'),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}}', "TF_CONFIG: task: expected a type among worker and an index, got null"),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 0}}',
-     'TF_CONFIG: task: expected a type among worker and an index, got {"type": "chief", "index": 0}'),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
-     "TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got 2"),
-    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": "1"}}',
-     'TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got "1"'),
-])
+@pytest.mark.parametrize(
+    "tf_config,message",
+    [
+        (
+            '["worker"]',
+            'TF_CONFIG: no cluster: expected {"cluster": {"worker": ["host:port", ...]}, '
+            '"task": {"type": "worker", "index": 0}}',
+        ),
+        ('{"cluster": {}}', "TF_CONFIG: no cluster: "),
+        (
+            '{"cluster": {"worker": "a:1,b:2"}, "task": {"type": "worker", "index": 0}}',
+            'TF_CONFIG: cluster.worker: expected a list of "host:port", got "a:1,b:2"',
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}}',
+            "TF_CONFIG: task: expected a type among worker and an index, got null",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 0}}',
+            'TF_CONFIG: task: expected a type among worker and an index, got {"type": "chief", "index": 0}',
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
+            "TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got 2",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": "1"}}',
+            'TF_CONFIG: task.index: expected 0 to 1 (the worker job has 2 hosts), got "1"',
+        ),
+    ],
+)
 def test_a_tf_config_that_is_json_but_not_a_cluster_is_a_config_error(tf_config, message):
-    from pipeline.training.cluster import detect_cluster
     from pipeline.errors import ConfigError
+    from pipeline.training.cluster import detect_cluster
 
     with pytest.raises(ConfigError) as caught:
         detect_cluster({"TF_CONFIG": tf_config})

@@ -5,8 +5,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from helpers import ROOT, reuters_model
+
 from pipeline.config.loader import load_params
 
 pytestmark = pytest.mark.slow
@@ -14,9 +14,9 @@ pytestmark = pytest.mark.slow
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from pipeline.data.inputs import make_dataset  # noqa: E402
 from pipeline.training import models  # noqa: E402
 from pipeline.training.custom_loop import CustomLoop  # noqa: E402
-from pipeline.data.inputs import make_dataset  # noqa: E402
 
 
 class Seen(keras.callbacks.Callback):
@@ -52,11 +52,14 @@ def small_loop(seed=0):
 def test_epochs_call_the_keras_hooks_with_fits_log_keys_and_the_schedule():
     loop, train, val, _ = small_loop()
     seen = Seen()
-    loop.fit(train, val, epochs=3, initial_epoch=1, callbacks=[seen], lr_for_epoch=lambda e: 0.1 * e,
-             progress=False)
+    loop.fit(train, val, epochs=3, initial_epoch=1, callbacks=[seen], lr_for_epoch=lambda e: 0.1 * e, progress=False)
     assert seen.calls == [
-        ("begin", 1, pytest.approx(0.1)), ("test",), ("end", 1, ["accuracy", "loss", "val_accuracy", "val_loss"]),
-        ("begin", 2, pytest.approx(0.2)), ("test",), ("end", 2, ["accuracy", "loss", "val_accuracy", "val_loss"]),
+        ("begin", 1, pytest.approx(0.1)),
+        ("test",),
+        ("end", 1, ["accuracy", "loss", "val_accuracy", "val_loss"]),
+        ("begin", 2, pytest.approx(0.2)),
+        ("test",),
+        ("end", 2, ["accuracy", "loss", "val_accuracy", "val_loss"]),
     ]
 
 

@@ -4,11 +4,10 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, subprocess_env
+
 from pipeline.config.schema import EarlyStoppingConfig
 from pipeline.training.early_stopping import best_epoch, should_stop
 
@@ -53,8 +52,13 @@ def test_training_stops_after_patience_epochs_without_improvement():
 
 def case(tmp_path, *args):
     out = tmp_path / f"case-{len(list(tmp_path.glob('case-*')))}.json"
-    result = subprocess.run([sys.executable, str(WORKER), "early", *map(str, args[:2]), out, *map(str, args[2:])],
-                            env=subprocess_env(), capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(WORKER), "early", *map(str, args[:2]), out, *map(str, args[2:])],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(out.read_text())
 

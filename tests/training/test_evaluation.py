@@ -28,4 +28,3 @@ def test_confusion_and_per_class_report():
     macro = evaluation.macro_averages(report)
     # class 3 has no test samples and is left out of the averages
     assert macro["test_macro_recall"] == pytest.approx((0.5 + 2 / 3 + 0) / 3)
-

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pipeline.training import model_folder
 from pipeline.errors import DataError
+from pipeline.training import model_folder
 
 
 def test_a_saved_folder_gives_back_its_model_and_run(tmp_path):
@@ -36,14 +36,24 @@ def test_a_run_json_of_another_model_or_none_names_no_run(tmp_path):
     assert model_folder.read_run(tmp_path / "b") is None
 
 
-@pytest.mark.parametrize("files,read,message", [
-    ({}, "load_model", "model.keras: missing; run the train stage first"),
-    ({"model.keras": "not a zip"}, "load_model", "model.keras: not a loadable Keras model (run the train stage again)"),
-    ({}, "read_run", "run.json: "),
-    ({"run.json": json.dumps({"run_id": ""})}, "read_run",
-     'run.json: expected {"run_id": "...", "experiment_id": "..."}, as the train stage writes it; run the train '
-     "stage again"),
-])
+@pytest.mark.parametrize(
+    "files,read,message",
+    [
+        ({}, "load_model", "model.keras: missing; run the train stage first"),
+        (
+            {"model.keras": "not a zip"},
+            "load_model",
+            "model.keras: not a loadable Keras model (run the train stage again)",
+        ),
+        ({}, "read_run", "run.json: "),
+        (
+            {"run.json": json.dumps({"run_id": ""})},
+            "read_run",
+            'run.json: expected {"run_id": "...", "experiment_id": "..."}, as the train stage writes it; run the train '
+            "stage again",
+        ),
+    ],
+)
 def test_a_folder_evaluate_cannot_use_is_a_data_error_naming_the_file(tmp_path, files, read, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)

@@ -4,8 +4,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from helpers import ROOT, reuters_model
+
 from pipeline.config.loader import load_params
 
 pytestmark = pytest.mark.slow
@@ -17,11 +17,19 @@ from pipeline.training import models  # noqa: E402
 def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     model = models.build_model(cfg, {"max_len": 300, "vocab_size": 1000, "num_classes": 46})
-    kinds = [(type(layer).__name__, getattr(layer, "filters", None), getattr(layer, "kernel_size", None))
-             for layer in model.layers[1:]]
-    assert kinds == [("Embedding", None, None), ("Conv1D", 64, (5,)), ("MaxPooling1D", None, None),
-                     ("Conv1D", 32, (3,)), ("MaxPooling1D", None, None), ("Flatten", None, None),
-                     ("Dense", None, None)]
+    kinds = [
+        (type(layer).__name__, getattr(layer, "filters", None), getattr(layer, "kernel_size", None))
+        for layer in model.layers[1:]
+    ]
+    assert kinds == [
+        ("Embedding", None, None),
+        ("Conv1D", 64, (5,)),
+        ("MaxPooling1D", None, None),
+        ("Conv1D", 32, (3,)),
+        ("MaxPooling1D", None, None),
+        ("Flatten", None, None),
+        ("Dense", None, None),
+    ]
     assert model.get_layer("embedding").output_dim == 7
     assert model.output_shape == (None, 46)
     # logits: the last layer has no softmax
@@ -29,8 +37,12 @@ def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
 
 
 def test_the_reuters_layers_follow_their_params():
-    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, conv_filters=(16, 8, 4),
-                              conv_kernel_sizes=(3, 3, 2), pool_size=3)
+    cfg = dataclasses.replace(
+        load_params(ROOT / "params.yaml", "reuters").train,
+        conv_filters=(16, 8, 4),
+        conv_kernel_sizes=(3, 3, 2),
+        pool_size=3,
+    )
     model = models.build_model(cfg, {"max_len": 100, "vocab_size": 50, "num_classes": 46})
     convs = [(layer.filters, layer.kernel_size) for layer in model.layers if type(layer).__name__ == "Conv1D"]
     pools = [layer.pool_size for layer in model.layers if type(layer).__name__ == "MaxPooling1D"]
@@ -52,14 +64,17 @@ def test_mobilenet_model_has_no_top_and_logits():
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
 def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(alpha):
     keras = models.keras
-    reference = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=alpha, include_top=False,
-                                               weights=None, pooling="avg")
-    backbone = models.mobilenet_v2(img_size=32, num_classes=10, alpha=alpha, dense_units=8,
-                                   batchnorm_momentum=0.9).layers[1]
+    reference = keras.applications.MobileNetV2(
+        input_shape=(32, 32, 3), alpha=alpha, include_top=False, weights=None, pooling="avg"
+    )
+    backbone = models.mobilenet_v2(
+        img_size=32, num_classes=10, alpha=alpha, dense_units=8, batchnorm_momentum=0.9
+    ).layers[1]
     assert backbone.count_params() == reference.count_params()
     dense = {layer.name for layer in backbone.layers if type(layer) is keras.layers.Dense}
-    pointwise = {layer.name for layer in reference.layers
-                 if type(layer) is keras.layers.Conv2D and layer.kernel_size == (1, 1)}
+    pointwise = {
+        layer.name for layer in reference.layers if type(layer) is keras.layers.Conv2D and layer.kernel_size == (1, 1)
+    }
     assert dense == pointwise and len(dense) == 34  # 17 projects, 16 expands, Conv_1
     assert [type(layer).__name__ for layer in backbone.layers if type(layer) is keras.layers.Conv2D] == ["Conv2D"]
     rng = np.random.default_rng(0)
@@ -71,8 +86,9 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
         layer.set_weights(weights)
         ours.set_weights([w.reshape(v.shape) for w, v in zip(weights, ours.get_weights())])
     images = rng.uniform(-1, 1, (4, 32, 32, 3)).astype("float32")
-    np.testing.assert_allclose(backbone(images, training=False), reference(images, training=False),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        backbone(images, training=False), reference(images, training=False), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_the_mnist_model_follows_its_width_multiplier():
@@ -82,8 +98,11 @@ def test_the_mnist_model_follows_its_width_multiplier():
     for alpha in (1.0, 0.5):
         model = models.build_model(dataclasses.replace(cfg, alpha=alpha, dense_units=16), stats)
         backbone = model.layers[1]
-        widths[alpha] = (backbone.get_layer("Conv1").filters, backbone.get_layer("block_16_project").units,
-                         backbone.output_shape[-1])
+        widths[alpha] = (
+            backbone.get_layer("Conv1").filters,
+            backbone.get_layer("block_16_project").units,
+            backbone.output_shape[-1],
+        )
     # Keras rounds each width to a multiple of 8 and keeps the last layer's 1280 for alpha <= 1.
     assert widths == {1.0: (32, 320, 1280), 0.5: (16, 160, 1280)}
 
@@ -97,8 +116,9 @@ def test_build_model_sizes_the_model_from_the_prepared_stats():
 
 @pytest.mark.parametrize("optimizer,cls", [("nadam", "Nadam"), ("sgd", "SGD"), ("rmsprop", "RMSprop")])
 def test_compile_builds_the_named_optimizer_with_its_slots(optimizer, cls):
-    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, optimizer=optimizer,
-                              learning_rate=0.02)
+    cfg = dataclasses.replace(
+        load_params(ROOT / "params.yaml", "reuters").train, optimizer=optimizer, learning_rate=0.02
+    )
     model = reuters_model(max_len=30, vocab_size=30)
     models.compile_model(model, cfg)
     assert type(model.optimizer).__name__ == cls

@@ -11,8 +11,10 @@ def test_confusion_png_is_written(tmp_path):
 
 
 def test_learning_curves_png_has_both_panels(tmp_path):
-    history = [{"epoch": e, "loss": 2.0 / e, "val_loss": 2.2 / e, "accuracy": 0.3 * e, "val_accuracy": 0.28 * e}
-               for e in (1, 2, 3)]
+    history = [
+        {"epoch": e, "loss": 2.0 / e, "val_loss": 2.2 / e, "accuracy": 0.3 * e, "val_accuracy": 0.28 * e}
+        for e in (1, 2, 3)
+    ]
     path = tmp_path / "curves.png"
     plots.learning_curves(history, path, "reuters: reuters-fit-1rep-float32")
     with Image.open(path) as img:

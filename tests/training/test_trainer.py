@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 import pytest
-
-from helpers import ROOT
 from fixtures import make_reuters_npz
+from helpers import ROOT
+
 from pipeline.config.loader import load_params
 from pipeline.data import reuters
 
@@ -28,55 +28,81 @@ def test_lr_decay_schedule():
     assert trainer.lr_at_epoch(1.0, (2, 4), 0.5, 5) == 0.25
 
 
-
-
-
-
-
-
-
-
 def test_short_training_run_records_each_epoch(tmp_path):
     make_reuters_npz(tmp_path / "reuters.npz", n=200)
     params = load_params(ROOT / "params.yaml", "reuters")
     splits, stats = reuters.prepare(tmp_path, dataclasses.replace(params.preprocess, max_len=60))
-    cfg = dataclasses.replace(params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16, learning_rate=1e-3)
+    cfg = dataclasses.replace(
+        params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16, learning_rate=1e-3
+    )
     seen = []
-    result = trainer.train(cfg, splits=splits, stats=stats, strategy=tf.distribute.get_strategy(),
-                            on_epoch=lambda epoch, row: seen.append(epoch), verbose=0)
+    result = trainer.train(
+        cfg,
+        splits=splits,
+        stats=stats,
+        strategy=tf.distribute.get_strategy(),
+        on_epoch=lambda epoch, row: seen.append(epoch),
+        verbose=0,
+    )
     assert seen == [1, 2, 3]
     assert [r["epoch"] for r in result.history] == [1, 2, 3]
     assert [r["learning_rate"] for r in result.history] == pytest.approx([1e-3, 1e-3, 1e-4])
     assert result.history[-1]["loss"] < result.history[0]["loss"]
-    assert all(r["epoch_samples_per_second"] > 0 and r["epoch_seconds"] >= r["epoch_train_seconds"]
-               for r in result.history)
+    assert all(
+        r["epoch_samples_per_second"] > 0 and r["epoch_seconds"] >= r["epoch_train_seconds"] for r in result.history
+    )
     assert result.global_batch_size == 16
     logits = result.model.predict(splits["test"][0][:3], verbose=0)
     assert not np.allclose(logits.sum(axis=1), 1.0)
-    figures = {"replicas": 1, "workers": 1, "logical_devices": 1, "physical_gpus": 0, "strategy": "DefaultStrategy",
-               "cross_device_ops": "none"}
+    figures = {
+        "replicas": 1,
+        "workers": 1,
+        "logical_devices": 1,
+        "physical_gpus": 0,
+        "strategy": "DefaultStrategy",
+        "cross_device_ops": "none",
+    }
     outputs = {name: tmp_path / name for name in ("history.csv", "train.json", "curves.png", "measured.json")}
 
     def write(folder):
-        trainer.write_outputs(result, figures=figures, run_ids={"run_id": "r"}, model_dir=folder / "model",
-                               history=folder / "history.csv", summary=folder / "train.json",
-                               curves=folder / "curves.png", measurements=folder / "measured.json", title="t")
+        trainer.write_outputs(
+            result,
+            figures=figures,
+            run_ids={"run_id": "r"},
+            model_dir=folder / "model",
+            history=folder / "history.csv",
+            summary=folder / "train.json",
+            curves=folder / "curves.png",
+            measurements=folder / "measured.json",
+            title="t",
+        )
 
     write(tmp_path)
     lines = outputs["history.csv"].read_text().splitlines()
     assert lines[0] == "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate" and len(lines) == 4
     model = tmp_path / "model" / "model.keras"
     assert json.loads((tmp_path / "model" / "run.json").read_text()) == {
-        "run_id": "r", "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
+        "run_id": "r",
+        "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+    }
     # results: numbers only, none of them measured
     summary = json.loads(outputs["train.json"].read_text())
     assert summary == {"global_batch_size": 16, **result.summary} and all(
-        isinstance(v, (int, float)) for v in summary.values())
+        isinstance(v, (int, float)) for v in summary.values()
+    )
     measured = json.loads(outputs["measured.json"].read_text())
     assert measured["peak_rss_mb"] == round(result.peak_rss_mb) > 0 and measured["replicas"] == 1
     assert measured["samples_per_second"] > 0 and measured["steady_samples_per_second"] > 0
-    assert set(measured) == {"train_seconds", "samples_per_second", "steady_samples_per_second", "peak_rss_mb",
-                             "replicas", "workers", "logical_devices", "physical_gpus"}
+    assert set(measured) == {
+        "train_seconds",
+        "samples_per_second",
+        "steady_samples_per_second",
+        "peak_rss_mb",
+        "replicas",
+        "workers",
+        "logical_devices",
+        "physical_gpus",
+    }
     assert outputs["curves.png"].stat().st_size > 0
     # a later save of the same result: the same bytes (no save date), and Keras loads it
     time.sleep(2.1)  # a zip entry's date has a 2 s resolution
@@ -100,7 +126,7 @@ def test_evaluation_batches_split_evenly_and_leave_no_replica_empty():
 
 def test_training_batches():
     assert trainer.train_batches(1000, 64, 2) == (64, False)  # last batch 40
-    assert trainer.train_batches(129, 64, 2) == (64, True)    # last batch 1: one replica empty
+    assert trainer.train_batches(129, 64, 2) == (64, True)  # last batch 1: one replica empty
     assert trainer.train_batches(129, 64, 1) == (64, False)
     assert trainer.train_batches(20, 64, 2) == (20, False)
 
@@ -121,11 +147,29 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
     hooks = backup.hooks(model, loop, train_samples=10, on_epoch=None)
     best = BestEpoch(params.train.early_stopping, hooks.recorder, epochs=3, folder=backup.best_folder)
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr)
-    order = trainer.callbacks_in_order(recorder=hooks.recorder, schedule=schedule, keeper=best.keeper,
-                                        backup=hooks.backup, stopper=best.stopper, publisher=hooks.publisher)
-    assert [type(c).__name__ for c in order] == ["EpochRecorder", "LearningRateScheduler", "_Keeper", backup_type,
-                                                 "_Stopper", "EpochPublisher"]
+    order = trainer.callbacks_in_order(
+        recorder=hooks.recorder,
+        schedule=schedule,
+        keeper=best.keeper,
+        backup=hooks.backup,
+        stopper=best.stopper,
+        publisher=hooks.publisher,
+    )
+    assert [type(c).__name__ for c in order] == [
+        "EpochRecorder",
+        "LearningRateScheduler",
+        "_Keeper",
+        backup_type,
+        "_Stopper",
+        "EpochPublisher",
+    ]
     unbacked = Backup(None, tf.distribute.get_strategy()).hooks(model, loop, train_samples=10, on_epoch=None)
-    order = trainer.callbacks_in_order(recorder=unbacked.recorder, schedule=None, keeper=best.keeper,
-                                        backup=unbacked.backup, stopper=best.stopper, publisher=unbacked.publisher)
+    order = trainer.callbacks_in_order(
+        recorder=unbacked.recorder,
+        schedule=None,
+        keeper=best.keeper,
+        backup=unbacked.backup,
+        stopper=best.stopper,
+        publisher=unbacked.publisher,
+    )
     assert [type(c).__name__ for c in order] == ["EpochRecorder", "_Keeper", "_Stopper", "EpochPublisher"]

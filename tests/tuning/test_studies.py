@@ -6,12 +6,12 @@ import dataclasses
 import time
 
 import pytest
-
 from helpers import ROOT, run_command, use_sqlite, write_params
+
 from pipeline.config import search_space
-from pipeline.tuning import studies
 from pipeline.config.loader import load_params
 from pipeline.errors import ConfigError, StudyError
+from pipeline.tuning import studies
 
 
 def params(*overrides):
@@ -48,8 +48,12 @@ def test_a_study_that_searches_another_space_is_refused(tmp_path, monkeypatch):
     journal = str(tmp_path / "optuna.journal")
     studies.open_study(params(), "s2", journal)
     other = params()
-    other = dataclasses.replace(other, tune=dataclasses.replace(
-        other.tune, space=(dataclasses.replace(other.tune.space[0], high=0.05), *other.tune.space[1:])))
+    other = dataclasses.replace(
+        other,
+        tune=dataclasses.replace(
+            other.tune, space=(dataclasses.replace(other.tune.space[0], high=0.05), *other.tune.space[1:])
+        ),
+    )
     with pytest.raises(ConfigError) as info:
         studies.open_study(other, "s2", journal)
     assert str(info.value).startswith(f"study 's2' in {journal} has another space (")
@@ -62,8 +66,10 @@ def test_a_study_that_searches_another_space_is_refused(tmp_path, monkeypatch):
 def test_a_journal_in_a_folder_that_does_not_exist(tmp_path):
     with pytest.raises(StudyError) as info:
         studies.open_storage(str(tmp_path / "nowhere" / "optuna.journal"), params().tune)
-    assert str(info.value) == f"{tmp_path / 'nowhere' / 'optuna.journal'}: no folder {tmp_path / 'nowhere'} " \
-                              "for the study's journal file"
+    assert (
+        str(info.value) == f"{tmp_path / 'nowhere' / 'optuna.journal'}: no folder {tmp_path / 'nowhere'} "
+        "for the study's journal file"
+    )
 
 
 @pytest.mark.parametrize("kind", ["journal", "postgresql"])
@@ -81,8 +87,17 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
     opened = studies.open_study(p, f"silent-{kind}", url)
     trial = opened.study.ask()
     values = search_space.suggest(trial, p.tune.space)
-    run = study_runs.TrialRun.open(p, parent_run_id=opened.run_id, study="silent", number=trial.number, values=values,
-                                figures={}, data=tmp_path, splits={}, worker="elsewhere:1")
+    run = study_runs.TrialRun.open(
+        p,
+        parent_run_id=opened.run_id,
+        study="silent",
+        number=trial.number,
+        values=values,
+        figures={},
+        data=tmp_path,
+        splits={},
+        worker="elsewhere:1",
+    )
     trial.set_user_attr(studies.RUN_ATTR, run.run_id)
     opened.study._storage.record_heartbeat(trial._trial_id)
     studies.quiet_optuna().storages.fail_stale_trials(opened.study)
@@ -108,10 +123,16 @@ def test_the_best_trial_as_a_dvc_experiment(tmp_path, monkeypatch):
         opened.study.tell(trial, value)
     best = studies.best(opened.study, p.tune.space)
     assert best["number"] == 1 and best["value"] == 0.7
-    line = studies.dvc_line("reuters", "s4", {"learning_rate": 0.002, "conv_filters": [16, 8]},
-                             ["train.reuters.epochs=5", "tune.reuters.trials=40"])
-    assert line == ("dvc exp run evaluate@reuters --name tune-s4-best -S train.reuters.epochs=5 "
-                    "-S train.reuters.learning_rate=0.002 -S 'train.reuters.conv_filters=[16, 8]'")
+    line = studies.dvc_line(
+        "reuters",
+        "s4",
+        {"learning_rate": 0.002, "conv_filters": [16, 8]},
+        ["train.reuters.epochs=5", "tune.reuters.trials=40"],
+    )
+    assert line == (
+        "dvc exp run evaluate@reuters --name tune-s4-best -S train.reuters.epochs=5 "
+        "-S train.reuters.learning_rate=0.002 -S 'train.reuters.conv_filters=[16, 8]'"
+    )
 
 
 def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
@@ -129,9 +150,11 @@ def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
 
 
 def storage_of(kind: str, tmp_path, request) -> str:
-    return {"journal": lambda: str(tmp_path / "optuna.journal"),
-            "sqlite": lambda: f"sqlite:///{tmp_path / 'optuna.db'}",
-            "postgresql": lambda: request.getfixturevalue("postgres")}[kind]()
+    return {
+        "journal": lambda: str(tmp_path / "optuna.journal"),
+        "sqlite": lambda: f"sqlite:///{tmp_path / 'optuna.db'}",
+        "postgresql": lambda: request.getfixturevalue("postgres"),
+    }[kind]()
 
 
 def optunas_own(url: str, cfg):
@@ -148,8 +171,11 @@ def snapshot(url: str, name: str):
     import optuna
 
     found = optuna.load_study(study_name=name, storage=optunas_own(url, None))
-    return ([d.name for d in found.directions], found.user_attrs,
-            [(t.number, t.state.name, t.values, t.params) for t in found.trials])
+    return (
+        [d.name for d in found.directions],
+        found.user_attrs,
+        [(t.number, t.state.name, t.values, t.params) for t in found.trials],
+    )
 
 
 @pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
@@ -164,22 +190,29 @@ def test_a_study_made_outside_the_project_is_joined_only_if_it_is_the_same_searc
     name = f"outside-{kind}-{tmp_path.name}"[:60]
     # made to minimize, with a trial: the params' search maximizes val_accuracy
     made = optuna.create_study(study_name=name, storage=optunas_own(url, None), direction="minimize")
-    made.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions={
-        "x": optuna.distributions.FloatDistribution(0, 1)}, value=0.0))
+    made.add_trial(
+        optuna.trial.create_trial(
+            params={"x": 0.5}, distributions={"x": optuna.distributions.FloatDistribution(0, 1)}, value=0.0
+        )
+    )
     before = snapshot(url, name)
     with pytest.raises(ConfigError) as info:
         studies.open_study(params(), name, url)
-    assert str(info.value) == (f"study {name!r} in {studies.shown(url)} has another direction (Optuna's: minimize, "
-                               "not maximize): name a new study with --study, or put tune.reuters.direction back")
+    assert str(info.value) == (
+        f"study {name!r} in {studies.shown(url)} has another direction (Optuna's: minimize, "
+        "not maximize): name a new study with --study, or put tune.reuters.direction back"
+    )
     assert info.value.exit_code == 2 and snapshot(url, name) == before
     # the same direction, but none of what the project records: another search, perhaps
     same = f"{name}-max"
     made = optuna.create_study(study_name=same, storage=optunas_own(url, None), direction="maximize")
     with pytest.raises(ConfigError) as info:  # empty: its creator may be recording it; not for long
         studies.open_study(params(), same, url, wait_seconds=1)
-    assert str(info.value) == (f"study {same!r} in {studies.shown(url)} records no dataset, space, metric, direction: "
-                               "it was not made by `pipeline tune`, so it may be another search: name a new study "
-                               "with --study")
+    assert str(info.value) == (
+        f"study {same!r} in {studies.shown(url)} records no dataset, space, metric, direction: "
+        "it was not made by `pipeline tune`, so it may be another search: name a new study "
+        "with --study"
+    )
     made.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.9))
     before = snapshot(url, same)
     t0 = time.monotonic()
@@ -194,8 +227,12 @@ def test_a_study_copied_under_another_name_is_another_study(tmp_path, monkeypatc
     use_sqlite(tmp_path, monkeypatch)
     journal = str(tmp_path / "optuna.journal")
     studies.open_study(params(), "original", journal)
-    optuna.copy_study(from_study_name="original", from_storage=optunas_own(journal, None),
-                      to_storage=optunas_own(journal, None), to_study_name="copy")
+    optuna.copy_study(
+        from_study_name="original",
+        from_storage=optunas_own(journal, None),
+        to_storage=optunas_own(journal, None),
+        to_study_name="copy",
+    )
     with pytest.raises(ConfigError) as info:
         studies.open_study(params(), "copy", journal)
     assert str(info.value).startswith(f"study 'copy' in {journal} has another study (original, not copy): ")
@@ -209,5 +246,6 @@ def test_a_storage_no_study_can_live_in_is_a_usage_error_naming_those_that_work(
     assert code == 2 and "tensorflow" not in imported
     assert result.stderr.strip().splitlines() == [
         f"error: {url}: a study cannot live in a {scheme}:// storage: expected a journal file (a path, or "
-        "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"]
+        "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

@@ -1,9 +1,9 @@
 """A study's MLflow runs: the parent with the study's settings and its best trial so far, the
 trials nested under it with their params, curves, state and epochs."""
 
+from helpers import ROOT, use_sqlite
 from mlflow import MlflowClient
 
-from helpers import ROOT, use_sqlite
 from pipeline.config.loader import load_params
 from pipeline.tuning import study_runs
 
@@ -13,9 +13,17 @@ def test_a_studys_runs_nest_its_trials_and_follow_its_best(tmp_path, monkeypatch
     client = MlflowClient(uri)
     params = load_params(ROOT / "params.yaml", "reuters", ["train.reuters.learning_rate=0.004"])
     parent = study_runs.create_study_run("reuters", "s", {"space": "[]", "trials": 2}, "optuna.journal")
-    trial = study_runs.TrialRun.open(params, parent_run_id=parent, study="s", number=0, values={"learning_rate": 0.004},
-                                  figures={"replicas": 1, "workers": 1}, data=tmp_path,
-                                  splits={"train": (None, [1, 2, 3])}, worker="host:42")
+    trial = study_runs.TrialRun.open(
+        params,
+        parent_run_id=parent,
+        study="s",
+        number=0,
+        values={"learning_rate": 0.004},
+        figures={"replicas": 1, "workers": 1},
+        data=tmp_path,
+        splits={"train": (None, [1, 2, 3])},
+        worker="host:42",
+    )
     for epoch, accuracy in ((1, 0.5), (2, 0.6)):
         trial.log_epoch(epoch, {"epoch": epoch, "val_accuracy": accuracy, "loss": 1.0 / epoch})
     trial.finish("pruned", epochs=2, value=0.6, metric="val_accuracy")
@@ -29,21 +37,35 @@ def test_a_studys_runs_nest_its_trials_and_follow_its_best(tmp_path, monkeypatch
     assert [m.step for m in client.get_metric_history(trial.run_id, "val_accuracy")] == [1, 2]
     assert run.data.metrics["epochs_trained"] == 2 and run.data.metrics["tune_val_accuracy"] == 0.6
 
-    study_runs.record_progress(parent, metric="val_accuracy", counts={"complete": 1, "pruned": 1, "failed": 0},
-                            best={"number": 1, "value": 0.7, "params": {"learning_rate": 0.002}, "run_id": "r1"},
-                            finished=True)
+    study_runs.record_progress(
+        parent,
+        metric="val_accuracy",
+        counts={"complete": 1, "pruned": 1, "failed": 0},
+        best={"number": 1, "value": 0.7, "params": {"learning_rate": 0.002}, "run_id": "r1"},
+        finished=True,
+    )
     study = client.get_run(parent)
     assert study.info.status == "FINISHED" and study.data.params["tune.trials"] == "2"
     assert study.data.metrics["best_val_accuracy"] == 0.7 and study.data.metrics["trials_pruned"] == 1
     assert study.data.tags["best.trial"] == "1" and study.data.tags["best.params"] == '{"learning_rate": 0.002}'
     assert [m.step for m in client.get_metric_history(parent, "best_val_accuracy")] == [2]
     # a rerun that adds trials: the study runs again
-    study_runs.record_progress(parent, metric="val_accuracy", counts={"complete": 1, "pruned": 1, "failed": 0},
-                            best=None, finished=False)
+    study_runs.record_progress(
+        parent, metric="val_accuracy", counts={"complete": 1, "pruned": 1, "failed": 0}, best=None, finished=False
+    )
     assert client.get_run(parent).info.status == "RUNNING"
 
-    failed = study_runs.TrialRun.open(params, parent_run_id=parent, study="s", number=2, values={}, figures={},
-                                   data=tmp_path, splits={}, worker="host:43")
+    failed = study_runs.TrialRun.open(
+        params,
+        parent_run_id=parent,
+        study="s",
+        number=2,
+        values={},
+        figures={},
+        data=tmp_path,
+        splits={},
+        worker="host:43",
+    )
     failed.finish("failed", epochs=0, value=None, metric="val_accuracy", reason="killed")
     run = client.get_run(failed.run_id)
     assert run.info.status == "FAILED" and run.data.tags["optuna.fail_reason"] == "killed"

@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import write_params
+
 from pipeline.config import loader
 from pipeline.errors import ConfigError
 from pipeline.tuning import workers
 
 
 def target(tmp_path, overrides=()):
-    return workers.Target.make("reuters", write_params(tmp_path), overrides, None, str(tmp_path / "s.journal"),
-                               tmp_path / "data")
+    return workers.Target.make(
+        "reuters", write_params(tmp_path), overrides, None, str(tmp_path / "s.journal"), tmp_path / "data"
+    )
 
 
 def test_the_target_reads_the_file_once_and_a_trial_draws_over_what_it_read(tmp_path, monkeypatch):
@@ -37,8 +38,12 @@ def test_a_worker_process_gets_the_params_not_the_file(tmp_path):
     (tmp_path / "params.yaml").write_text("not: the params\n")
     again = workers.Target.from_spec(spec)
     assert again.params.tune == made.params.tune and again.params.train == made.params.train
-    assert (again.overrides, again.study, again.storage, again.data) == \
-        (made.overrides, made.study, made.storage, made.data)
+    assert (again.overrides, again.study, again.storage, again.data) == (
+        made.overrides,
+        made.study,
+        made.storage,
+        made.data,
+    )
 
 
 def test_drawn_values_the_config_rejects_are_a_config_error_naming_the_key(tmp_path):

@@ -1,14 +1,14 @@
 """One training case in its own process (strategies collide within one, tensorflow#61314).
 
-    python train_case.py one_step REPLICAS OUT.npz
-        One custom-loop step on a fixed global batch from fixed initial weights; saves weights.
-    python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json [JSON_OVERRIDES]
-        A few epochs of `trainer.train` on small data; saves the per-epoch history.
-    python train_case.py early LOOP REPLICAS OUT.json RESTORE [BACKUP_DIR]
-        `trainer.train` with early stopping on the training loss in the wrong direction
-        (mode max: the first epoch is the best), patience 2; saves the history, the epochs
-        handed to MLflow's hook, and the returned model's own validation loss. With
-        BACKUP_DIR the backup is kept (no `finish`), as a run killed before it ended.
+python train_case.py one_step REPLICAS OUT.npz
+    One custom-loop step on a fixed global batch from fixed initial weights; saves weights.
+python train_case.py curve LOOP REPLICAS DETERMINISTIC OUT.json [JSON_OVERRIDES]
+    A few epochs of `trainer.train` on small data; saves the per-epoch history.
+python train_case.py early LOOP REPLICAS OUT.json RESTORE [BACKUP_DIR]
+    `trainer.train` with early stopping on the training loss in the wrong direction
+    (mode max: the first epoch is the best), patience 2; saves the history, the epochs
+    handed to MLflow's hook, and the returned model's own validation loss. With
+    BACKUP_DIR the backup is kept (no `finish`), as a run killed before it ended.
 """
 
 import dataclasses
@@ -81,24 +81,33 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
     stats = {"input": "sequences", "max_len": 40, "vocab_size": 200, "num_classes": 46}
     # shuffle_buffer 1 keeps the order fixed: fit and the custom loop advance a reshuffling
     # dataset differently (seen: a different first-epoch order), which is not what is compared.
-    cfg = base_cfg(loop=loop, epochs=3, batch_size_per_replica=16 // replicas, deterministic=deterministic,
-                   shuffle_buffer=1, **json.loads(extra))
-    result = trainer.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats,
-                            strategy=strategy, verbose=0)
+    cfg = base_cfg(
+        loop=loop,
+        epochs=3,
+        batch_size_per_replica=16 // replicas,
+        deterministic=deterministic,
+        shuffle_buffer=1,
+        **json.loads(extra),
+    )
+    result = trainer.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats, strategy=strategy, verbose=0)
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
-    Path(out).write_text(json.dumps({
-        "history": [{k: r[k] for k in keys} for r in result.history],
-        "logits_dtype": str(result.model.output.dtype),
-        "compute_dtype": result.model.layers[2].compute_dtype,
-        "optimizer": type(result.model.optimizer).__name__,
-    }))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "history": [{k: r[k] for k in keys} for r in result.history],
+                "logits_dtype": str(result.model.output.dtype),
+                "compute_dtype": result.model.layers[2].compute_dtype,
+                "optimizer": type(result.model.optimizer).__name__,
+            }
+        )
+    )
 
 
 def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = "") -> None:
     import keras
 
-    from pipeline.training import trainer
     from pipeline.config.schema import EarlyStoppingConfig
+    from pipeline.training import trainer
     from pipeline.training.models import loss
     from pipeline.training.resume import Backup
 
@@ -106,20 +115,39 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     x, y = small_data(n=96)
     xv, yv = small_data(n=32, seed=2)
     stats = {"input": "sequences", "max_len": 40, "vocab_size": 200, "num_classes": 46}
-    stopping = EarlyStoppingConfig(monitor="loss", mode="max", patience=2, min_delta=0.0,
-                                   restore_best_weights=restore == "true")
-    cfg = base_cfg(loop=loop, epochs=6, batch_size_per_replica=16 // replicas, shuffle_buffer=1, learning_rate=0.01,
-                   early_stopping=stopping)
+    stopping = EarlyStoppingConfig(
+        monitor="loss", mode="max", patience=2, min_delta=0.0, restore_best_weights=restore == "true"
+    )
+    cfg = base_cfg(
+        loop=loop,
+        epochs=6,
+        batch_size_per_replica=16 // replicas,
+        shuffle_buffer=1,
+        learning_rate=0.01,
+        early_stopping=stopping,
+    )
     published = []
-    result = trainer.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats, strategy=strategy,
-                            backup=Backup(backup_dir or None, strategy),
-                            on_epoch=lambda epoch, row: published.append(epoch), verbose=0)
+    result = trainer.train(
+        cfg,
+        splits={"train": (x, y), "val": (xv, yv)},
+        stats=stats,
+        strategy=strategy,
+        backup=Backup(backup_dir or None, strategy),
+        on_epoch=lambda epoch, row: published.append(epoch),
+        verbose=0,
+    )
     logits = keras.ops.convert_to_numpy(result.model(xv, training=False))
     own_val_loss = float(keras.ops.convert_to_numpy(loss()(yv, logits)))
-    Path(out).write_text(json.dumps({
-        "history": result.history, "published": published, "summary": result.summary,
-        "own_val_loss": own_val_loss,
-    }))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "history": result.history,
+                "published": published,
+                "summary": result.summary,
+                "own_val_loss": own_val_loss,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

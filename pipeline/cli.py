@@ -9,7 +9,9 @@ config error) never imports TensorFlow.
 
 from __future__ import annotations
 
+import difflib
 import json
+import shutil
 import sys
 import time
 from importlib.metadata import entry_points
@@ -18,10 +20,17 @@ from pathlib import Path
 import click
 
 from pipeline import errors, log
+from pipeline.config import loader, params_doc
 from pipeline.config.datasets import DATASETS
+from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
+from pipeline.io import write_json
 from pipeline.options import params_option
 from pipeline.runtime import imports, usage
+from pipeline.serving import registry, server
+from pipeline.tools import bench, devices, doctor, selftest
+from pipeline.tracking import compare, probe, ui
+from pipeline.tuning import studies, workers
 
 STAGE_ENTRY_POINTS = "pipeline.stages"
 
@@ -50,8 +59,6 @@ class LazyGroup(click.Group):
         # click suggests only among the commands defined here, not the stages: suggest among all
         name = args[0] if args else ""
         if name and not name.startswith("-") and self.get_command(ctx, name) is None:
-            import difflib
-
             hint = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
             raise click.UsageError(f"No such command {name!r}." + (f" Did you mean {hint[0]!r}?" if hint else ""), ctx)
         return super().resolve_command(ctx, args)
@@ -93,8 +100,6 @@ def stage_finished(_result, **_options):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 def devices_command(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
-    from pipeline.tools import devices
-
     report = devices.report(params_path, dataset)
     click.echo(json.dumps(report, indent=2) if as_json else devices.as_text(report))
 
@@ -115,8 +120,6 @@ def params_command(dataset, params_path, markdown, rewrite):
     Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
     takes it, with its value and its meaning; the meanings are the config types' own
     (pipeline/config/schema.py), which also check the values."""
-    from pipeline.config import loader, params_doc
-
     raw = loader.read_yaml(params_path)
     loader.validate(raw, source=str(params_path))
     if rewrite:
@@ -126,8 +129,6 @@ def params_command(dataset, params_path, markdown, rewrite):
     if markdown:
         click.echo(params_doc.format_markdown(docs), nl=False)
     else:
-        import shutil
-
         width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
         click.echo(params_doc.format_text(docs, width=width), nl=False)
 
@@ -180,8 +181,6 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
     memory. Each
     measurement is logged as an MLflow run tagged pipeline.benchmark, in the dataset's
     experiment."""
-    from pipeline.tools import bench
-
     results = bench.run(
         params_path,
         dataset,
@@ -193,8 +192,6 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
         log_runs=not no_mlflow,
     )
     if json_path is not None:
-        from pipeline.io import write_json
-
         write_json(json_path, results if replicas is not None else results[0])
     click.echo(bench.headline(results[0]))
     click.echo(bench.table(results))
@@ -217,8 +214,6 @@ def doctor_command(dataset, params_path, as_json):
     Git, DVC, the MLflow tracking store, disk, GPUs, driver and library versions, shared
     memory and the strategy, one line each: pass, warn or fail with its fix. Exits 1 if any
     check fails."""
-    from pipeline.tools import doctor
-
     results = doctor.run_checks(params_path, dataset)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in results], indent=2))
@@ -249,8 +244,6 @@ def selftest_command(datasets, steps, params_path, as_json):
     logical CPU devices where there is none) and one device take the same steps from the same
     weights, and their updates must agree; no loss may be NaN or infinite; the all-reduce in
     force must sum every replica's value right. One line per check; exits 1 if any fails."""
-    from pipeline.tools import selftest
-
     started = time.perf_counter()
     checks = selftest.run(params_path, datasets or DATASETS, steps)
     if as_json:
@@ -308,14 +301,10 @@ def tune_command(dataset, overrides, study, storage, worker_count, data, best_on
     pruner; each is an MLflow run nested under the study's run, in the dataset's experiment.
     A rerun continues the study; other hosts join it with the same --study and --storage. The
     best trial is printed as the `dvc exp run` line that reproduces it (--apply runs it)."""
-    from pipeline.tuning import workers
-
     target = workers.Target.make(
         dataset, params_path, overrides, study, storage, data or Path("data/prepared") / dataset
     )
     if best_only:
-        from pipeline.tuning import studies
-
         opened = studies.open_study(target.params, target.study, target.storage, create=False)
     else:
         opened = workers.run(target, worker_count)
@@ -337,10 +326,6 @@ def promote_command(dataset, version, force, params_path):
     evaluates); by default the best by promote.DATASET.metric. The alias moves only if the
     version beats the champion by promote.DATASET.margin on the same test split, and the
     reason is printed when it does not (exit 1); --force moves it anyway."""
-    from pipeline.config.loader import load_params
-    from pipeline.serving import registry
-    from pipeline.tracking import probe
-
     cfg = load_params(params_path, dataset).promote
     probe.check_tracking()
     decision = registry.promote(dataset, cfg, version, force)
@@ -384,9 +369,6 @@ def serve_command(dataset, alias, version, host, port, workers, params_path):
     (--env-manager local). POST /invocations a JSON request: Reuters takes a newswire's
     `text` (or Keras' word-id sequence, `ids`), MNIST a PNG or JPEG `image` (base64) or 28x28
     `pixels`; each row gets its label, probability and top k. Ctrl+C stops it."""
-    from pipeline.config.loader import load_params
-    from pipeline.serving import server
-
     metric = load_params(params_path, dataset).promote.metric
     server.serve(dataset, alias, version, metric, host, port, workers, click.echo)
 
@@ -404,8 +386,6 @@ def compare_command(runs, show_all, as_json, as_csv):
     params (stage params, device counts, strategy) and lineage tags (commit, data hashes,
     versions, host) whose values differ among the runs, and every metric (a run's last value;
     system metrics left out)."""
-    from pipeline.tracking import compare
-
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
     result = compare.compare(runs, show_all=show_all)
@@ -428,8 +408,6 @@ def ui_command(host, port):
     experiment's runs table (MLflow 3.17 opens an experiment on its GenAI overview until the
     browser's "Model training" switch is on). One worker, no job runners, no access log;
     Ctrl+C stops it."""
-    from pipeline.tracking import ui
-
     sys.exit(ui.serve(host, port, DATASETS, click.echo))
 
 

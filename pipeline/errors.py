@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline import log
+
 
 class PipelineError(Exception):
     """An expected failure: the CLI prints its message on one line and exits with `exit_code`."""
@@ -51,8 +53,6 @@ def report(call) -> int:
     """Run `call`; its exit code (None: 0). The one boundary where failures become one `error:`
     line: a PipelineError with its own code, Ctrl+C 130, anything else 1 as a bug (its traceback
     with -v). The `pipeline` command and the processes it starts run under it."""
-    from pipeline import log
-
     try:
         return call() or 0
     except PipelineError as exc:

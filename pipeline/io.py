@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import hashlib
 import json
 import os
 import re
@@ -16,6 +17,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional
+
+from pipeline.errors import DataError, OutputError, PipelineError
 
 # The place an output goes to cannot take it: the disk or quota is full, it is read-only, or
 # not ours. What the user fixes is the place, not the data.
@@ -27,8 +30,6 @@ def output_place(path: Path | str) -> Iterator[None]:
     """Turn an OS error that says the place cannot take the output (full, read-only, not
     ours) into one OutputError naming the output (the file the error names, else `path`);
     other errors pass."""
-    from pipeline.errors import OutputError
-
     try:
         yield
     except OSError as exc:
@@ -154,8 +155,6 @@ def write_json(path: Path | str, data: Any) -> None:
 
 def file_sha256(path: Path | str) -> str:
     """The sha256 of a file's bytes, read a MiB at a time."""
-    import hashlib
-
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -188,8 +187,6 @@ def reading(path: Path | str, what: str = "cannot read", error: type | None = No
     unpickler and Pillow raise far more kinds than they document (found by tests/scenarios/test_fuzz.py:
     SyntaxError, tokenize.TokenError, NotImplementedError, RuntimeError among them), so keep
     the block to the parsing itself."""
-    from pipeline.errors import DataError, PipelineError
-
     try:
         yield
     except PipelineError:
@@ -203,8 +200,6 @@ def reading(path: Path | str, what: str = "cannot read", error: type | None = No
 
 def read_json(path: Path | str) -> Any:
     """Parse a JSON file that an earlier stage wrote; a missing or broken one is a DataError."""
-    from pipeline.errors import DataError
-
     if not Path(path).is_file():
         raise DataError(f"{path}: missing; run the stage that writes it first")
     with reading(path, "not readable JSON"):

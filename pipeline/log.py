@@ -54,13 +54,17 @@ def native_noise(line: str) -> bool:
     return level == "I" or bool(NATIVE_NOISE.search(found.group(3)))
 
 
+_FILTERING = False  # stderr already goes through the filter
+
+
 def filter_native_stderr() -> None:
     """From now on, pass what C++ libraries write to stderr (file descriptor 2) through
     `native_noise`, line by line. Python's own stderr (logging, click, progress bars) keeps
     writing to the terminal directly, so that it is still a terminal to them."""
-    if getattr(filter_native_stderr, "active", False):
+    global _FILTERING
+    if _FILTERING:
         return
-    filter_native_stderr.active = True
+    _FILTERING = True
     sys.stderr.flush()
     terminal = os.dup(2)
     sys.stderr = open(terminal, "w", buffering=1, encoding=sys.stderr.encoding, errors=sys.stderr.errors, closefd=False)

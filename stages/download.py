@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import click
 
+from pipeline import log
 from pipeline.config.loader import load_params
+from pipeline.data.fetch import fetch_all
+from pipeline.io import write_json
 from stages._common import dataset_argument, params_option, path_option
 
 
@@ -15,10 +18,6 @@ from stages._common import dataset_argument, params_option, path_option
 @params_option
 def command(dataset, out, manifest, params_path):
     """Download a dataset's files, verified, into a folder."""
-    from pipeline import log
-    from pipeline.data.fetch import fetch_all
-    from pipeline.io import write_json
-
     params = load_params(params_path, dataset)
     results = fetch_all(params.download, out)
     write_json(manifest, {"dataset": dataset, "files": [r.__dict__ for r in results]})

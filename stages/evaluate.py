@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import click
 
+from pipeline import log
 from pipeline.config.loader import load_params
+from pipeline.serving import registry
+from pipeline.tracking import lineage, probe, runs
+from pipeline.training import model_folder
 from stages._common import dataset_argument, params_option, path_option
 
 
@@ -23,10 +27,9 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     """Test metrics and confusion matrix; log into the training run."""
     params = load_params(params_path, dataset)
     cfg = params.evaluate
-    from pipeline import log
-    from pipeline.serving import classifier, registry
-    from pipeline.tracking import lineage, probe, runs
-    from pipeline.training import evaluation, model_folder
+    # after the config is checked: classifier imports MLflow, evaluation TensorFlow
+    from pipeline.serving import classifier
+    from pipeline.training import evaluation  # NumPy: after the config is checked
 
     probe.check_tracking()  # every input checked before any output is written
     model_run = model_folder.read_run(model_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from pipeline import log
 from pipeline.config import datasets
 from pipeline.config.loader import load_params
 from stages._common import dataset_argument, params_option, path_option
@@ -17,8 +18,7 @@ from stages._common import dataset_argument, params_option, path_option
 @params_option
 def command(dataset, raw, out, params_path):
     """Turn downloaded files into train/val/test arrays."""
-    from pipeline import log
-    from pipeline.data import arrays
+    from pipeline.data import arrays  # NumPy: after the config is checked
 
     cfg = load_params(params_path, dataset).preprocess
     found = datasets.get(dataset)

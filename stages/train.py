@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import click
 
+from pipeline import log
 from pipeline.config.loader import load_params
+from pipeline.runtime import environment
+from pipeline.tracking import probe, runs
+from pipeline.training import cluster, distribute
 from stages._common import dataset_argument, params_option, path_option
 
 
@@ -46,20 +51,16 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
     """Train a dataset's model with tf.distribute; log to MLflow."""
     params = load_params(params_path, dataset)
     cfg = params.train
-    from pipeline.data import arrays
-    from pipeline.training import cluster, distribute
+    from pipeline.data import arrays  # NumPy: after the config is checked
 
     # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
     # cannot take the run (a single process logs: it is the chief), stops the stage at once
     distribute.check_before_tensorflow(cfg, where=f"train.{dataset}")
     splits, stats = arrays.load_prepared(data, ("train", "val"))
-    from pipeline.tracking import probe, runs
 
     if cluster.detect_cluster() is None:
         probe.check_tracking()
-    from pipeline import log
-    from pipeline.runtime import environment
-    from pipeline.training import resume, trainer
+    from pipeline.training import resume, trainer  # TensorFlow: only once it trains
 
     setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
     facts = setup.facts
@@ -99,11 +100,15 @@ def command(dataset, data, model_dir, history, summary, curves, measurements, ma
             run.log_training(result, weights_sha256=digest, model_sha256=model_sha256, history=history, curves=curves)
     backup.finish()
     if setup.chief:
-        best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
-        stopped = f"; stopped early, {cfg.epochs} at most" if trained < cfg.epochs else ""
-        val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
-        log.result(
-            f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
-            f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
-            f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run.run_id}"
-        )
+        log.result(_result_line(dataset, cfg.epochs, facts, result, run.run_id))
+
+
+def _result_line(dataset: str, epochs: int, facts: dict, result, run_id: Optional[str]) -> str:
+    best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
+    stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
+    val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
+    return (
+        f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
+        f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
+        f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run_id}"
+    )

@@ -113,7 +113,7 @@ def _convert(value: Any, tp: Any, f: dataclasses.Field, path: str, source: str):
     elif value is None:
         fail()
 
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _build(tp, value, path, source)
     if origin is Literal:
         if value not in args or isinstance(value, bool):
@@ -127,7 +127,7 @@ def _convert(value: Any, tp: Any, f: dataclasses.Field, path: str, source: str):
         converted = []
         for i, item in enumerate(value):
             item_path = f"{path}[{i}]"
-            if dataclasses.is_dataclass(item_type):
+            if isinstance(item_type, type) and dataclasses.is_dataclass(item_type):
                 converted.append(_build(item_type, item, item_path, source))
             elif _is_type(item, item_type):
                 converted.append(_scalar(item, item_type))

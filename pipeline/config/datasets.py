@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Literal
 
 from pipeline.config import schema
+from pipeline.config.schema import PreprocessConfig
 from pipeline.errors import ConfigError
 
 
@@ -30,7 +31,7 @@ class Dataset:
         # imported when asked: NumPy and Pillow stay off the paths that only read the config
         return importlib.import_module(self.reader)
 
-    def prepare(self, raw_dir: Path | str, cfg) -> tuple[dict, dict]:
+    def prepare(self, raw_dir: Path | str, cfg: PreprocessConfig) -> tuple[dict, dict]:
         """The splits ({split: (x, y)}) and stats of the download folder `raw_dir`."""
         return self.module().prepare(raw_dir, cfg)
 

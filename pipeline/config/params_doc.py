@@ -5,6 +5,8 @@ and the docs' table shows it. The keys, their types and checks are pipeline/conf
 from __future__ import annotations
 
 import dataclasses
+import io
+import textwrap
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,8 +45,6 @@ def format_params(raw: dict) -> str:
     form, the file is a fixed point of the rewrite, so an override changes the lines of its
     own value only. This is DVC's writer (ruamel.yaml's round-trip dumper, block style) plus
     the header comment and a blank line between stage sections, both of which DVC keeps."""
-    import io
-
     from ruamel.yaml import YAML
 
     writer = YAML()
@@ -114,7 +114,7 @@ def _describe(cls: type, values: dict, prefix: str, template: str, docs: list, f
         tp = build.unwrap_optional(hints[name])
         key, tmpl = f"{prefix}.{name}", f"{template}.{name}"
         text = meaning(cls, name) if first else ""
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             docs.append(KeyDoc(key, tmpl, None, text, has_value=False))
             _describe(tp, value, key, tmpl, docs, first)
         elif typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
@@ -141,8 +141,6 @@ def show_value(value: Any) -> str:
 
 def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
     """`pipeline params`: each key and its value on a line, its meaning indented below."""
-    import textwrap
-
     out: list[str] = []
     section = None
     for doc in docs:

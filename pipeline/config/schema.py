@@ -332,6 +332,11 @@ class MnistTrainConfig(TrainConfig):
 # --------------------------------------------------------------------------- tune (not a stage)
 
 
+# a preprocess or train section of any dataset
+PreprocessConfig = Union[ReutersPreprocessConfig, MnistPreprocessConfig]
+AnyTrainConfig = Union[ReutersTrainConfig, MnistTrainConfig]
+
+
 @dataclass(frozen=True)
 class SearchDimension:
     key: str = _spec(
@@ -461,8 +466,8 @@ class DatasetParams:
 
     dataset: str
     download: DownloadConfig
-    preprocess: Union[ReutersPreprocessConfig, MnistPreprocessConfig]
-    train: Union[ReutersTrainConfig, MnistTrainConfig]
+    preprocess: PreprocessConfig
+    train: AnyTrainConfig
     evaluate: EvaluateConfig
     tune: TuneConfig
     serve: ServeConfig

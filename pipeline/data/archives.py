@@ -31,8 +31,8 @@ def members(path: Path | str) -> Iterator[tuple[str, IO[bytes]]]:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
                 if not info.is_dir():
-                    with zf.open(info) as handle:
-                        yield info.filename, handle
+                    with zf.open(info) as member_file:
+                        yield info.filename, member_file
         return
     with tarfile.open(path) as tf:
         for member in tf:

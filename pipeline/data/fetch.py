@@ -19,11 +19,14 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pipeline.data import archives
 from pipeline.errors import DownloadError, PipelineError
 from pipeline.io import WRITE_ERRNOS, file_sha256, output_place, reading, replace_dir
+
+if TYPE_CHECKING:  # a type alone: the config is the wing above
+    from pipeline.config.schema import DownloadConfig
 
 CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"
@@ -60,7 +63,7 @@ def resolve_url(url: str, mirror: str) -> str:
 
 
 def fetch_all(
-    cfg,
+    cfg: DownloadConfig,
     out: Path,
     *,
     progress: Optional[bool] = None,
@@ -80,7 +83,7 @@ def fetch_all(
         return _fetch_into(cfg, out, staging, mirror, progress, sleep)
 
 
-def _fetch_into(cfg, out: Path, staging: Path, mirror: str, progress: bool, sleep) -> list[FetchResult]:
+def _fetch_into(cfg: DownloadConfig, out: Path, staging: Path, mirror: str, progress: bool, sleep) -> list[FetchResult]:
     staging.mkdir(parents=True, exist_ok=True)
     # Finished files from an earlier failed run are fetched again; only .part files are kept,
     # to resume from.

@@ -15,6 +15,7 @@ import hashlib
 import io
 import logging
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from pipeline.data import archives
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
 from pipeline.io import reading
+
+if TYPE_CHECKING:  # a type alone: the config is the wing above
+    from pipeline.config.schema import MnistPreprocessConfig
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -156,7 +160,7 @@ def class_names(num_classes: int) -> list[str]:
     return [str(c) for c in range(num_classes)]
 
 
-def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
+def prepare(raw_dir: Path | str, cfg: MnistPreprocessConfig) -> tuple[dict, dict]:
     """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point.
     The images are checked against `cfg.images_sha256` first, when it is set."""
     archive = find_archive(raw_dir)
@@ -190,7 +194,7 @@ def images_digest(images: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
     return digest.hexdigest()
 
 
-def split(images: dict, cfg) -> tuple[dict, dict]:
+def split(images: dict, cfg: MnistPreprocessConfig) -> tuple[dict, dict]:
     """Hold out a seeded validation split from train. Returns ({split: (x, y)}, stats)."""
     x_train, y_train = images["train"]
     train_idx, val_idx = split_validation(len(y_train), cfg.validation_split, cfg.validation_seed)

@@ -14,12 +14,16 @@ the splits. The preprocess stage keeps the word index beside the splits for it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
-from pipeline.io import reading
+from pipeline.io import read_json, reading
+
+if TYPE_CHECKING:  # a type alone: the config is the wing above
+    from pipeline.config.schema import ReutersPreprocessConfig
 
 NPZ_NAME = "reuters.npz"
 WORD_INDEX_NAME = "reuters_word_index.json"
@@ -67,8 +71,6 @@ def pad(sequences: list[np.ndarray], max_len: int, padding: str, truncating: str
 
 def load_word_index(path: Path | str) -> dict[str, int]:
     """Keras' reuters_word_index.json: {word: rank}, ranks from 1 (the most frequent word)."""
-    from pipeline.io import read_json
-
     index = read_json(Path(path))
     if not (
         isinstance(index, dict)
@@ -80,7 +82,7 @@ def load_word_index(path: Path | str) -> dict[str, int]:
     return index
 
 
-def prepare(raw_dir: Path | str, cfg) -> tuple[dict, dict]:
+def prepare(raw_dir: Path | str, cfg: ReutersPreprocessConfig) -> tuple[dict, dict]:
     """The download folder -> ({split: (x, y)}, stats): every dataset module's entry point."""
     return split_and_pad(*load_raw(raw_dir), cfg)
 
@@ -94,6 +96,22 @@ def assets(raw_dir: Path | str) -> dict:
     return {WORD_INDEX_NAME: load_word_index(path)}
 
 
+class Encoding(Protocol):
+    """How a newswire's word ranks become the ids a model reads: preprocess.reuters' keys, or a
+    served model's copy of them (its settings)."""
+
+    @property
+    def index_from(self) -> int: ...
+    @property
+    def skip_top(self) -> int: ...
+    @property
+    def max_len(self) -> int: ...
+    @property
+    def padding(self) -> str: ...
+    @property
+    def truncating(self) -> str: ...
+
+
 def class_names(num_classes: int) -> list[str]:
     """The 46 topics as Keras names them (an older Keras has no names: the topics by number)."""
     import keras  # only a served model asks, and it has TensorFlow loaded already
@@ -102,13 +120,13 @@ def class_names(num_classes: int) -> list[str]:
     return names if len(names) == num_classes else [str(c) for c in range(num_classes)]
 
 
-def index_sequence(ranks: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
+def index_sequence(ranks: np.ndarray, cfg: Encoding, vocab_size: int) -> np.ndarray:
     """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`,
     then `in_vocabulary`, as Keras' load_data."""
     return in_vocabulary(np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from)), cfg, vocab_size)
 
 
-def in_vocabulary(ids: np.ndarray, cfg, vocab_size: int) -> np.ndarray:
+def in_vocabulary(ids: np.ndarray, cfg: Encoding, vocab_size: int) -> np.ndarray:
     """Ids outside [skip_top, vocab_size) become the out-of-vocabulary mark."""
     ids = np.asarray(ids, dtype=np.int64)
     return np.where((ids >= cfg.skip_top) & (ids < vocab_size), ids, OOV)
@@ -119,7 +137,7 @@ def words(text: str) -> list[str]:
     return text.lower().translate(str.maketrans(WORD_FILTERS, " " * len(WORD_FILTERS))).split()
 
 
-def encode_texts(texts: list[str], word_index: dict[str, int], cfg, vocab_size: int) -> np.ndarray:
+def encode_texts(texts: list[str], word_index: dict[str, int], cfg: Encoding, vocab_size: int) -> np.ndarray:
     """Texts -> int32 [n, max_len], as the prepared splits hold them. A word the index lacks
     gets a rank past the vocabulary, so that `index_sequence` marks it out-of-vocabulary."""
     unknown = vocab_size
@@ -135,7 +153,7 @@ def texts(sequences, word_index: dict[str, int], index_from: int) -> list[str]:
     return [" ".join(by_id[i] for i in np.asarray(seq).tolist() if i in by_id) for seq in sequences]
 
 
-def encode_sequences(sequences: list, cfg, vocab_size: int) -> np.ndarray:
+def encode_sequences(sequences: list, cfg: Encoding, vocab_size: int) -> np.ndarray:
     """Sequences as Keras' load_data gives them (start mark, shifted ids, any length, padded or
     not) -> int32 [n, max_len], through `in_vocabulary` as the splits' were. Padding (0) stays
     padding."""
@@ -148,7 +166,7 @@ def encode_sequences(sequences: list, cfg, vocab_size: int) -> np.ndarray:
     )
 
 
-def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg) -> tuple[dict, dict]:
+def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg: ReutersPreprocessConfig) -> tuple[dict, dict]:
     """Split, index, cap and pad. Returns ({split: (x, y)}, stats)."""
     n = len(sequences)
     order = np.arange(n)

@@ -10,6 +10,7 @@ machine to reports/<dataset>/machine.json beside its figures.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import os
@@ -18,6 +19,10 @@ import re
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
+
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 LOCK_FILE = "requirements.lock"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
@@ -28,8 +33,6 @@ def _distributions() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every installed distribution: canonical name -> (version, Requires-Dist lines). Read
     from the header of each METADATA file (the first of a name on sys.path wins, as for an
     import): importlib.metadata's own parse of a whole file costs ~20x more for the same fields."""
-    from packaging.utils import canonicalize_name
-
     found: dict[str, tuple[str, tuple[str, ...]]] = {}
     for dist in metadata.distributions():
         text = dist.read_text("METADATA")
@@ -52,8 +55,6 @@ def _distributions() -> dict[str, tuple[str, tuple[str, ...]]]:
 def installed_requirements(root: str = "pipeline") -> list[str]:
     """`name==version` of every installed package that `root` needs, directly or through
     another (extras followed, markers evaluated here), sorted by name; `root` itself left out."""
-    from packaging.utils import canonicalize_name
-
     return [pin for pin in requirements_of(root) if pin.split("==")[0] != canonicalize_name(root)]
 
 
@@ -61,9 +62,6 @@ def requirements_of(*names: str) -> list[str]:
     """`name==version` of the installed packages `names` and of every package they need,
     directly or through another (extras followed, markers evaluated here), sorted by name. A
     name that is not installed is skipped (`tensorflow` where `tensorflow-cpu` is the build)."""
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
     installed = _distributions()
     found: dict[str, str] = {}
     todo: list[tuple[str, tuple[str, ...]]] = [(canonicalize_name(name), ()) for name in names]
@@ -86,8 +84,6 @@ def requirements_of(*names: str) -> list[str]:
 def read_lock(path: Path) -> list[tuple[str, str, Optional[str], list[str]]]:
     """requirements.lock's pins: (name, version, marker or None, sha256 hashes). A line that
     is neither a pin, a hash nor a comment raises ValueError naming it."""
-    from packaging.utils import canonicalize_name
-
     pins: list[tuple[str, str, Optional[str], list[str]]] = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         stripped = line.strip()
@@ -107,8 +103,6 @@ def read_lock(path: Path) -> list[tuple[str, str, Optional[str], list[str]]]:
 def lock_pins(pins, env: Optional[dict] = None) -> dict[str, str]:
     """The pins that install in `env` (a marker environment; default: this interpreter's),
     name -> version; ValueError when two pins of one name apply."""
-    from packaging.markers import Marker
-
     chosen: dict[str, str] = {}
     for name, version, marker, _ in pins:
         if marker is None or Marker(marker).evaluate(env):
@@ -194,8 +188,6 @@ def machine() -> dict:
     """The machine a training ran on, for reports/<dataset>/machine.json: CPU model, logical
     cores, vector instruction sets, GPU names (TensorFlow's physical devices), TensorFlow,
     Keras and Python versions, and the date (UTC)."""
-    import datetime
-
     import keras
     import tensorflow as tf
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+from types import FrameType
+from typing import Optional
 
 # package -> the modules of Keras that import it at import time, for a part no stage uses
 KERAS_EXTRAS = {"sklearn": ("keras.src.wrappers.",), "matplotlib": ("keras.src.visualization.",)}
@@ -21,7 +23,7 @@ KERAS_EXTRAS = {"sklearn": ("keras.src.wrappers.",), "matplotlib": ("keras.src.v
 
 def _importer() -> str:
     """The name of the module whose code runs the import being resolved."""
-    frame = sys._getframe(2)
+    frame: Optional[FrameType] = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
         frame = frame.f_back
     return frame.f_globals.get("__name__", "") if frame is not None else ""

@@ -11,16 +11,17 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, Optional
 
+from pipeline import errors, io, log
 from pipeline.errors import ServerError
+from pipeline.runtime import imports
 
 
 def _command(module: str, spec: dict, out: Path) -> list[str]:
-    from pipeline import log
-
     return [sys.executable, "-m", module, json.dumps({**spec, "verbosity": log.verbosity()}), str(out)]
 
 
@@ -36,8 +37,6 @@ def run(module: str, spec: dict, out: Path) -> dict:
 def run_many(module: str, specs: list[dict], env: Optional[dict] = None) -> list[int]:
     """One `python -m MODULE SPEC OUT` per spec, all at once, their output on this terminal;
     their exit codes, once all have ended (a failed one has said why on stderr)."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="pipeline-") as folder:
         procs = [
             subprocess.Popen(_command(module, spec, Path(folder) / f"{i}.json"), env=env)
@@ -54,9 +53,6 @@ def run_many(module: str, specs: list[dict], env: Optional[dict] = None) -> list
 def serve(work: Callable[[dict], dict]) -> NoReturn:
     """A child's whole life (its module's `__main__`): `work(spec)`, its result as JSON in OUT,
     every failure one `error:` line and an exit code (errors.report)."""
-    from pipeline import errors, io, log
-    from pipeline.runtime import imports
-
     spec = json.loads(sys.argv[1])
     log.configure(spec["verbosity"])
     imports.skip_keras_extras()

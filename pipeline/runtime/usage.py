@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import resource
+import subprocess
 import sys
+import time
 
 
 def _mib(maxrss: int) -> float:
@@ -24,9 +28,6 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
     heap that way (MNIST's training: ~100 MB more peak memory with the default, and no faster).
     Does nothing where malloc is not glibc's; MALLOC_ARENA_MAX in the environment wins.
     Returns whether the cap was set."""
-    import ctypes
-    import os
-
     if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
         return False
     try:
@@ -43,10 +44,6 @@ def run_measured(args: list[str], **popen_kwargs) -> tuple[int, float, float]:
 
     Call it from a small process: Linux counts the caller's own resident memory at the fork
     in the child's peak too (exec keeps the old address space's high-water mark)."""
-    import os
-    import subprocess
-    import time
-
     start = time.perf_counter()
     proc = subprocess.Popen(args, **popen_kwargs)
     _, status, rusage = os.wait4(proc.pid, 0)

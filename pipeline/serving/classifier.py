@@ -27,18 +27,26 @@ import os
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Optional
+from typing import Optional, cast
 
 import mlflow.exceptions
 import mlflow.pyfunc
 import numpy as np
 import pandas as pd
+from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
+from mlflow.types.schema import Array, Object, Property
 
+import pipeline
 from pipeline.config import datasets
+from pipeline.config.schema import DatasetParams
+from pipeline.data import arrays, mnist, reuters
 from pipeline.errors import DataError
 from pipeline.io import read_json
+from pipeline.runtime import environment, imports
 from pipeline.tracking.store import tracked
+from pipeline.training import model_folder
 
 # The distributions whose modules the served model's code (this module, pipeline.data's
 # readers, pipeline.runtime.imports) imports when MLflow loads it and it predicts: with their own
@@ -74,7 +82,7 @@ class RequestError(mlflow.exceptions.MlflowException):
         pass
 
 
-class Classifier(mlflow.pyfunc.PythonModel):
+class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # MLflow loads it lazily
     """The pyfunc: `load_context` reads the Keras model and the settings, `predict` answers a
     DataFrame of raw inputs (MLflow builds it from the request and the signature given at
     logging time: a DataFrame type hint is one MLflow infers no signature from)."""
@@ -82,15 +90,11 @@ class Classifier(mlflow.pyfunc.PythonModel):
     def load_context(self, context):
         import keras
 
-        from pipeline.runtime import imports
-
         imports.skip_keras_extras()
         self.settings = json.loads(Path(context.artifacts[SETTINGS_ARTIFACT]).read_text())
         self.model = keras.models.load_model(context.artifacts[MODEL_ARTIFACT])
         self.word_index = None
         if WORD_INDEX_ARTIFACT in context.artifacts:
-            from pipeline.data import reuters
-
             self.word_index = reuters.load_word_index(context.artifacts[WORD_INDEX_ARTIFACT])
 
     def predict(self, context, model_input: pd.DataFrame, params: Optional[dict] = None) -> pd.DataFrame:
@@ -111,10 +115,8 @@ class Classifier(mlflow.pyfunc.PythonModel):
         return np.stack([self._image(i, column, value) for i, (column, value) in enumerate(rows)])
 
     def _sequences(self, rows) -> np.ndarray:
-        from pipeline.data import reuters
-
         enc = self.settings["encoding"]
-        cfg = SimpleNamespace(**enc)
+        cfg = cast(reuters.Encoding, SimpleNamespace(**enc))  # the encoding keys, as preprocess wrote them
         out = np.zeros((len(rows), cfg.max_len), np.int32)
         for i, (column, value) in enumerate(rows):
             if column == "text":
@@ -128,6 +130,7 @@ class Classifier(mlflow.pyfunc.PythonModel):
                         f"row {i}: text: expected a newswire's words, got "
                         f"{'an empty text' if not value.strip() else repr(value[:40])}"
                     )
+                assert self.word_index is not None  # logged with every model of texts
                 out[i] = reuters.encode_texts([value], self.word_index, cfg, enc["vocab_size"])[0]
             else:
                 ids = _integers(value, f"row {i}: ids", "a list of word ids (non-negative integers)", 1)
@@ -137,8 +140,6 @@ class Classifier(mlflow.pyfunc.PythonModel):
         return out
 
     def _image(self, i: int, column: str, value) -> np.ndarray:
-        from pipeline.data import mnist
-
         size = self.settings["image_size"]
         if column == "pixels":
             pixels = _integers(value, f"row {i}: pixels", f"a {size}x{size} array of grey values 0-255", 2)
@@ -167,7 +168,7 @@ class Classifier(mlflow.pyfunc.PythonModel):
             raise RequestError(str(exc)) from None
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
-        from pipeline.data.inputs import model_inputs
+        from pipeline.data.inputs import model_inputs  # TensorFlow: only when this runs
 
         size = self.settings.get("model_image_size")
         return np.concatenate(
@@ -264,11 +265,8 @@ def _kind(value) -> str:
 def signature(inputs: str, top_k: int):
     """What MLflow shows and checks: the raw input columns (either per row), the answer's
     columns, and the request param top_k."""
-    from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
-    from mlflow.types.schema import Array, Object, Property
-
     raw, own = COLUMNS[inputs]
+    columns: list  # of ColSpec: MLflow's Schema takes a list of ColSpec or TensorSpec
     if inputs == "sequences":
         columns = [ColSpec(DataType.string, raw, required=False), ColSpec(Array(DataType.long), own, required=False)]
     else:
@@ -276,7 +274,7 @@ def signature(inputs: str, top_k: int):
             ColSpec(DataType.binary, raw, required=False),
             ColSpec(Array(Array(DataType.long)), own, required=False),
         ]
-    outputs = [
+    outputs: list = [
         ColSpec(DataType.string, "label"),
         ColSpec(DataType.long, "class"),
         ColSpec(DataType.double, "probability"),
@@ -291,8 +289,6 @@ def raw_rows(data: Path, count: int) -> list[dict]:
     """The first `count` samples of the prepared test split as a user has them: Reuters' as
     text (`reuters.texts`), MNIST's as PNG bytes. The input example; the load benchmark's."""
     from PIL import Image
-
-    from pipeline.data import arrays, reuters
 
     x = arrays.load_split(data, "test")[0][:count]
     stats = read_json(Path(data) / "stats.json")
@@ -319,7 +315,7 @@ def example(data: Path):
 
 def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
     """What `Classifier` reads at load time besides the model."""
-    from pipeline.data.inputs import image_size_for
+    from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
 
     found = {
         "dataset": dataset,
@@ -339,11 +335,8 @@ def check_inputs(data: Path) -> None:
     """Read what `log_model` will read from the prepared folder besides the test split
     (stats.json, and for texts the word index the served model encodes them with), so that
     the evaluate stage fails on them before it writes any output, not after."""
-
     stats = read_json(Path(data) / "stats.json")
     if stats.get("input") == "sequences":
-        from pipeline.data import reuters
-
         reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
 
 
@@ -355,20 +348,15 @@ def model_requirements() -> list[str]:
     serve --env-manager uv` or `build-docker` installs only what serving needs. Stated rather
     than inferred (inference reloads the model in a subprocess, which costs more than the rest
     of the logging)."""
-    from pipeline.runtime import environment
-
     return environment.requirements_of(*SERVED_MODEL_IMPORTS)
 
 
 @tracked("the model")
-def log_model(params, model_dir: Path, data: Path, model=None):
+def log_model(params: DatasetParams, model_dir: Path, data: Path, model=None):
     """Log the model of `model_dir` (`model`: the same, loaded) as the pyfunc `model` of the
     active run, with serve.<dataset>.top_k as a param; its ModelInfo."""
     import keras
     import tensorflow as tf
-
-    import pipeline
-    from pipeline.training import model_folder
 
     dataset, top_k = params.dataset, params.serve.top_k
     mlflow.log_param(f"serve.{dataset}.top_k", top_k)
@@ -380,8 +368,6 @@ def log_model(params, model_dir: Path, data: Path, model=None):
         (Path(tmp) / "serving.json").write_text(json.dumps(found, indent=2))
         artifacts = {MODEL_ARTIFACT: str(model_path), SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json")}
         if stats["input"] == "sequences":
-            from pipeline.data import reuters
-
             artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / reuters.WORD_INDEX_NAME)
         # the check MLflow makes of the input example (loading the logged model) draws progress bars
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

@@ -5,10 +5,12 @@ the deprecated stages) moves only through `promote`'s gate."""
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Optional
 
+from pipeline.config.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
 from pipeline.tracking import store
 from pipeline.tracking.store import tracked
@@ -35,8 +37,6 @@ def register(
 ) -> int:
     """A new version of the registered model `dataset` from `model_uri` (a logged model's
     `models:/<model_id>`, or a run's artifacts), tagged; its number."""
-    import logging
-
     from mlflow.exceptions import MlflowException
 
     client = store.client()
@@ -90,7 +90,6 @@ def _version(found, metric: str) -> Version:
 
 @tracked("the registered versions", "reading", _AGAIN, registry=True)
 def versions(dataset: str, metric: str) -> list[Version]:
-
     found = store.client().search_model_versions(f"name = '{dataset}'")
     if not found:
         raise DataError(
@@ -134,7 +133,7 @@ class Decision:
 
 
 @tracked("the champion alias", "moving", _AGAIN, registry=True)
-def promote(dataset: str, cfg, number: Optional[int] = None, force: bool = False) -> Decision:
+def promote(dataset: str, cfg: PromoteConfig, number: Optional[int] = None, force: bool = False) -> Decision:
     """Move `champion` to version `number` (by default the best by cfg.metric on the champion's
     test data, or on any when there is no champion) if it beats the champion by cfg.margin on
     the same test data; with `force`, whatever it scores (a rollback)."""
@@ -168,7 +167,7 @@ def promote(dataset: str, cfg, number: Optional[int] = None, force: bool = False
     )
 
 
-def _refusal(dataset: str, candidate: Version, current: Version, cfg, maximize: bool) -> str:
+def _refusal(dataset: str, candidate: Version, current: Version, cfg: PromoteConfig, maximize: bool) -> str:
     """Why `candidate` does not replace `current`, or '' when it does."""
     if candidate.value is None or current.value is None:
         return f"{cfg.metric} is missing on version {(candidate if candidate.value is None else current).number}"

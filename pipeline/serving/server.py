@@ -11,6 +11,9 @@ from collections.abc import Callable
 from typing import Optional
 
 from pipeline.errors import DataError
+from pipeline.runtime.processes import check_port
+from pipeline.serving import registry
+from pipeline.tracking import probe, store
 
 
 def command(model_uri: str, host: str, port: int, workers: int) -> list[str]:
@@ -36,9 +39,6 @@ def command(model_uri: str, host: str, port: int, workers: int) -> list[str]:
 def resolve(dataset: str, alias: str, version: Optional[int], metric: str) -> tuple[str, str]:
     """(model URI, what it is) for `dataset`'s `version`, else its `alias`: a ConfigError when
     there is no such version, a DataError naming the store when no version has the alias."""
-    from pipeline.serving import registry
-    from pipeline.tracking import store
-
     if version is not None:
         return f"models:/{dataset}/{version}", registry.version(dataset, version, metric).describe(metric)
     found = registry.by_alias(dataset, alias, metric)
@@ -62,9 +62,6 @@ def serve(
     echo: Callable[[str], None],
 ) -> None:
     """Replace this process with the model server (signals and exit code are its own)."""
-    from pipeline.runtime.processes import check_port
-    from pipeline.tracking import probe, store
-
     uri = store.tracking_uri()
     probe.check_tracking(uri)
     model_uri, what = resolve(dataset, alias, version, metric)

@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
+from pipeline.config.loader import load_params
+from pipeline.config.schema import DatasetParams, TrainConfig
 from pipeline.errors import ConfigError
-from pipeline.runtime import usage
+from pipeline.runtime import environment, processes, usage
+from pipeline.tools import capacity
+from pipeline.tracking import runs
+from pipeline.training import distribute
 
 # What the table shows, in order: (key, heading, format).
 COLUMNS = (
@@ -39,15 +45,13 @@ COLUMNS = (
 )
 
 
-def measure(params, *, data: Path, warmup: int, steps: int) -> dict:
+def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> dict:
     """Warm up, then time `steps` training steps of `params.train` on the prepared `data`."""
     cfg = params.train
-    from pipeline.training import distribute
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
     from pipeline.data import arrays
-    from pipeline.tools import capacity
-    from pipeline.training import trainer
+    from pipeline.training import trainer  # TensorFlow: only once it trains
 
     splits, stats = arrays.load_prepared(data, ("train",))
     strategy = setup.strategy
@@ -112,20 +116,20 @@ def full_batches(prepared):
 
 def gpu_names(devices: list[str]) -> list[str]:
     """The names of the GPUs among a strategy's `devices`, one per device; none for CPU devices."""
-    from pipeline.runtime import environment
-
     names = environment.gpu_names()
     return [names[int(device.rsplit(":", 1)[1]) % len(names)] for device in devices if "GPU:" in device and names]
 
 
-def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
+def _executor(cfg: TrainConfig, model, strategy, dataset, warmup: int, per_call: int):
     """The compiled call that runs `per_call` training steps on a tuple of distributed batches
     and returns the loss: Keras' own train_step (after Keras' own warm-up through `fit`, which
     builds the metrics and optimizer state), or the custom loop's step."""
     import tensorflow as tf
 
     if cfg.loop != "fit":
-        from pipeline.training.custom_loop import CustomLoop
+        from pipeline.training.custom_loop import (
+            CustomLoop,  # TensorFlow: only once it trains
+        )
 
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
         return lambda batches: loop.train_step(batches[0])[0]
@@ -143,7 +147,7 @@ def _executor(cfg, model, strategy, dataset, warmup: int, per_call: int):
 
 
 def _figures(
-    params,
+    params: DatasetParams,
     facts: dict,
     replicas: int,
     *,
@@ -222,8 +226,6 @@ def run(
     """`pipeline bench`: one measurement with the params in force, or with `replicas` (`1,2,4`)
     one per replica count, each in a process of its own, with its scaling efficiency. Each
     measurement is an MLflow run in the dataset's experiment unless `log_runs` is false."""
-    from pipeline.config.loader import load_params
-
     params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
     if replicas is None:
         return [_measure_and_log(params, data, warmup, steps, log_runs)]
@@ -238,17 +240,13 @@ def run(
     }
     results = scaling(request, parse_counts(replicas))
     if log_runs:
-        from pipeline.tracking import runs
-
         runs.log_scaling(results)
     return results
 
 
-def _measure_and_log(params, data: Path, warmup: int, steps: int, log_runs: bool) -> dict:
+def _measure_and_log(params: DatasetParams, data: Path, warmup: int, steps: int, log_runs: bool) -> dict:
     result = measure(params, data=data, warmup=warmup, steps=steps)
     if log_runs:
-        from pipeline.tracking import runs
-
         result["mlflow_run_id"] = runs.log_benchmark(params, result, data)
     return result
 
@@ -257,10 +255,6 @@ def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
     """The measurement `request` (run's arguments) once per replica count, each in its own
     process (TensorFlow fixes its devices once per process); their results with each one's
     efficiency against the first count."""
-    import tempfile
-
-    from pipeline.runtime import processes
-
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
         results = [
             processes.run("pipeline.tools.bench", {**request, "replicas": count}, Path(tmp) / f"{count}.json")
@@ -276,8 +270,6 @@ def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
 def _measure_replicas(spec: dict) -> dict:
     """One count of `scaling`, in the process `scaling` started: the params in force on the
     first N GPUs, or N logical CPU devices."""
-    from pipeline.config.loader import load_params
-
     dataset = spec["dataset"]
     overrides = [*spec["overrides"], *replica_overrides(dataset, spec["replicas"], gpu_count())]
     params = load_params(spec["params_path"], dataset, overrides)
@@ -326,7 +318,7 @@ def gpu_count() -> int:
 
 def parse_counts(text: Optional[str]) -> list[int]:
     try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
+        counts = [int(part) for part in (text or "").split(",") if part.strip()]
     except ValueError:
         counts = []
     if not counts or min(counts) < 1:

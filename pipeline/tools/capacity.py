@@ -181,6 +181,7 @@ def devices_peak(gpu_names: list[str], precision: str) -> Optional[Peak]:
 
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
     peaks = [gpu_peak(name, precision, tf32=tf32) for name in gpu_names]
-    if any(p is None for p in peaks):
+    known = [p for p in peaks if p is not None]
+    if len(known) < len(peaks):
         return None
-    return Peak(sum(p.gflops for p in peaks), f"{len(peaks)} x {peaks[0].how}")
+    return Peak(sum(p.gflops for p in known), f"{len(known)} x {known[0].how}")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.config.loader import load_params
+from pipeline.training import distribute
+
 
 def report(params_path: Path, dataset: str) -> dict:
     """The physical and logical devices, with `distribute.Setup.facts` (strategy, replicas,
     workers, devices, all-reduce) for `dataset`'s train params."""
-    from pipeline.config.loader import load_params
-    from pipeline.training import distribute
-
     cfg = load_params(params_path, dataset).train
     setup = distribute.setup(cfg, where=f"train.{dataset}")
     import tensorflow as tf

@@ -7,18 +7,24 @@ fail. The checks that need TensorFlow run last and import it only then.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 from pipeline.config.datasets import DATASETS
+from pipeline.config.loader import load_params
 from pipeline.errors import PipelineError
+from pipeline.tracking import probe, store
+from pipeline.training import distribute
 
 GIB = 1024**3
 # The two datasets, their prepared arrays and models take about 0.5 GB per copy in the DVC
@@ -68,7 +74,8 @@ def check_git(folder: Path) -> Check:
 
 
 def _dvc() -> list[str]:
-    return [shutil.which("dvc")] if shutil.which("dvc") else [sys.executable, "-m", "dvc"]
+    found = shutil.which("dvc")
+    return [found] if found else [sys.executable, "-m", "dvc"]
 
 
 def check_dvc(folder: Path) -> list[Check]:
@@ -93,9 +100,6 @@ def check_dvc(folder: Path) -> list[Check]:
 
 
 def _check_remote(name: str, url: str, folder: Path) -> Check:
-    import urllib.parse
-    import urllib.request
-
     scheme = urllib.parse.urlsplit(url).scheme
     if scheme in ("", "file"):
         path = Path(urllib.parse.urlsplit(url).path if scheme else url)
@@ -160,8 +164,6 @@ def check_disk(folder: Path) -> Check:
 
 
 def check_tracking() -> Check:
-    from pipeline.tracking import probe, store
-
     try:
         uri = store.tracking_uri()
         detail = probe.check_tracking(uri)
@@ -175,8 +177,6 @@ def check_artifacts(tracking_ok: bool) -> Check:
     """The datasets' experiments whose artifacts a `dvc exp run --queue`/`--temp` copy held,
     now deleted. Renamed, an experiment keeps its runs, and the next training creates the
     dataset's experiment again, right."""
-    from pipeline.tracking import store
-
     if not tracking_ok:
         return Check(
             "artifacts", "warn", "not checked: the tracking store failed its check", "fix the tracking store first"
@@ -227,7 +227,6 @@ def _nvidia_driver() -> Optional[str]:
 def _nccl_version() -> Optional[str]:
     if os.environ.get("NCCL_VERSION"):  # NVIDIA's containers set it
         return os.environ["NCCL_VERSION"]
-    import ctypes
 
     try:
         lib = ctypes.CDLL("libnccl.so.2")
@@ -288,9 +287,6 @@ def check_shared_memory(gpus: int) -> Check:
 
 
 def check_strategy(params_path: Path, dataset: str) -> Check:
-    from pipeline.config.loader import load_params
-    from pipeline.training import distribute
-
     where = f"train.{dataset}"
     try:
         cfg = load_params(params_path, dataset).train

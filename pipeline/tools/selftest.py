@@ -22,12 +22,19 @@ replica's gradient shows in the weights, where Adam's normalised step would hide
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 from pipeline.config import datasets
+from pipeline.config.loader import load_params
+from pipeline.config.schema import DatasetParams, ReutersPreprocessConfig, TrainConfig
+from pipeline.runtime import processes
+from pipeline.tools.bench import gpu_count, replica_overrides
 from pipeline.tools.doctor import Check
+from pipeline.training import distribute
 
 BATCH_PER_REPLICA = 4
 LEARNING_RATE = 0.001
@@ -35,13 +42,9 @@ LEARNING_RATE = 0.001
 TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2, "mixed_float16": 2e-2}
 
 
-def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
+def run(params_path: Path, names: Sequence[str], steps: int) -> list[Check]:
     """The checks, one per line of the report: run in two processes, compared here."""
-    from pipeline.config.loader import load_params
-    from pipeline.tools.bench import gpu_count
-    from pipeline.training import distribute
-
-    for dataset in datasets:  # a config error stops it here, in one line, before any process
+    for dataset in names:  # a config error stops it here, in one line, before any process
         load_params(params_path, dataset)
     gpus = 0 if distribute.no_gpu_without_tensorflow() else gpu_count()
     if gpus == 1:
@@ -55,9 +58,10 @@ def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
         ]
     replicas = gpus if gpus > 1 else 2
     where = f"{gpus} GPUs" if gpus > 1 else "2 logical CPU devices"
-    checks, all_reduce = [], None
+    checks: list[Check] = []
+    all_reduce: Optional[dict] = None
     with tempfile.TemporaryDirectory(prefix="pipeline-selftest-") as tmp:
-        for dataset in datasets:  # two strategies in one process collide (tensorflow#61314)
+        for dataset in names:  # two strategies in one process collide (tensorflow#61314)
             request = {
                 "params_path": str(params_path),
                 "dataset": dataset,
@@ -74,8 +78,6 @@ def run(params_path: Path, datasets: Sequence[str], steps: int) -> list[Check]:
 
 
 def _in_process(spec: dict) -> dict:
-    from pipeline.runtime import processes
-
     return processes.run(
         "pipeline.tools.selftest", spec, Path(spec["folder"]) / f"{spec['dataset']}-{spec['replicas']}.json"
     )
@@ -119,7 +121,8 @@ def _compare(dataset: str, one: dict, many: dict, replicas: int, where: str) -> 
     return checks
 
 
-def _all_reduce_check(found: dict, replicas: int) -> Check:
+def _all_reduce_check(found: Optional[dict], replicas: int) -> Check:
+    assert found is not None  # every dataset's run at several replicas found one
     want = replicas * (replicas + 1) / 2
     tried = ", ".join(f"{name}: {result}" for name, result in found["tried"])
     if found["works"] is None:
@@ -169,10 +172,6 @@ def verdict(checks: list[Check], seconds: float) -> str:
 def _steps(spec: dict) -> dict:
     """What one process of `run` measures for its dataset: the initial and final weights and the
     step losses; with several replicas, and when asked, the all-reduce too."""
-    from pipeline.config.loader import load_params
-    from pipeline.tools.bench import gpu_count, replica_overrides
-    from pipeline.training import distribute
-
     ds, replicas = spec["dataset"], spec["replicas"]
     # Both processes make the same devices (N of them); the one-device process trains on the first.
     params = load_params(
@@ -198,16 +197,15 @@ def _steps(spec: dict) -> dict:
     return found
 
 
-def _train(params, strategy, spec: dict, stem: Path) -> dict:
+def _train(params: DatasetParams, strategy, spec: dict, stem: Path) -> dict:
     """The steps, one at a time. With several replicas: as a training takes them, the weights
     saved before and after each. On one device: each from the replicas' weights before it
     (the same point: a difference cannot grow from step to step), the mean of the shares'
     gradients applied, the weights after it saved."""
     import keras
 
-    from pipeline.data.inputs import image_size_for, make_dataset
-    from pipeline.training import distribute
-    from pipeline.training.models import build_model, compile_model, loss
+    from pipeline.data.inputs import image_size_for, make_dataset  # TensorFlow: only once it runs
+    from pipeline.training.models import build_model, compile_model, loss  # Keras: only when this runs
 
     cfg, split = params.train, spec["split"]
     keras.utils.set_random_seed(cfg.seed)
@@ -246,11 +244,13 @@ def _load(path: str) -> list:
         return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
 
-def _replicas_stepped(model, strategy, cfg, ds, stem: Path) -> list[float]:
+def _replicas_stepped(model, strategy, cfg: TrainConfig, ds, stem: Path) -> list[float]:
     """Each step as the params' loop takes it over the replicas; the weights around it saved."""
     loop = None
     if cfg.loop != "fit":
-        from pipeline.training.custom_loop import CustomLoop
+        from pipeline.training.custom_loop import (
+            CustomLoop,  # TensorFlow: only once it trains
+        )
 
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
     losses = []
@@ -290,31 +290,26 @@ def _replicas_emulated(model, ds, split: int, loss_fn, replicas_stem: Path, stem
     return losses
 
 
-def _synthetic(params, n: int):
+def _synthetic(params: DatasetParams, n: int):
     """Inputs of the dataset's shape and labels of its classes, the same in every process."""
     import numpy as np
 
     rng = np.random.RandomState(0)
-    dataset = datasets.get(params.dataset)
-    stats = {"input": dataset.inputs, "num_classes": dataset.num_classes}
-    if dataset.inputs == "sequences":
-        vocab = params.preprocess.num_words or 10000
-        stats.update(max_len=params.preprocess.max_len, vocab_size=vocab)
-        x = rng.randint(1, vocab, (n, params.preprocess.max_len)).astype(np.int32)
-    else:
-        size = params.preprocess.image_size
-        x = rng.randint(0, 256, (n, size, size)).astype(np.uint8)
+    dataset, cfg = datasets.get(params.dataset), params.preprocess
+    stats: dict = {"input": dataset.inputs, "num_classes": dataset.num_classes}
+    if isinstance(cfg, ReutersPreprocessConfig):  # sequences of word ids
+        vocab = cfg.num_words or 10000
+        stats.update(max_len=cfg.max_len, vocab_size=vocab)
+        x = rng.randint(1, vocab, (n, cfg.max_len)).astype(np.int32)
+    else:  # images
+        x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size)).astype(np.uint8)
     return stats, x, rng.randint(0, dataset.num_classes, n).astype(np.int32)
 
 
-def _all_reduce(cfg, info, strategy, replicas: int) -> dict:
+def _all_reduce(cfg: TrainConfig, info, strategy, replicas: int) -> dict:
     """Which all-reduce sums each replica's value right: the training's own first, then (on
     GPUs, when the params leave it to auto) the fallbacks."""
-    import dataclasses
-
     import tensorflow as tf
-
-    from pipeline.training import distribute
 
     choices = [cfg.cross_device_ops]
     if cfg.cross_device_ops == "auto" and info.visible_gpus > 1:

@@ -14,8 +14,10 @@ import io
 import json
 import re
 from collections.abc import Sequence
+from typing import Optional
 
 from pipeline.errors import ConfigError
+from pipeline.tracking import probe, store
 
 # The tags that say where a run's numbers came from: code, data, software, host.
 LINEAGE_PREFIXES = (
@@ -108,7 +110,7 @@ def as_text(result: dict, width: int = 40) -> str:
     """Aligned columns: one per run, under its name and id; a section per kind of value."""
     names = [r["run_name"] or r["run_id"][:8] for r in result["runs"]]
     ids = [r["run_id"][:8] for r in result["runs"]]
-    lines = [("", names), ("run id", ids)]
+    lines: list[tuple[str, Optional[list]]] = [("", names), ("run id", ids)]
     for section in SECTIONS:
         lines.append((f"[{section}]" + ("" if result[section] else " (none differ)"), None))
         lines.extend((key, [_cell(v) for v in values]) for key, values in result[section].items())
@@ -142,8 +144,6 @@ def compare(names: Sequence[str], *, show_all: bool = False) -> dict:
     if len(names) < 2:  # a usage error: before MLflow's import, as the CLI's own are
         raise ConfigError("compare needs two runs or more")
     from mlflow import MlflowClient
-
-    from pipeline.tracking import probe, store
 
     uri = store.tracking_uri()
     probe.check_tracking(uri)

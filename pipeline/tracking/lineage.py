@@ -16,6 +16,7 @@ from typing import Optional
 
 import yaml
 
+from pipeline.runtime import environment
 from pipeline.tracking import store
 
 
@@ -126,8 +127,6 @@ def framework_tags() -> dict[str, str]:
     import keras
     import tensorflow as tf
 
-    from pipeline.runtime import environment
-
     build = tf.sysconfig.get_build_info()
     return {
         "tensorflow.version": tf.__version__,
@@ -161,5 +160,8 @@ def _log_splits(dataset: str, splits: dict, rel: str, digest, contexts: dict) ->
         with warnings.catch_warnings():
             # a relative path matches two of MLflow's local source types; both read it alike
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
-            ds = mlflow.data.from_numpy(x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest)
+            # mlflow.data imports from_numpy lazily: its stubs do not have it
+            ds = mlflow.data.from_numpy(  # type: ignore[attr-defined]
+                x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest
+            )
         mlflow.log_input(ds, context=contexts.get(split, split))

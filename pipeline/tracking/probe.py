@@ -4,20 +4,22 @@ cannot open as an unexpected failure."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
+import sqlite3
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from pipeline.errors import TrackingError
 from pipeline.tracking import store
 
 
 def _check_sqlite_file(uri: str, path: Path) -> None:
     """TrackingError when the existing file `path` is not a SQLite database (read, not written)."""
-    import sqlite3
-
-    from pipeline.errors import TrackingError
-
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)) as db:
             db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
@@ -36,8 +38,6 @@ def _open_store(uri: str) -> str:
     way becomes one TrackingError naming the store, not an unexpected failure later."""
     from mlflow.tracking._tracking_service.utils import _get_store
 
-    from pipeline.errors import TrackingError
-
     try:
         _get_store(uri)
     except Exception as exc:  # MLflow's, SQLAlchemy's or a driver's: the store cannot be opened
@@ -55,30 +55,33 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
     For a server: /health, then one query that reaches its database, with the credentials
     MLflow would send. MLflow itself retries a dead server for minutes before a traceback.
     """
-    import base64
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
-    from pipeline.errors import TrackingError
-
     uri = uri or store.tracking_uri()
     store.check_scheme(uri)
     scheme = urllib.parse.urlsplit(uri).scheme
     if scheme == "sqlite":
-        path = store.sqlite_path(uri)
-        folder = path.parent
-        if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
-            raise TrackingError(
-                f"{uri}: {folder} is not writable; run where you can write, or set "
-                "MLFLOW_TRACKING_URI to a tracking server"
-            )
-        if path.exists():
-            _check_sqlite_file(uri, path)
-        return f"{uri} ({'exists' if path.exists() else 'made by the first run'})"
+        return _check_sqlite(uri)
     if scheme not in ("http", "https"):
         return _open_store(uri)
     base = uri.rstrip("/")
+    _check_health(base, timeout)
+    _check_query(base, timeout)
+    return f"{base} answers; its backend store too"
+
+
+def _check_sqlite(uri: str) -> str:
+    path = store.sqlite_path(uri)
+    assert path is not None  # a sqlite URI has a path
+    folder = path.parent
+    if not os.access(folder if folder.exists() else folder.parent, os.W_OK):
+        raise TrackingError(
+            f"{uri}: {folder} is not writable; run where you can write, or set MLFLOW_TRACKING_URI to a tracking server"
+        )
+    if path.exists():
+        _check_sqlite_file(uri, path)
+    return f"{uri} ({'exists' if path.exists() else 'made by the first run'})"
+
+
+def _check_health(base: str, timeout: float) -> None:
     try:
         urllib.request.urlopen(f"{base}/health", timeout=timeout).close()
     except urllib.error.HTTPError as exc:
@@ -91,6 +94,10 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
             f"MLflow tracking server {base} does not answer ({reason}); start it, or "
             "set MLFLOW_TRACKING_URI to one that runs (unset: mlflow.db here)"
         ) from None
+
+
+def _check_query(base: str, timeout: float) -> None:
+    """One query that reaches the server's database, with the credentials MLflow would send."""
     headers = {}
     user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
     if user and password:
@@ -116,4 +123,3 @@ def check_tracking(uri: Optional[str] = None, timeout: float = 5.0) -> str:
             f"{base} answers /health but not a query ({getattr(exc, 'reason', exc)}); "
             "check the server's database and logs"
         ) from None
-    return f"{base} answers; its backend store too"

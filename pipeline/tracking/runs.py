@@ -3,9 +3,12 @@ by evaluate's) and a benchmark's. Every MLflow failure on the way is one Trackin
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Optional
 
+from pipeline import log
+from pipeline.config.schema import DatasetParams
 from pipeline.tracking import lineage, probe, store
 from pipeline.tracking.store import tracked
 
@@ -47,7 +50,6 @@ class TrainingRun:
         if not chief:
             return cls(None)
         probe.check_tracking()
-        import logging
 
         import mlflow
         import mlflow.system_metrics
@@ -78,7 +80,9 @@ class TrainingRun:
         return cls(mlflow.start_run(run_id=run_id))
 
     @classmethod
-    def for_evaluation(cls, params, model_ids: Optional[dict], model_dir: Path, digest: str) -> TrainingRun:
+    def for_evaluation(
+        cls, params: DatasetParams, model_ids: Optional[dict], model_dir: Path, digest: str
+    ) -> TrainingRun:
         """The run that receives a model's evaluation.
 
         The training run, when this store has it and nothing has evaluated it yet: the train
@@ -94,62 +98,14 @@ class TrainingRun:
         training's or absent), the training run is the store's newest tagged with `digest`, the
         model file's.
         """
-        import mlflow
-
-        from pipeline import log
-
         run_id = model_ids["run_id"] if model_ids else None
         training = store.find_run(run_id) if run_id else store.run_that_trained(params.dataset, digest)
         if training is not None:
             run_id = training.info.run_id
         # evaluated: it has test metrics (pipeline.training.evaluation names them all test_*)
         if training is not None and not any(key.startswith("test_") for key in training.data.metrics):
-            return cls.reopen(run_id)
-        store.use_experiment(params.dataset)
-        name = lineage.dvc_experiment() or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
-        active = mlflow.start_run(run_name=name, tags=lineage.source_tags("evaluate", params.dataset))
-        tags = {
-            **lineage.lineage_tags([model_dir]),
-            **lineage.framework_tags(),
-            "pipeline.stage": "evaluate",
-            "pipeline.dataset": params.dataset,
-            "pipeline.model_sha256": digest,
-            **({"pipeline.model_run_id": run_id} if run_id else {}),
-        }
-        if training is None:
-            mlflow.log_params(params.flat())
-            mlflow.set_tags(tags)
-            if run_id:
-                log.log.warning(
-                    "MLflow run %s, which trained %s, is not in this tracking store (%s); the "
-                    "evaluation is logged to a new run, %s, tagged with where the model came from",
-                    run_id,
-                    model_dir,
-                    store.tracking_uri(),
-                    active.info.run_id,
-                )
-            else:
-                log.log.warning(
-                    "%s: no run of this tracking store (%s) trained this model (DVC keeps no "
-                    "run.json; its model.sha256 %s finds the training run in another store); the "
-                    "evaluation is logged to a new run, %s, tagged with where the model came from",
-                    model_dir,
-                    store.tracking_uri(),
-                    digest[:12],
-                    active.info.run_id,
-                )
-            return cls(active)
-        copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
-        mlflow.set_tags({**copied, **tags})
-        mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
-        _copy_metrics(run_id, active.info.run_id, training.data.metrics)
-        log.log.info(
-            "%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
-            model_dir,
-            run_id,
-            active.info.run_id,
-        )
-        return cls(active)
+            return cls.reopen(training.info.run_id)
+        return cls(_evaluation_run(params, training, run_id, model_dir, digest))
 
     def __enter__(self) -> TrainingRun:
         return self
@@ -180,7 +136,7 @@ class TrainingRun:
         return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
 
     @tracked("the run's params and tags")
-    def log_setup(self, params, figures: dict, data: Path, splits: dict) -> None:
+    def log_setup(self, params: DatasetParams, figures: dict, data: Path, splits: dict) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
         lineage and framework tags, and the prepared data as dataset inputs."""
         if self._active is None:
@@ -276,7 +232,60 @@ BENCHMARK_METRICS = (
 
 
 @tracked("the benchmark")
-def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
+def _evaluation_run(params: DatasetParams, training, run_id: Optional[str], model_dir: Path, digest: str):
+    """A new run in the dataset's experiment for an evaluation that cannot go into the training
+    run (`TrainingRun.for_evaluation`): with the training's params, tags and metrics when this
+    store has that run, and where the model came from when it has not."""
+    import mlflow
+
+    store.use_experiment(params.dataset)
+    name = lineage.dvc_experiment() or f"{params.dataset}-evaluation{lineage.commit_suffix()}"
+    active = mlflow.start_run(run_name=name, tags=lineage.source_tags("evaluate", params.dataset))
+    tags = {
+        **lineage.lineage_tags([model_dir]),
+        **lineage.framework_tags(),
+        "pipeline.stage": "evaluate",
+        "pipeline.dataset": params.dataset,
+        "pipeline.model_sha256": digest,
+        **({"pipeline.model_run_id": run_id} if run_id else {}),
+    }
+    if training is None:
+        mlflow.log_params(params.flat())
+        mlflow.set_tags(tags)
+        if run_id:
+            log.log.warning(
+                "MLflow run %s, which trained %s, is not in this tracking store (%s); the "
+                "evaluation is logged to a new run, %s, tagged with where the model came from",
+                run_id,
+                model_dir,
+                store.tracking_uri(),
+                active.info.run_id,
+            )
+        else:
+            log.log.warning(
+                "%s: no run of this tracking store (%s) trained this model (DVC keeps no "
+                "run.json; its model.sha256 %s finds the training run in another store); the "
+                "evaluation is logged to a new run, %s, tagged with where the model came from",
+                model_dir,
+                store.tracking_uri(),
+                digest[:12],
+                active.info.run_id,
+            )
+        return active
+    copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
+    mlflow.set_tags({**copied, **tags})
+    mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
+    _copy_metrics(training.info.run_id, active.info.run_id, training.data.metrics)
+    log.log.info(
+        "%s was evaluated before, in MLflow run %s: this evaluation is a run of its own, %s",
+        model_dir,
+        run_id,
+        active.info.run_id,
+    )
+    return active
+
+
+def _log_benchmark(params: DatasetParams, figures: dict, name: str, data: Path) -> str:
     import mlflow
 
     store.use_experiment(params.dataset)
@@ -298,7 +307,7 @@ def _log_benchmark(params, figures: dict, name: str, data: Path) -> str:
         return run.info.run_id
 
 
-def log_benchmark(params, figures: dict, data: Path) -> str:
+def log_benchmark(params: DatasetParams, figures: dict, data: Path) -> str:
     """One run of `pipeline bench` in the dataset's experiment, tagged `pipeline.benchmark`
     (a filter: `tags.pipeline.benchmark = 'true'`) so that it compares with the others."""
     probe.check_tracking()

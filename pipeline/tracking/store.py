@@ -4,14 +4,17 @@ the experiments it holds and where their artifacts live."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import re
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
-from pipeline.errors import TrackingError
+from pipeline import log
+from pipeline.errors import ConfigError, TrackingError
 
 
 def repo_root(start: Optional[Path] = None) -> Path:
@@ -55,8 +58,6 @@ def check_scheme(uri: str, variable: str = "MLFLOW_TRACKING_URI") -> None:
     MLflow has no store for, before MLflow is asked."""
     scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
     if scheme and scheme not in TRACKING_SCHEMES:
-        from pipeline.errors import ConfigError
-
         raise ConfigError(
             f"{variable}: {uri.split('://', 1)[0]}:// is no MLflow tracking store: "
             "expected sqlite:///PATH, a tracking server's http(s)://HOST:PORT or a database "
@@ -96,10 +97,6 @@ def use_store() -> str:
         try:
             current = db._get_schema_version(engine)  # None: a new, empty file
             if current is not None and current != db._get_latest_schema_revision():
-                import shutil
-
-                from pipeline import log
-
                 backup = path.with_name(f"{path.name}.{current}.bak")
                 shutil.copy2(path, backup)
                 log.log.warning(
@@ -127,8 +124,6 @@ def artifact_root(db_file: Path) -> str:
 
 @contextlib.contextmanager
 def store_lock(path: Path):
-    import fcntl
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -218,8 +213,6 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from pipeline.errors import TrackingError
-
     uri = uri or tracking_uri()
     path = sqlite_path(uri)
     if path is not None and not path.exists():
@@ -241,8 +234,6 @@ def run_that_trained(dataset: str, model_sha256: str):
     train stage tags its run `model.sha256`), or None."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
-
-    from pipeline.errors import TrackingError
 
     client = MlflowClient(use_store())
     try:
@@ -267,8 +258,6 @@ def find_run(run_id: str):
     first)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
-
-    from pipeline.errors import TrackingError
 
     try:
         return MlflowClient(use_store()).get_run(run_id)

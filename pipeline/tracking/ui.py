@@ -17,13 +17,12 @@ from collections.abc import Callable, Iterable
 
 from pipeline.errors import ServerError
 from pipeline.runtime.processes import check_port
+from pipeline.tracking import probe, store
 
 
 def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], None]) -> int:
     """Serve the UI until Ctrl+C (or SIGTERM); the exit code. A tracking server already serves
     its own UI: its URL is printed and nothing is started."""
-    from pipeline.tracking import probe, store
-
     uri = store.tracking_uri()
     if uri.startswith(("http://", "https://")):
         echo(f"MLflow UI: {uri} (the tracking server's own)")
@@ -69,7 +68,7 @@ def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], N
 
     signal.signal(signal.SIGTERM, stop)  # `kill`, or a supervisor, stops the server too
     try:
-        for line in server.stderr:
+        for line in server.stderr or ():
             if not line.startswith("[MLflow] Security middleware enabled"):  # a notice on every start
                 sys.stderr.write(line)
         code = server.wait()

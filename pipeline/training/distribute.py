@@ -6,10 +6,12 @@ Device settings must be applied before TensorFlow initialises its devices, so
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from pipeline.config.schema import TrainConfig
 from pipeline.errors import ConfigError
 from pipeline.training.cluster import check_cluster, cluster_of, is_chief, slurm_resolver, task_name
 
@@ -101,8 +103,6 @@ GPU_DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/dxg", "/dev/nvhost-*", "/dev/kfd"
 def no_gpu_without_tensorflow(env=None) -> bool:
     """True when this process cannot see a GPU, whatever TensorFlow would find: CUDA_VISIBLE_DEVICES
     hides them all (empty, or a first entry such as -1), or the host has no GPU device node."""
-    import glob
-
     env = os.environ if env is None else env
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and (not visible.strip() or visible.split(",")[0].strip().startswith("-")):
@@ -110,7 +110,7 @@ def no_gpu_without_tensorflow(env=None) -> bool:
     return not any(glob.glob(pattern) for pattern in GPU_DEVICE_NODES)
 
 
-def check_before_tensorflow(cfg, where: str) -> None:
+def check_before_tensorflow(cfg: TrainConfig, where: str) -> None:
     """What of a TrainConfig's strategy and devices can be checked before TensorFlow's import (a
     moment, against about ten seconds): the cluster against the strategy and the loop, and, in
     a process that can see no GPU, what the device settings ask of GPUs. The same checks run
@@ -146,7 +146,7 @@ def plan_replicas(name: str, gpus: list[str], cpus: list[str], picked: Optional[
     return "default", [first]
 
 
-def check_replicas(cfg, kind: str, devices: list[str], where: str) -> None:
+def check_replicas(cfg: TrainConfig, kind: str, devices: list[str], where: str) -> None:
     """What a TrainConfig asks of the replicas that plan_replicas puts on `devices`."""
     if kind == "mirrored" and cfg.cross_device_ops == "nccl" and not all("GPU" in d.upper() for d in devices):
         raise ConfigError(f"{where}.cross_device_ops: nccl needs GPUs, but the replicas are on CPUs")
@@ -165,7 +165,7 @@ def check_replicas(cfg, kind: str, devices: list[str], where: str) -> None:
         )
 
 
-def strategy_for(cfg, info: DeviceInfo, where: str):
+def strategy_for(cfg: TrainConfig, info: DeviceInfo, where: str):
     """The tf.distribute strategy of a TrainConfig over the devices configure_devices left
     visible: MultiWorkerMirroredStrategy when the process is a worker of a cluster (TF_CONFIG,
     Slurm) or the params ask for it, else plan_replicas' pick, checked by check_replicas."""
@@ -303,7 +303,7 @@ class Setup:
         return {key: self.facts[key] for key in FIGURES}
 
 
-def setup(cfg, where: str) -> Setup:
+def setup(cfg: TrainConfig, where: str) -> Setup:
     """Apply a TrainConfig's device settings and make its strategy: first thing in a process,
     before any tensor. `where` is the config's params key, for error messages."""
     check_before_tensorflow(cfg, where)

@@ -27,10 +27,12 @@ from typing import Optional
 import keras
 import numpy as np
 
+from pipeline.config.schema import EarlyStoppingConfig
+
 log = logging.getLogger(__name__)
 
 
-def best_epoch(rows: list[dict], cfg) -> int:
+def best_epoch(rows: list[dict], cfg: EarlyStoppingConfig) -> int:
     """The 1-based epoch whose `cfg.monitor` value is best (0 when no epoch has a value): an
     epoch counts as better only by more than `cfg.min_delta`, and the first of equals wins."""
     best, best_value = 0, None
@@ -45,7 +47,7 @@ def best_epoch(rows: list[dict], cfg) -> int:
     return best
 
 
-def should_stop(rows: list[dict], cfg) -> bool:
+def should_stop(rows: list[dict], cfg: EarlyStoppingConfig) -> bool:
     """True when the last `cfg.patience` epochs brought no improvement (never with patience null)."""
     if cfg.patience is None or not rows:
         return False
@@ -56,7 +58,13 @@ class BestEpoch:
     """One training run's best epoch: its two callbacks, and the restore at the end."""
 
     def __init__(
-        self, cfg, recorder, *, epochs: int, folder: Optional[Path] = None, initial_epoch: Optional[int] = None
+        self,
+        cfg: EarlyStoppingConfig,
+        recorder,
+        *,
+        epochs: int,
+        folder: Optional[Path] = None,
+        initial_epoch: Optional[int] = None,
     ):
         self.cfg = cfg
         self.recorder = recorder
@@ -71,6 +79,7 @@ class BestEpoch:
         return best_epoch(self.recorder.rows, self.cfg)
 
     def _file(self, epoch: int) -> Path:
+        assert self.folder is not None  # kept on disk only when there is a folder
         return self.folder / f"best-{epoch}.npz"
 
     def keep(self, model: keras.Model, epoch: int) -> None:
@@ -107,6 +116,7 @@ class BestEpoch:
                 with np.load(self._file(best)) as saved:
                     weights = [saved[f"arr_{i}"] for i in range(len(saved.files))]
             else:
+                assert self.weights is not None  # kept in memory at the best epoch
                 weights = self.weights
             model.set_weights(weights)
         if stopped or best != last:

@@ -3,13 +3,17 @@ trained model, and the files they are written to."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
+from pipeline.config.schema import EvaluateConfig
+from pipeline.data import arrays
 from pipeline.io import atomic_outputs, read_json, write_csv, write_json
+from pipeline.training import model_folder, plots
 
 
 @dataclass
@@ -24,12 +28,10 @@ class Evaluation:
     model: object = None  # the Keras model evaluated
 
 
-def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
+def evaluate(model_dir: Path, data: Path, cfg: EvaluateConfig) -> Evaluation:
     """Run the train stage's model over the prepared test split (an EvaluateConfig's batch
     size and top k)."""
-    from pipeline.data import arrays
-    from pipeline.data.inputs import image_size_for
-    from pipeline.training import model_folder
+    from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
 
     model = model_folder.load_model(model_dir)
     x, y = arrays.load_split(data, "test")
@@ -45,8 +47,6 @@ def evaluate(model_dir: Path, data: Path, cfg) -> Evaluation:
 
 def test_digest(x: np.ndarray, y: np.ndarray) -> str:
     """sha256 of the test split's samples and labels (shape, type and bytes), as a short hex."""
-    import hashlib
-
     digest = hashlib.sha256()
     for array in (x, y):
         digest.update(f"{array.dtype.str}{array.shape}".encode())
@@ -59,8 +59,6 @@ def write_outputs(
 ) -> None:
     """The metrics JSON (for dvc metrics), the per-class CSV, the (actual, predicted) CSV (for
     dvc plots) and the confusion matrix as an image."""
-    from pipeline.training import plots
-
     with atomic_outputs(metrics, per_class, confusion, confusion_png) as (m_tmp, pc_tmp, c_tmp, png_tmp):
         write_json(m_tmp, ev.metrics)
         write_csv(pc_tmp, ev.report, ev.report[0])
@@ -74,7 +72,7 @@ def write_outputs(
 
 def predict_logits(model, x: np.ndarray, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:
     """Logits for every test sample, in order, through the same input pipeline as training."""
-    from pipeline.data.inputs import make_dataset
+    from pipeline.data.inputs import make_dataset  # TensorFlow: only when this runs
 
     ds = make_dataset(x, np.zeros(len(x), np.int32), batch_size=batch_size, shuffle=False, image_size=image_size).map(
         lambda features, _: features

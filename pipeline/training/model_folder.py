@@ -15,6 +15,8 @@ commit's model it is the last training's, and is not used).
 
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 from typing import Optional
 
@@ -49,9 +51,6 @@ def _without_dates(path: Path) -> None:
     `date_saved` dropped (Keras never reads it back), config.json's `shared_object_id`s (the
     shared objects' memory addresses) numbered in order of appearance, each entry dated
     _ZIP_EPOCH, in the same order."""
-    import json
-    import zipfile
-
     with zipfile.ZipFile(path) as source:
         entries = [(info, source.read(info)) for info in source.infolist()]
     staged = path.with_name(f".{path.name}.dateless")

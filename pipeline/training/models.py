@@ -9,6 +9,8 @@ from typing import Optional
 
 import keras
 
+from pipeline.config.schema import AnyTrainConfig, TrainConfig
+
 
 def reuters_conv1d(
     *,
@@ -86,7 +88,7 @@ def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:
     return layer.__class__.from_config(layer.get_config())
 
 
-def build_model(cfg, stats: dict) -> keras.Model:
+def build_model(cfg: AnyTrainConfig, stats: dict) -> keras.Model:
     """Build the model that `cfg.model` names, sized from the preprocess stats."""
     if cfg.model == "reuters_conv1d":
         return reuters_conv1d(
@@ -115,7 +117,7 @@ def loss(reduction: Optional[str] = "sum_over_batch_size") -> keras.losses.Loss:
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
-def compile_model(model: keras.Model, cfg) -> None:
+def compile_model(model: keras.Model, cfg: TrainConfig) -> None:
     """Optimizer (by Keras' name), loss on logits and accuracy, for `fit` and the custom loop.
 
     Call it inside `strategy.scope()`. XLA and steps_per_execution apply to fit only.

@@ -62,10 +62,12 @@ class Backup:
             saved = json.loads(marker.read_text())
             if saved.get("fingerprint") == fingerprint:
                 return open_run(saved["run_id"])
+            assert self.root is not None  # a marker lives in the backup folder
             shutil.rmtree(self.root)  # made under other params: start over
         run = open_run(None)
-        if marker is not None and getattr(run, "run_id", None):
-            write_json(marker, {"run_id": run.run_id, "fingerprint": fingerprint})
+        run_id = getattr(run, "run_id", None)  # None on a worker that logs nothing
+        if marker is not None and run_id:
+            write_json(marker, {"run_id": run_id, "fingerprint": fingerprint})
         return run
 
     def hooks(self, model: keras.Model, loop: str, train_samples: int, on_epoch) -> EpochHooks:
@@ -73,9 +75,9 @@ class Backup:
         puts them in their places), and the first epoch to train."""
         recorder = EpochRecorder(train_samples, self._file("history.json"))
         saver, initial_epoch = None, 0
-        if self.enabled and loop == "fit":
+        if self.folder is not None and loop == "fit":
             saver = AtomicBackupAndRestore(str(self.folder / "fit"), delete_checkpoint=False)
-        elif self.enabled:
+        elif self.folder is not None:
             saver = EpochCheckpoint(model, self.folder / "custom", self.strategy)
             initial_epoch = saver.restore()
         publisher = EpochPublisher(recorder, on_epoch, self.strategy, self._file("published.json"))

@@ -4,6 +4,7 @@ epoch, and the figures of the run. What is backed up for a resume is `pipeline.t
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,10 +14,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from pipeline.config.schema import AnyTrainConfig, TrainConfig
 from pipeline.data.inputs import image_size_for, make_dataset
 from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.runtime import usage
-from pipeline.training import model_folder
+from pipeline.training import model_folder, plots
+from pipeline.training.custom_loop import CustomLoop
 from pipeline.training.early_stopping import BestEpoch
 from pipeline.training.models import build_model, compile_model
 from pipeline.training.resume import Backup
@@ -83,7 +86,7 @@ def train_batches(n: int, global_batch: int, replicas: int) -> tuple[int, bool]:
     return global_batch, 0 < rest < replicas
 
 
-def global_batch_size(cfg, replicas: int) -> int:
+def global_batch_size(cfg: TrainConfig, replicas: int) -> int:
     """The batch of one step across all replicas: the params give it per replica."""
     return cfg.batch_size_per_replica * replicas
 
@@ -100,7 +103,7 @@ class Prepared:
     step_batch: int  # the batch a training step takes: the global batch, or a smaller split whole
 
 
-def prepare(cfg, *, splits: dict, stats: dict, strategy) -> Prepared:
+def prepare(cfg: AnyTrainConfig, *, splits: dict, stats: dict, strategy) -> Prepared:
     """Seeds, precision, `cfg.model` built and compiled under `strategy`, and the training and
     validation datasets: what a training and a benchmark (`pipeline.tools.bench`) share."""
     keras.utils.set_random_seed(cfg.seed)
@@ -164,7 +167,14 @@ def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher
 
 
 def train(
-    cfg, *, splits: dict, stats: dict, strategy, backup: Optional[Backup] = None, on_epoch=None, verbose: int = 2
+    cfg: AnyTrainConfig,
+    *,
+    splits: dict,
+    stats: dict,
+    strategy,
+    backup: Optional[Backup] = None,
+    on_epoch=None,
+    verbose: int = 2,
 ) -> TrainResult:
     """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
 
@@ -186,13 +196,7 @@ def train(
         folder=backup.best_folder,
         initial_epoch=initial_epoch if cfg.loop == "custom" else None,
     )
-
-    def lr_for_epoch(epoch):
-        return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
-
-    schedule = None  # the custom loop sets each epoch's rate itself
-    if cfg.loop == "fit" and cfg.lr_decay_epochs:
-        schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch))
+    lr_for_epoch, schedule = _schedule(cfg)
     callbacks = callbacks_in_order(
         recorder=hooks.recorder,
         schedule=schedule,
@@ -207,8 +211,6 @@ def train(
             train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose, shuffle=False
         )
     else:
-        from pipeline.training.custom_loop import CustomLoop
-
         loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
         loop.fit(
             train_ds,
@@ -219,8 +221,25 @@ def train(
             lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None,
             progress=None if verbose else False,
         )
-    best_epoch = best.restore(model)
-    rows = hooks.recorder.rows
+    return _result(prepared, hooks.recorder.rows, best.restore(model))
+
+
+def _schedule(cfg: AnyTrainConfig):
+    """The learning rate of each epoch, and the Keras callback that sets it for `fit` (None for
+    the custom loop, which sets each epoch's rate itself, and without decay)."""
+
+    def lr_for_epoch(epoch: int) -> float:
+        return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
+
+    schedule = None
+    if cfg.loop == "fit" and cfg.lr_decay_epochs:
+        schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch))
+    return lr_for_epoch, schedule
+
+
+def _result(prepared: Prepared, rows: list[dict], best_epoch: int) -> TrainResult:
+    """What a finished training gives back: the model, its per-epoch rows, figures, summary."""
+    model = prepared.model
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
     return TrainResult(
         model=model,
@@ -257,8 +276,6 @@ def measured(result: TrainResult, figures: dict) -> dict:
 
 def weights_digest(model: keras.Model) -> str:
     """sha256 of all weights, to show that every worker ended with the same model."""
-    import hashlib
-
     digest = hashlib.sha256()
     for weight in model.get_weights():
         digest.update(np.ascontiguousarray(weight).tobytes())
@@ -285,8 +302,6 @@ def write_outputs(
     with `measurements`, time, throughput, peak memory and device counts; with `machine`,
     `machine_facts` (`pipeline.runtime.environment.machine()`: the host, versions, date). All of them
     or none. Returns the model file's digest."""
-    from pipeline.training import plots
-
     extra = [path for path in (measurements, machine) if path is not None]
     with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
         model_tmp,

@@ -5,16 +5,25 @@ trial as the `dvc exp run` line that reproduces it. No TensorFlow here."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import shlex
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
+if TYPE_CHECKING:
+    import optuna
+
+from pipeline import log
 from pipeline.config import search_space
+from pipeline.config.schema import DatasetParams, TuneConfig
 from pipeline.errors import ConfigError, StudyError
 from pipeline.tracking import store
+from pipeline.tuning import study_runs
 
 JOURNAL_NAME = "optuna.journal"
 # What the study records about itself, so that every worker can check it trains the same search.
@@ -51,9 +60,6 @@ def quiet_optuna():
     """Optuna, imported with its notices off: its INFO lines, and the warnings that the parts
     used here (the journal file, the heartbeat, its retry; asking for trials while keeping a
     heartbeat, which the workers do themselves) are "experimental" in its words."""
-    import logging
-    import warnings
-
     import optuna
 
     optuna.logging.set_verbosity(logging.WARNING)
@@ -69,7 +75,6 @@ def database_url(url: str) -> str:
     when psycopg is not installed."""
     if not url.startswith(("postgresql://", "postgresql+psycopg://")):
         return url
-    import importlib.util
 
     if importlib.util.find_spec("psycopg") is None:
         raise ConfigError(
@@ -97,7 +102,7 @@ def check_storage_url(url: str) -> None:
         )
 
 
-def open_storage(url: str, cfg):
+def open_storage(url: str, cfg: TuneConfig):
     """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
     dead workers retried cfg.retries times; StudyError when it cannot be opened, ConfigError
     when its scheme is none a study can live in or its driver is not installed."""
@@ -130,13 +135,9 @@ def _on_stale(retries: int):
     run ends FAILED, and Optuna queues the same params again (up to `retries` times)."""
     from optuna.storages import RetryHeartbeatStaleTrialCallback
 
-    from pipeline import log
-
     retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
 
     def on_stale(study, trial) -> None:
-        from pipeline.tuning import study_runs
-
         if trial.user_attrs.get(RUN_ATTR):
             study_runs.TrialRun(trial.user_attrs[RUN_ATTR]).finish(
                 "failed",
@@ -171,7 +172,8 @@ def _journal_storage(path: Path, interval: int, retry):
             return [
                 t._trial_id
                 for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-                if now - t.system_attrs.get("heartbeat", t.datetime_start.timestamp()) > 2 * interval
+                if now - t.system_attrs.get("heartbeat", t.datetime_start.timestamp() if t.datetime_start else now)
+                > 2 * interval
             ]
 
         def get_heartbeat_interval(self) -> int:
@@ -186,7 +188,7 @@ def _journal_storage(path: Path, interval: int, retry):
         raise StudyError(f"{path}: cannot read it as an Optuna journal: {exc}") from None
 
 
-def sampler(cfg):
+def sampler(cfg: TuneConfig):
     """TPE (or random) whose randomness is the study's seed plus the trial's number: the same
     trials on every run of one worker, and no two workers drawing the same start-up trials."""
     import optuna
@@ -219,7 +221,7 @@ def sampler(cfg):
     return SeededPerTrial()
 
 
-def pruner(cfg, epochs: int):
+def pruner(cfg: TuneConfig, epochs: int):
     import optuna
 
     if cfg.pruner == "median":  # from the second epoch (steps are 1-based epochs), after startup_trials
@@ -229,7 +231,7 @@ def pruner(cfg, epochs: int):
     return optuna.pruners.NopPruner()
 
 
-def identity(params, name: str) -> dict:
+def identity(params: DatasetParams, name: str) -> dict:
     """What a study must agree on with every worker that joins it: the search (dataset, space,
     metric, direction) and the name it was created under (a study copied or renamed in its
     storage is another one)."""
@@ -243,7 +245,7 @@ def identity(params, name: str) -> dict:
     }
 
 
-def check_same_search(study, params, name: str, url: str, *, settled: bool) -> None:
+def check_same_search(study, params: DatasetParams, name: str, url: str, *, settled: bool) -> None:
     """A ConfigError (exit 2, nothing written to the storage) unless the study `name` loaded
     from `url` is the search the params in force ask for, whoever made it: Optuna's own
     direction first (a study made by a script or a teammate's minimizes what this one
@@ -275,13 +277,15 @@ def check_same_search(study, params, name: str, url: str, *, settled: bool) -> N
 
 @dataclass
 class Opened:
-    study: object  # optuna.Study
+    study: optuna.Study
     run_id: str  # its MLflow run
     storage: str  # where it lives, as shown
     created: bool
 
 
-def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds: float = 60.0) -> Opened:
+def open_study(
+    params: DatasetParams, name: str, url: str, *, create: bool = True, wait_seconds: float = 60.0
+) -> Opened:
     """The study `name` in the storage at `url`: created with its MLflow run by the first worker
     (Optuna's storage decides which one, atomically), loaded and checked by every other. A study
     of that name with another dataset, space, metric or direction is a ConfigError; so is a
@@ -323,10 +327,8 @@ def open_study(params, name: str, url: str, *, create: bool = True, wait_seconds
     return Opened(study, run_id, shown(url), created=False)
 
 
-def _make_run(study, params, name: str, url: str) -> str:
+def _make_run(study, params: DatasetParams, name: str, url: str) -> str:
     """The study's MLflow run, made and recorded in the study; its id."""
-    from pipeline.tuning import study_runs
-
     run_id = study_runs.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
     study.set_user_attr(RUN_ATTR, run_id)
     return run_id
@@ -337,7 +339,7 @@ def _brief(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def settings(params, name: str, url: str) -> dict:
+def settings(params: DatasetParams, name: str, url: str) -> dict:
     """The study's settings as its MLflow run's `tune.*` params."""
     cfg = params.tune
     return {

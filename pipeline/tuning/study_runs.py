@@ -6,9 +6,11 @@ The MLflow UI nests the trials under the study; `pipeline compare` takes their n
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Optional
 
+from pipeline.config.schema import DatasetParams
 from pipeline.tracking import lineage, probe, store
 from pipeline.tracking.runs import device_params
 from pipeline.tracking.store import tracked
@@ -48,8 +50,6 @@ def record_progress(run_id: str, *, metric: str, counts: dict, best: Optional[di
     """The study's figures so far on its run: trials by state, and the best trial's number,
     value (`best_<metric>`) and params (tags `best.*`), each a step per finished trial; the run
     ends FINISHED when the study has all its trials, and runs again when a rerun adds some."""
-    import time
-
     from mlflow.entities import Metric, RunTag
 
     client = store.client()
@@ -82,7 +82,7 @@ class TrialRun:
     @tracked("the trial's run")
     def open(
         cls,
-        params,
+        params: DatasetParams,
         *,
         parent_run_id: str,
         study: str,
@@ -126,8 +126,6 @@ class TrialRun:
 
     @tracked("an epoch's metrics")
     def log_epoch(self, epoch: int, row: dict) -> None:
-        import time
-
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -149,8 +147,6 @@ class TrialRun:
     ) -> None:
         """End the run: its state (complete, pruned, failed) as tag optuna.state, the epochs it
         trained, and its value (`tune_<metric>`); a failed trial's run ends FAILED."""
-        import time
-
         from mlflow.entities import Metric, RunTag
 
         now = int(time.time() * 1000)

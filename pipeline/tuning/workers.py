@@ -23,7 +23,9 @@ from pipeline.config import search_space
 from pipeline.config.loader import load_params, overridden, params_of
 from pipeline.config.schema import DatasetParams
 from pipeline.errors import ConfigError
-from pipeline.tuning import studies
+from pipeline.runtime import processes
+from pipeline.training import cluster, distribute
+from pipeline.tuning import studies, study_runs
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,7 @@ class Target:
 def prepare(target: Target) -> studies.Opened:
     """Before any worker starts: the params and data checked, the study created or joined (and
     checked against these params), its MLflow run made."""
-    from pipeline.data import arrays
-    from pipeline.training import cluster
+    from pipeline.data import arrays  # NumPy: after the config is checked
 
     if cluster.detect_cluster() is not None:
         raise ConfigError(
@@ -118,8 +119,6 @@ def run(target: Target, workers: int) -> studies.Opened:
 def _run_workers(target: Target, workers: int) -> None:
     """`workers` processes of `python -m pipeline.tuning.workers`, the host's cores shared out between
     them (TensorFlow's thread pools), unless the environment or the params set them."""
-    from pipeline.runtime import processes  # it imports the command line's logging set-up
-
     env = dict(os.environ)
     cfg = target.params.train.devices
     if "TF_NUM_INTRAOP_THREADS" not in env and not cfg.intra_op_threads:
@@ -136,8 +135,7 @@ def work(target: Target, opened: Optional[studies.Opened] = None) -> None:
     """One worker: its devices and strategy once, then trials until the study has them all."""
     import optuna  # with SQLAlchemy: seconds, which --best and a config error never pay
 
-    from pipeline.data import arrays
-    from pipeline.training import distribute
+    from pipeline.data import arrays  # NumPy: after the config is checked
 
     params = target.params
     opened = opened or studies.open_study(params, target.study, target.storage)
@@ -161,8 +159,6 @@ def work(target: Target, opened: Optional[studies.Opened] = None) -> None:
 
 
 def _record(target: Target, opened: studies.Opened) -> None:
-    from pipeline.tuning import study_runs  # MLflow's client
-
     cfg = target.params.tune
     counts = studies.counts(opened.study)
     study_runs.record_progress(
@@ -223,8 +219,6 @@ class Trial:
         self._tell(trial, run, result)
 
     def _open_run(self, params: DatasetParams, trial, values: dict):
-        from pipeline.tuning import study_runs  # MLflow's client
-
         run = study_runs.TrialRun.open(
             params,
             parent_run_id=self.opened.run_id,
@@ -243,7 +237,7 @@ class Trial:
         """The train stage's training, each epoch reported to the pruner; raises _Pruned."""
         import keras
 
-        from pipeline.training import trainer
+        from pipeline.training import trainer  # TensorFlow: only once it trains
 
         def on_epoch(epoch, row):
             run.log_epoch(epoch, row)

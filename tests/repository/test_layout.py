@@ -117,7 +117,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The project's modules that `name` imports, at its top and inside its functions alike
     (an import in a function is still an edge), but for those only a type checker reads."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
+    found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         if _type_checking(node):
@@ -221,3 +221,93 @@ def test_a_package_init_holds_its_docstring_alone():
         body = ast.parse(path.read_text()).body
         rest = [node for node in body[1:] if not (isinstance(node, ast.Assign) and path.parent.name == "pipeline")]
         assert ast.get_docstring(ast.parse(path.read_text())) and rest == [], f"{path.relative_to(ROOT)}"
+
+
+# --------------------------------------------------------------------------- imports in functions
+
+# What an import inside a function may keep off a path that does not need it: libraries whose
+# import costs a command start-up noticeably (TensorFlow and Keras seconds, MLflow and Optuna about
+# a second with SQLAlchemy, pandas, matplotlib and the rest tenths), measured as `python -X
+# importtime -c "import X"` shows them. Anything else is imported at the top of its module.
+HEAVY = (
+    "tensorflow",
+    "keras",
+    "mlflow",
+    "optuna",
+    "sqlalchemy",
+    "dvc",
+    "pandas",
+    "matplotlib",
+    "numpy",
+    "PIL",
+    "psutil",
+    "psycopg",
+    "pynvml",
+    "ruamel",
+    "tqdm",
+)
+
+
+def top_level_libraries(name: str, modules: dict[str, Path], seen: frozenset = frozenset()) -> set[str]:
+    """The HEAVY libraries that importing `name` imports: its own top-level imports and those of
+    the project's modules it imports at the top, transitively."""
+    found = set()
+    for node in ast.parse(modules[name].read_text()).body:
+        if _type_checking(node) or not isinstance(node, (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
+            continue
+        for imp in (n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))):
+            for target in _targets(imp, name, modules):
+                if target.split(".")[0] in HEAVY:
+                    found.add(target.split(".")[0])
+                elif target in modules and target not in seen and target != name:
+                    found |= top_level_libraries(target, modules, seen | {name})
+    return found
+
+
+def _targets(node, name: str, modules: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
+def function_imports(path: Path):
+    """(node, source lines) of each import inside a function of `path`."""
+    tree = ast.parse(path.read_text())
+    for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+
+
+def test_an_import_inside_a_function_keeps_a_heavy_library_off_a_path_and_says_which():
+    modules = module_files()
+    wrong = []
+    for name, path in modules.items():
+        lines = path.read_text().splitlines()
+        own = top_level_libraries(name, modules)
+        for node in set(function_imports(path)):
+            kept_off = set()
+            for target in _targets(node, name, modules):
+                root = target.split(".")[0]
+                kept_off |= (
+                    {root} if root in HEAVY else top_level_libraries(target, modules) if target in modules else set()
+                )
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if not kept_off - own:
+                wrong.append(f"{where}: keeps nothing off ({ast.unparse(node)}): import it at the top")
+            elif any(t in modules for t in _targets(node, name, modules)):
+                said = " ".join(lines[node.lineno - 2 : node.end_lineno])
+                if "#" not in said:
+                    wrong.append(f"{where}: say which library it keeps off ({', '.join(sorted(kept_off - own))})")
+    assert sorted(wrong) == []
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    """A function that needs more is two: each part gets a name (docstrings count)."""
+    long = []
+    for path in module_files().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
+    assert long == []

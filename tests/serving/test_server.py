@@ -6,27 +6,26 @@ from __future__ import annotations
 
 import socket
 import sys
+from typing import Final
 
 import pytest
-from helpers import ROOT, run_command, stand_in_run, subprocess_env
+from helpers import ROOT, forget_tracking_uri, run_command, stand_in_run, subprocess_env
 
 from pipeline.config.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
 from pipeline.serving import registry, server
 
-METRIC = "test_accuracy"
+METRIC: Final = "test_accuracy"
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    import mlflow
-
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     run_id = stand_in_run(uri)
     registry.register("reuters", f"runs:/{run_id}/model", run_id, {METRIC: 0.6}, "d", "")
     yield uri
-    mlflow.set_tracking_uri(None)  # MLflow's process-wide URI (use_store sets it): the environment's again
+    forget_tracking_uri()  # MLflow's process-wide URI (use_store sets it): the environment's again
 
 
 def test_the_champion_a_version_or_a_clear_refusal(store):

@@ -40,6 +40,7 @@ def run_measured(args: list[str], cwd: Path, env: dict) -> dict:
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None  # stdout=PIPE
         out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 
@@ -106,4 +105,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.config.params_doc import set_in_file  # noqa: E402
 
 # name: early_stopping values
-SETTINGS = {
+SETTINGS: dict[str, dict[str, int | bool | None]] = {
     "last": {"patience": None, "restore_best_weights": False},  # every epoch, the last one's model
     "restore": {"patience": None, "restore_best_weights": True},  # every epoch, the best one's model
     "patience3": {"patience": 3, "restore_best_weights": True},  # stop 3 epochs after the best

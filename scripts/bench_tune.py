@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = "reuters"
@@ -51,6 +52,7 @@ SUMMARY_LINE = re.compile(r"^study \S+: (\d+) complete, (\d+) pruned, (\d+) fail
 
 def load_trials(journal: Path, study: str) -> list:
     import optuna
+    import optuna.storages.journal
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
@@ -88,7 +90,7 @@ def tune(out: Path, label: str, study: str, overrides: list[str], data: Path, wo
     ended = dt.datetime.now()
     (folder / "stdout.txt").write_text(result.stdout)
     (folder / "stderr.txt").write_text(result.stderr)
-    figures = {
+    figures: dict[str, Any] = {
         "label": label,
         "wall": wall,
         "code": result.returncode,
@@ -147,10 +149,10 @@ def check_output(stdout: str, trials: list) -> list[str]:
         notes.append("no summary line on stdout")
     else:
         counts = collections.Counter(t.state.name for t in trials)
-        said = tuple(int(g) for g in summary.groups()[:3])
+        said_counts = tuple(int(g) for g in summary.groups()[:3])
         have = (counts["COMPLETE"], counts["PRUNED"], counts["FAIL"])
-        if said != have:
-            notes.append(f"summary says complete/pruned/failed {said}, the journal has {have}")
+        if said_counts != have:
+            notes.append(f"summary says complete/pruned/failed {said_counts}, the journal has {have}")
         if len(trials) != int(summary.group(4)):
             notes.append(f"the journal has {len(trials)} trials, the study asked for {summary.group(4)}")
     return notes
@@ -218,7 +220,7 @@ def pruning(opts, out: Path, data: Path, sizes: list[str]) -> None:
         f"\n== pruning: {opts.pruning_rounds} round(s) of median, none; {' '.join(sizes) or 'params.yaml sizes'}",
         flush=True,
     )
-    results = {"median": [], "none": []}
+    results: dict[str, list[dict]] = {"median": [], "none": []}
     for round_ in range(1, opts.pruning_rounds + 1):
         for pruner in ("median", "none"):
             figures = tune(

@@ -95,7 +95,10 @@ def npm_pack(folder: Path) -> dict[str, Path]:
 
 def member(tarball: Path, path: str) -> str:
     with tarfile.open(tarball) as tar:
-        return tar.extractfile(f"package/{path}").read().decode("utf-8")
+        file = tar.extractfile(f"package/{path}")
+        if file is None:
+            sys.exit(f"{tarball}: package/{path} is not a regular file")
+        return file.read().decode("utf-8")
 
 
 def inline_script(code: str) -> str:

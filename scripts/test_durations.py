@@ -21,7 +21,7 @@ DURATIONS = ROOT / "tests" / "durations.json"
 
 def module_seconds(junit: Path) -> dict[str, float]:
     """{tests/<...>/test_x.py: seconds} of every test case in `junit`."""
-    seconds: collections.Counter = collections.Counter()
+    seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
     for case in ET.parse(junit).iter("testcase"):
         path = case.get("classname", "").replace(".", "/") + ".py"
         while path.count("/") > 1 and not (ROOT / path).is_file():  # a class inside the module

@@ -145,6 +145,13 @@ def unlike_plain_files(root: Path, names: typing.Iterable[str], umask: int) -> l
     return found
 
 
+def forget_tracking_uri() -> None:
+    """Unset MLflow's process-wide tracking URI (use_store sets it): the environment's rules again."""
+    import mlflow
+
+    mlflow.set_tracking_uri(None)  # type: ignore[arg-type]  # MLflow takes None (unset); its hint says str | Path
+
+
 def use_sqlite(tmp_path: Path, monkeypatch) -> str:
     """Point this process's MLflow at a new sqlite store in `tmp_path` and work there; its URI."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -383,9 +390,11 @@ def field_cases() -> list:
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
     from pipeline.config.loader import load_params
+    from pipeline.config.schema import ReutersTrainConfig
     from pipeline.training import models
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
+    assert isinstance(cfg, ReutersTrainConfig)
     return models.build_model(
         dataclasses.replace(cfg, embedding_dim=embedding_dim),
         {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46},

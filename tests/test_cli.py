@@ -34,7 +34,9 @@ def test_stage_help_is_the_stage_docstring_and_the_order_is_the_pipelines():
     assert listed[:4] == ["download", "preprocess", "train", "evaluate"]
     from stages import evaluate
 
-    first_line = evaluate.command.help.splitlines()[0]
+    help_text = evaluate.command.help
+    assert help_text, "the evaluate stage's command has no help"
+    first_line = help_text.splitlines()[0]
     assert f"evaluate    {first_line}" in result.stdout
 
 

@@ -6,7 +6,7 @@ from helpers import ROOT, run_command, subprocess_env, write_params
 
 from pipeline.config.datasets import DATASETS
 from pipeline.config.loader import load_params, validate
-from pipeline.config.schema import STAGES
+from pipeline.config.schema import STAGES, ReutersPreprocessConfig
 from pipeline.errors import ConfigError
 
 
@@ -154,7 +154,8 @@ def test_overrides_set_values_as_dvc_exp_run_does():
         ],
     )
     assert params.train.steps_per_execution == 8
-    assert list(params.train.devices.visible_gpus) == [0, 1]
+    assert list(params.train.devices.visible_gpus or ()) == [0, 1]
+    assert isinstance(params.preprocess, ReutersPreprocessConfig)
     assert params.preprocess.num_words is None
     assert params.flat()["train.reuters.steps_per_execution"] == 8  # what MLflow logs
 

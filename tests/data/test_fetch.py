@@ -1,12 +1,12 @@
 import hashlib
 import json
 import sys
-from types import SimpleNamespace
 
 import pytest
 from fixtures import make_reuters_npz
 from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env, write_params
 
+from pipeline.config.schema import DownloadConfig, RemoteFile
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 
@@ -16,16 +16,19 @@ def sha256(path):
 
 
 def spec(url, sha=None):
-    return SimpleNamespace(url=url, sha256=sha)
+    return RemoteFile(url=url, sha256=sha)
+
+
+SLEPT: list[float] = []  # the seconds fetch_all asked no_sleep for, since the last fetch()
 
 
 def no_sleep(seconds):
-    no_sleep.calls.append(seconds)
+    SLEPT.append(seconds)
 
 
 def fetch(files, out, retries=2, mirror=""):
-    no_sleep.calls = []
-    cfg = SimpleNamespace(files=files, mirror=mirror, retries=retries, backoff_seconds=0.5, timeout_seconds=5)
+    SLEPT.clear()
+    cfg = DownloadConfig(files=tuple(files), mirror=mirror, retries=retries, backoff_seconds=0.5, timeout_seconds=5)
     return fetch_all(cfg, out, progress=False, sleep=no_sleep)
 
 
@@ -70,7 +73,7 @@ def test_server_errors_are_retried_with_backoff(file_server, tmp_path):
     file_server.faults["reuters.npz"] = [("status", 503), ("status", 500)]
     fetch([spec(f"{file_server.url}/reuters.npz")], tmp_path / "raw", retries=3)
     assert len(file_server.requests) == 3
-    assert no_sleep.calls == [0.5, 1.0]
+    assert SLEPT == [0.5, 1.0]
 
 
 def test_not_found_is_not_retried_and_leaves_nothing(file_server, tmp_path):

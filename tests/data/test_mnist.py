@@ -6,6 +6,7 @@ from fixtures import encode, make_mnist_archive, write_archive
 from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
 
 from pipeline.config.loader import load_params
+from pipeline.config.schema import MnistPreprocessConfig
 from pipeline.data import mnist
 from pipeline.errors import DataError
 
@@ -13,7 +14,9 @@ from pipeline.errors import DataError
 @pytest.fixture(scope="module")
 def cfg():
     # archives of every layout: decoding is tested here, the digest below
-    return dataclasses.replace(load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None)
+    preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
+    assert isinstance(preprocess, MnistPreprocessConfig)
+    return dataclasses.replace(preprocess, images_sha256=None)
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,8 @@ def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
 
 
 def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
-    splits, stats = reuters.split_and_pad(*raw, with_(cfg, num_words=50))
+    xs, ys = raw
+    splits, stats = reuters.split_and_pad(xs, ys, with_(cfg, num_words=50))
     everything = np.concatenate([x.ravel() for x, _ in splits.values()])
     assert everything.max() < 50
     assert (everything == reuters.OOV).any()
@@ -70,8 +71,8 @@ def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
 
 
 def test_whole_vocabulary_when_uncapped(raw, cfg):
-    xs, _ = raw
-    _, stats = reuters.split_and_pad(*raw, cfg)
+    xs, ys = raw
+    _, stats = reuters.split_and_pad(xs, ys, cfg)
     assert stats["vocab_size"] == max(int(x.max()) for x in xs) + 3 + 1
 
 

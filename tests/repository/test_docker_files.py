@@ -70,7 +70,7 @@ def test_dockerignore_keeps_data_stores_and_environments_out():
         "docker/ngc-base.txt",
         "docker/*.lock",
     }
-    copied = set()
+    copied: set[str] = set()
     for dockerfile in DOCKERFILES[:3]:
         for line in dockerfile.read_text().splitlines():
             if line.startswith("COPY "):
@@ -202,7 +202,9 @@ def test_check_base_without_its_list_stops_in_one_line(tmp_path):
 def test_the_builds_resolver_is_the_projects_uv_with_its_hashes():
     """docker/check-base.py installs uv at the Makefile's version, each wheel's sha256 given."""
     text = (ROOT / "docker" / "check-base.py").read_text()
-    version = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    uv_version = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert uv_version, "no UV_VERSION in the Makefile"
+    version = uv_version.group(1)
     pinned = re.search(r'^UV = """uv==(\S+) \\\\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\\\)?\n)+)"""', text, re.M)
     assert pinned and pinned.group(1) == version
     assert len(pinned.group(2).splitlines()) >= 10  # one per platform's wheel, and the sdist

@@ -106,7 +106,10 @@ def test_the_cuda_lock_is_the_cuda_wheels_of_the_locks_tensorflow():
     env = {**marker_env("3.12", "x86_64"), "extra": "and-cuda"}
     locked = environment.lock_pins(environment.read_lock(LOCK), marker_env("3.11", "x86_64"))
     assert version("tensorflow") == locked["tensorflow"]
-    wanted = [Requirement(r) for r in requires("tensorflow") if "and-cuda" in r and Requirement(r).marker.evaluate(env)]
+    tensorflow_requires = requires("tensorflow")
+    assert tensorflow_requires is not None, "tensorflow's metadata has no requirements"
+    cuda_extra = [Requirement(r) for r in tensorflow_requires if "and-cuda" in r]
+    wanted = [r for r in cuda_extra if r.marker is not None and r.marker.evaluate(env)]
     cuda = environment.lock_pins(environment.read_lock(DOCKER / "cuda.lock"), marker_env("3.12", "x86_64"))
     assert wanted and {canonicalize_name(r.name) for r in wanted} == set(cuda), "run make lock"
     assert sorted(set(cuda) & set(locked)) == [], "docker/cuda.lock repeats requirements.lock"

@@ -157,7 +157,7 @@ def test_the_installed_distributions_read_from_metadata_headers_are_importlibs()
     for every distribution installed here (the first of a name on sys.path)."""
     from importlib import metadata
 
-    expected = {}
+    expected: dict[str, tuple[str, tuple[str, ...]]] = {}
     for dist in metadata.distributions():
         expected.setdefault(canonicalize_name(dist.metadata["Name"]), (dist.version, tuple(dist.requires or ())))
     assert environment._distributions() == expected

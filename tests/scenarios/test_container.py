@@ -151,7 +151,7 @@ def test_every_image_holds_exactly_its_locks(docker, image, made):
     Each with the project where it belongs, and nothing else."""
     from packaging.utils import canonicalize_name
 
-    base = {
+    base: dict[str, str] = {
         canonicalize_name(n): v
         for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)$", (ROOT / "docker" / "ngc-base.txt").read_text(), re.M)
     }
@@ -620,6 +620,7 @@ def test_basic_auth_refuses_anonymous_requests_and_the_pipeline_logs_with_creden
         try:
             client = MlflowClient(tracking_uri=url)
             exp = client.get_experiment_by_name("reuters")
+            assert exp is not None
             runs = client.search_runs([exp.experiment_id])
         finally:
             del os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]
@@ -753,7 +754,9 @@ def test_readme_docker_run_line_runs_the_pipeline_as_the_user(docker, stack, rep
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{clone / 'mlflow.db'}")
-    (run_,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    experiment = client.get_experiment_by_name("reuters")
+    assert experiment is not None
+    (run_,) = client.search_runs([experiment.experiment_id])
     assert run_.data.tags["container.image"] == "pipeline:ctest"
 
 

@@ -39,7 +39,9 @@ def test_slurm_script_runs_the_train_stage_with_srun():
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
     text = path.read_text()
     assert re.search(r"^#SBATCH --nodes=\d+", text, re.M) and "--ntasks-per-node=1" in text
-    srun = re.search(r"^srun (.*?)(?<!\\)$", text.replace("\\\n", " "), re.M).group(1)
+    srun_line = re.search(r"^srun (.*?)(?<!\\)$", text.replace("\\\n", " "), re.M)
+    assert srun_line, text
+    srun = srun_line.group(1)
     options, *command = shlex.split(srun)
     assert options == "${container[@]}"  # empty, or the image's pyxis options
     assert parses(command) == parses(dvc_train_args("reuters"))

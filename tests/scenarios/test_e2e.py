@@ -198,6 +198,7 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     from importlib.metadata import version
 
     info = mlflow.models.get_model_info(f"models:/{models[0].model_id}")
+    assert info.metadata is not None
     assert info.metadata["keras_version"] == version("keras") != info.metadata["tensorflow_version"]
     assert info.signature.inputs.input_names() == ["text", "ids"] and "python_function" in info.flavors
     (registered,) = [
@@ -369,6 +370,7 @@ def test_mlflow_ui_compares_one_replica_with_two(repo, tmp_path):
         # `top`, and only the rows near the view are drawn: scroll down with the wheel, as a user
         # would, until test_accuracy is drawn, then read its row from the values grid
         grid = page.locator("[role=grid]").filter(has=first).last.bounding_box()
+        assert grid is not None, "the metrics grid is not visible"
         page.mouse.move(grid["x"] + grid["width"] + 100, grid["y"] + grid["height"] / 2)
         metric = page.get_by_text("test_accuracy", exact=True)
         for _ in range(20):

@@ -246,7 +246,7 @@ def assert_one_line_and_nothing_written(case: Path, stage: str, dataset: str, mi
 
 @pytest.fixture
 def mount(tmp_path):
-    mounted = []
+    mounted: list[Path] = []
 
     def make(options: str):
         place = tmp_path / f"place{len(mounted)}"
@@ -378,7 +378,9 @@ def test_sigkill_at_the_moment_that_matters_then_rerun(project, large_raw, datas
         from mlflow import MlflowClient
 
         client = MlflowClient(f"sqlite:///{store}")
-        runs = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+        experiment = client.get_experiment_by_name("reuters")
+        assert experiment is not None
+        runs = client.search_runs([experiment.experiment_id])
         # the reference's, and the killed one's, which the rerun finished
         assert [r.info.status for r in runs] == ["FINISHED"] * 2, [(r.info.run_id, r.info.status) for r in runs]
         for run in runs:
@@ -439,7 +441,9 @@ def test_the_tracking_server_stopped_mid_training_and_started_again(project, tmp
     try:
         stdout, stderr = train.communicate(timeout=600)
         assert train.returncode == 0, stderr
-        (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+        experiment = client.get_experiment_by_name("reuters")
+        assert experiment is not None
+        (run,) = client.search_runs([experiment.experiment_id])
         assert run.info.status == "FINISHED"
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         assert sorted(steps) == list(range(1, 9))  # every epoch, once
@@ -482,7 +486,9 @@ def test_a_tracking_server_gone_for_longer_than_mlflow_retries(project, tmp_path
     try:
         again = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
         assert again.returncode == 0, again.stderr
-        (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+        experiment = client.get_experiment_by_name("reuters")
+        assert experiment is not None
+        (run,) = client.search_runs([experiment.experiment_id])
         assert run.info.status == "FINISHED"
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
         assert sorted(steps) == list(range(1, 7))

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.config.loader import load_params
+from pipeline.config.schema import MnistPreprocessConfig, ReutersPreprocessConfig
 from pipeline.data import arrays, mnist, reuters
 from pipeline.errors import ConfigError, DataError
 
@@ -153,9 +154,9 @@ FIXTURES = {name: fixture_bytes(name) for name in ("mnist_png.tar.gz", "mnist.zi
 def test_damaged_image_archives_prepare_or_fail_in_one_line(tmp_path_factory, name, cut, flips):
     folder = tmp_path_factory.mktemp("raw")
     (folder / name).write_bytes(damaged(FIXTURES[name], cut, flips))
-    cfg = dataclasses.replace(
-        load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None
-    )  # decoding, not the digest
+    preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
+    assert isinstance(preprocess, MnistPreprocessConfig)
+    cfg = dataclasses.replace(preprocess, images_sha256=None)  # decoding, not the digest
     out = folder / "prepared"
     try:
         arrays.save_prepared(out, *mnist.prepare(folder, cfg))
@@ -174,6 +175,7 @@ def test_damaged_reuters_npz_prepares_or_fails_in_one_line(tmp_path_factory, cut
     (folder / "reuters.npz").write_bytes(damaged(FIXTURES["reuters.npz"], cut, flips))
     make_word_index(folder / "reuters_word_index.json")
     cfg = load_params(ROOT / "params.yaml", "reuters").preprocess
+    assert isinstance(cfg, ReutersPreprocessConfig)
     try:
         splits, _ = reuters.prepare(folder, cfg)
     except Exception as exc:  # noqa: BLE001
@@ -208,7 +210,10 @@ def test_archive_member_types(tmp_path_factory, kinds):
     archive = folder / "mnist_png.tar.gz"
     base = io.BytesIO(FIXTURES["mnist_png.tar.gz"])
     with tarfile.open(fileobj=base) as src, tarfile.open(archive, "w:gz") as dst:
-        members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src]
+        members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+        for m in src:
+            file = src.extractfile(m) if m.isfile() else None
+            members.append((m, file.read() if file is not None else None))
         for member, data in members:
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
         first = next(m for m, _ in members if m.isfile())
@@ -231,9 +236,9 @@ def test_archive_member_types(tmp_path_factory, kinds):
             payload = dict(members)[first] if kind == "file" else None
             info.size = len(payload) if payload is not None else 0
             dst.addfile(info, io.BytesIO(payload) if payload is not None else None)
-    cfg = dataclasses.replace(
-        load_params(ROOT / "params.yaml", "mnist").preprocess, images_sha256=None
-    )  # decoding, not the digest
+    preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
+    assert isinstance(preprocess, MnistPreprocessConfig)
+    cfg = dataclasses.replace(preprocess, images_sha256=None)  # decoding, not the digest
     try:
         splits, _ = mnist.prepare(folder, cfg)
     except Exception as exc:  # noqa: BLE001

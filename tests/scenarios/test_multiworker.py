@@ -88,7 +88,11 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
-    digests = [re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out) for out, _ in outputs]
+    digests = []
+    for out, err in outputs:
+        digest = re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out)
+        assert digest, (out[-2000:], err[-2000:])
+        digests.append(digest)
     assert [d.group(1) for d in digests] == ["0", "1"]
     assert digests[0].group(2) == digests[1].group(2)  # the same final weights on both workers
     assert (prepared / "model" / "model.keras").is_file()
@@ -103,7 +107,9 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{db}")
-    runs = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    experiment = client.get_experiment_by_name("reuters")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 1  # only the chief logs
     params = runs[0].data.params
     assert (params["distribute.workers"], params["distribute.replicas"]) == ("2", "2")
@@ -201,7 +207,11 @@ def test_two_killed_workers_resume_together(prepared):
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
-    digests = {re.search(r"final weights sha256 ([0-9a-f]{64})", out).group(1) for out, _ in outputs}
+    digests = set()
+    for out, err in outputs:
+        digest = re.search(r"final weights sha256 ([0-9a-f]{64})", out)
+        assert digest, (out[-2000:], err[-2000:])
+        digests.add(digest.group(1))
     assert len(digests) == 1
     rows = (prepared / "history.csv").read_text().splitlines()[1:]
     assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3, 4]
@@ -209,7 +219,9 @@ def test_two_killed_workers_resume_together(prepared):
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{db}")
-    (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    experiment = client.get_experiment_by_name("reuters")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED"
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3, 4]
     assert not (prepared / "backup").exists()

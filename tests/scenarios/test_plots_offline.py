@@ -22,6 +22,7 @@ def builder():
     """scripts/build_plots_template.py as a module: its pins are what the template must hold."""
     path = ROOT / "scripts" / "build_plots_template.py"
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

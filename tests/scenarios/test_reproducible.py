@@ -10,7 +10,7 @@ from helpers import reuters_files_of, run_pipeline, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow]
 
-TRAIN = {
+TRAIN: dict[str, dict[str, object]] = {
     # batch 32: the fixture's split is smaller than the defaults' 256, and two replicas must
     # take twice the global batch for the different training to show
     "reuters": {"train.reuters.epochs": 2, "train.reuters.batch_size_per_replica": 32},
@@ -67,7 +67,9 @@ def weights_of_a_training(root, tmp_path, dataset: str, devices: int, attempt, *
     measured = json.loads((folder / "measurements.json").read_text())
     assert (measured["replicas"], summary["epochs_trained"]) == (devices, TRAIN[dataset][f"train.{dataset}.epochs"])
     client = MlflowClient(store)
-    (run,) = client.search_runs([client.get_experiment_by_name(dataset).experiment_id])
+    experiment = client.get_experiment_by_name(dataset)
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
     return run.data.tags["weights.sha256"]
 
 

@@ -119,7 +119,7 @@ def offline(served):
     from pipeline.training import model_folder
     from pipeline.training.evaluation import predict_logits
 
-    found = {}
+    found: dict[str, tuple] = {}
     for dataset in ("reuters", "mnist"):
         data = served["project"] / "data" / "prepared" / dataset
         model = model_folder.load_model(served["project"] / "models" / dataset)
@@ -176,7 +176,9 @@ def digits(folder: Path) -> dict[str, tuple[int, bytes]]:
         for member in tar.getmembers():
             parts = member.name.split("/")
             if member.isfile() and "testing" in parts:
-                found[member.name] = (int(parts[-2]), tar.extractfile(member).read())
+                file = tar.extractfile(member)
+                assert file is not None, member.name
+                found[member.name] = (int(parts[-2]), file.read())
     return dict(sorted(found.items(), key=lambda kv: (kv[1][0], kv[0])))
 
 

@@ -167,8 +167,8 @@ def swept(tmp_path_factory, dataset_files, slurm):
         timeout=1200,
     )
     job = submitted.stdout.strip().split(";")[0]
-    logs = [(repo / f"slurm-{job}_{task}.out") for task in (0, 1)]
-    logs = [log.read_text() if log.is_file() else "" for log in logs]
+    log_files = [(repo / f"slurm-{job}_{task}.out") for task in (0, 1)]
+    logs = [log.read_text() if log.is_file() else "" for log in log_files]
     assert submitted.returncode == 0, submitted.stderr + "".join(log[-4000:] for log in logs)
 
     fresh = root / "fresh"
@@ -232,7 +232,9 @@ def test_each_experiment_is_one_mlflow_run_in_the_shared_store(swept):
 
     found = experiments_of(swept["shown"])
     c = MlflowClient(f"sqlite:///{swept['mlflow_db']}")
-    runs = c.search_runs([c.get_experiment_by_name("reuters").experiment_id])
+    experiment = c.get_experiment_by_name("reuters")
+    assert experiment is not None
+    runs = c.search_runs([experiment.experiment_id])
     assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == names(swept)
     for run in runs:
         name = run.data.tags["dvc.exp_name"]
@@ -254,7 +256,9 @@ def test_each_task_worked_in_a_scratch_clone_it_removed(swept):
     for name, log in zip(names(swept), swept["logs"]):
         first = log.splitlines()[0]
         assert first.startswith(f"{name}: dvc exp run evaluate@reuters -S train.reuters.learning_rate=")
-        clone = Path(re.search(r", in (\S+)$", first).group(1))
+        where = re.search(r", in (\S+)$", first)
+        assert where, first
+        clone = Path(where.group(1))
         assert clone.parent == swept["scratch"] and clone.name.startswith(f"pipeline-{name}.")
         assert not clone.exists()
         assert f"Pushed experiment {name} to Git remote" in log
@@ -280,7 +284,7 @@ def test_each_experiments_outputs_are_on_the_dvc_remote(swept):
     ).stdout
     commits = dict(line.split() for line in refs.splitlines())  # DVC keeps an experiment as a git ref
     assert sorted(commits) == names(swept)
-    models = set()
+    models: set[str] = set()
     for name in names(swept):
         sh("git", "checkout", "-q", commits[name], cwd=clone, env=env)
         dvc("pull", "-q", "--with-deps", "evaluate@reuters", cwd=clone, env=env)

@@ -96,6 +96,7 @@ def test_every_experiment_of_the_queue_is_a_complete_run(swept):
     assert len(experiments) == 4, swept["result"].stdout[-3000:]
     c = MlflowClient(f"sqlite:///{path / 'mlflow.db'}")
     experiment = c.get_experiment_by_name("reuters")
+    assert experiment is not None
     assert Path(experiment.artifact_location.removeprefix("file://")).parent == path / "mlruns"
     runs = c.search_runs([experiment.experiment_id])
     assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == sorted(experiments)
@@ -124,7 +125,9 @@ def test_artifacts_open_after_dvc_removed_its_copies(swept):
     # (the model's lookup by run goes through the current tracking URI, not the argument)
     mlflow.set_tracking_uri(f"sqlite:///{path / 'mlflow.db'}")
     c = MlflowClient(f"sqlite:///{path / 'mlflow.db'}")
-    runs = c.search_runs([c.get_experiment_by_name("reuters").experiment_id])
+    experiment = c.get_experiment_by_name("reuters")
+    assert experiment is not None
+    runs = c.search_runs([experiment.experiment_id])
     for run in runs:
         out = path.parent / run.info.run_id
         out.mkdir()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, stand_in_run
+from helpers import ROOT, forget_tracking_uri, stand_in_run
 
 from pipeline.config.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
@@ -35,11 +35,9 @@ def store(request, tmp_path, monkeypatch):
 def process_wide_uri():
     """MLflow's process-wide tracking URI follows MLFLOW_TRACKING_URI in these tests, and is
     left so for the next module on this worker."""
-    import mlflow
-
-    mlflow.set_tracking_uri(None)
+    forget_tracking_uri()
     yield
-    mlflow.set_tracking_uri(None)
+    forget_tracking_uri()
 
 
 def register(name: str, accuracy: float, data: str = "d1", loss: float = 1.0) -> int:
@@ -93,7 +91,8 @@ def test_the_gate_wants_the_margin_on_the_same_test_data_and_force_rolls_back(st
     assert other.refused and "tested on other test data than the champion" in other.message
     register(name, 0.610)
     assert registry.promote(name, GATE, 4).promoted
-    assert registry.champion(name, GATE.metric).number == 4
+    champion = registry.champion(name, GATE.metric)
+    assert champion is not None and champion.number == 4
     again = registry.promote(name, GATE, 4)
     assert not again.promoted and not again.refused and "is the champion already" in again.message
     rollback = registry.promote(name, GATE, 1, force=True)

@@ -15,6 +15,7 @@ def test_a_training_run_is_named_by_its_source_and_ends(tmp_path, monkeypatch):
     monkeypatch.setenv("DVC_STAGE", "train@reuters")
     with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
         pass
+    assert run.run_id is not None  # the chief's run
     tags = MlflowClient(uri).get_run(run.run_id).data.tags
     assert tags["mlflow.source.name"] == "train@reuters"  # not MLflow's `__main__.py`
     assert tags["mlflow.source.type"] == "LOCAL"
@@ -37,6 +38,7 @@ def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monk
         params = load_params(write_params(tmp_path, {"preprocess.mnist.images_sha256": digest}), "mnist")
         with runs.TrainingRun.open("mnist", "mnist-run") as run:
             run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
+        assert run.run_id is not None
         tags[digest] = MlflowClient(uri).get_run(run.run_id).data.tags
     assert "data.unpinned" not in tags[fixture_images_sha256()]
     assert tags[None]["data.unpinned"] == params.unpinned()[0]
@@ -61,6 +63,7 @@ def test_a_model_without_its_run_json_is_evaluated_into_the_run_tagged_with_its_
     trained = []
     for tag in ("0" * 64, digest, digest, "f" * 64):
         with runs.TrainingRun.open("reuters", "reuters-run") as run:
+            assert run.run_id is not None
             MlflowClient(uri).set_tag(run.run_id, "model.sha256", tag)
         trained.append(run.run_id)
     assert store.run_that_trained("reuters", digest).info.run_id == trained[2]
@@ -69,6 +72,7 @@ def test_a_model_without_its_run_json_is_evaluated_into_the_run_tagged_with_its_
         assert run.run_id == trained[2]  # not evaluated yet: the evaluation goes into it
     (model / "model.keras").write_bytes(b"another model")
     with runs.TrainingRun.for_evaluation(params, None, model, hashlib.sha256(b"another model").hexdigest()) as run:
+        assert run.run_id is not None
         tags = MlflowClient(uri).get_run(run.run_id).data.tags
     assert run.run_id not in trained and "pipeline.model_run_id" not in tags
     assert tags["pipeline.model_sha256"] == hashlib.sha256(b"another model").hexdigest()

@@ -108,6 +108,7 @@ def check_runs(db: Path, run_ids: list[str]) -> None:
 
     client = MlflowClient(f"sqlite:///{db}")
     experiment = client.get_experiment_by_name("reuters")
+    assert experiment is not None
     # beside the store, not in the working directory of whichever training came first
     assert experiment.artifact_location == (db.parent / "mlruns" / "reuters").as_uri()
     # MLflow's own "Default" experiment too (its default: relative to the working directory)

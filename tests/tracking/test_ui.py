@@ -27,6 +27,7 @@ def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    assert proc.stdout is not None and proc.stderr is not None  # both PIPE
     try:
         first = proc.stdout.readline().strip()
         assert first == (

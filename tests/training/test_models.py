@@ -7,6 +7,7 @@ import pytest
 from helpers import ROOT, reuters_model
 
 from pipeline.config.loader import load_params
+from pipeline.config.schema import MnistTrainConfig, ReutersTrainConfig
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +38,10 @@ def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
 
 
 def test_the_reuters_layers_follow_their_params():
+    reuters_cfg = load_params(ROOT / "params.yaml", "reuters").train
+    assert isinstance(reuters_cfg, ReutersTrainConfig)
     cfg = dataclasses.replace(
-        load_params(ROOT / "params.yaml", "reuters").train,
+        reuters_cfg,
         conv_filters=(16, 8, 4),
         conv_kernel_sizes=(3, 3, 2),
         pool_size=3,
@@ -93,6 +96,7 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
 
 def test_the_mnist_model_follows_its_width_multiplier():
     cfg = load_params(ROOT / "params.yaml", "mnist").train
+    assert isinstance(cfg, MnistTrainConfig)
     stats = {"num_classes": 10, "input": "images"}
     widths = {}
     for alpha in (1.0, 0.5):

@@ -107,7 +107,9 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("reuters").experiment_id])
+    experiment = client.get_experiment_by_name("reuters")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
     assert sorted(steps) == list(range(1, STOPPED + 1))  # every epoch logged once: none repeated

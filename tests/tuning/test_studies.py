@@ -76,7 +76,9 @@ def test_a_journal_in_a_folder_that_does_not_exist(tmp_path):
 def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch, request, kind):
     """The heartbeat: a trial whose worker stopped recording it (killed) is failed by the next
     worker that asks for a trial, its MLflow run ends FAILED, and its params are queued again."""
+    import optuna
     from mlflow import MlflowClient
+    from optuna.storages._heartbeat import BaseHeartbeat  # the interface studies.py implements too
     from optuna.trial import TrialState
 
     from pipeline.tuning import study_runs
@@ -85,6 +87,7 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
     url = request.getfixturevalue("postgres") if kind == "postgresql" else str(tmp_path / "optuna.journal")
     p = params("tune.reuters.heartbeat_seconds=1")
     opened = studies.open_study(p, f"silent-{kind}", url)
+    assert isinstance(opened.study, optuna.Study)
     trial = opened.study.ask()
     values = search_space.suggest(trial, p.tune.space)
     run = study_runs.TrialRun.open(
@@ -99,7 +102,9 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
         worker="elsewhere:1",
     )
     trial.set_user_attr(studies.RUN_ATTR, run.run_id)
-    opened.study._storage.record_heartbeat(trial._trial_id)
+    storage = opened.study._storage
+    assert isinstance(storage, BaseHeartbeat)  # what open_study makes keeps heartbeats
+    storage.record_heartbeat(trial._trial_id)
     studies.quiet_optuna().storages.fail_stale_trials(opened.study)
     assert opened.study.trials[0].state == TrialState.RUNNING  # within twice the interval: alive
     time.sleep(2.5)
@@ -113,15 +118,19 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
 
 
 def test_the_best_trial_as_a_dvc_experiment(tmp_path, monkeypatch):
+    import optuna
+
     use_sqlite(tmp_path, monkeypatch)
     p = params()
     opened = studies.open_study(p, "s4", str(tmp_path / "optuna.journal"))
+    assert isinstance(opened.study, optuna.Study)
     assert studies.best(opened.study, p.tune.space) is None
     for value in (0.5, 0.7, 0.6):
         trial = opened.study.ask()
         search_space.suggest(trial, p.tune.space)
         opened.study.tell(trial, value)
     best = studies.best(opened.study, p.tune.space)
+    assert best is not None
     assert best["number"] == 1 and best["value"] == 0.7
     line = studies.dvc_line(
         "reuters",
@@ -138,9 +147,12 @@ def test_the_best_trial_as_a_dvc_experiment(tmp_path, monkeypatch):
 def test_two_workers_that_ask_for_the_last_place_at_once(tmp_path, monkeypatch):
     """Both looked at the counts before asking: the trial with the later number is withdrawn,
     and the counts leave it out."""
+    import optuna
+
     use_sqlite(tmp_path, monkeypatch)
     p = params()
     opened = studies.open_study(p, "s5", str(tmp_path / "optuna.journal"))
+    assert isinstance(opened.study, optuna.Study)
     first, second = opened.study.ask(), opened.study.ask()
     assert studies.within_budget(opened.study, first, 1) and not studies.within_budget(opened.study, second, 1)
     second.set_user_attr(studies.WITHDRAWN_ATTR, True)

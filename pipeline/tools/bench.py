@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-from pipeline.config.loader import load_params
+from pipeline.config.loader import load_params, overridden, params_of
 from pipeline.config.schema import DatasetParams, TrainConfig
 from pipeline.errors import ConfigError
 from pipeline.runtime import environment, processes, usage
@@ -229,10 +229,10 @@ def run(
     params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
     if replicas is None:
         return [_measure_and_log(params, data, warmup, steps, log_runs)]
-    request = {
-        "params_path": str(params_path),
+    request = {  # the params as read here, not the file again: each process takes what it is given
+        "raw": params.raw,
+        "source": str(params_path),
         "dataset": dataset,
-        "overrides": list(overrides),
         "data": str(data),
         "warmup": warmup,
         "steps": steps,
@@ -270,9 +270,9 @@ def scaling(request: dict, counts: Sequence[int]) -> list[dict]:
 def _measure_replicas(spec: dict) -> dict:
     """One count of `scaling`, in the process `scaling` started: the params in force on the
     first N GPUs, or N logical CPU devices."""
-    dataset = spec["dataset"]
-    overrides = [*spec["overrides"], *replica_overrides(dataset, spec["replicas"], gpu_count())]
-    params = load_params(spec["params_path"], dataset, overrides)
+    dataset, source = spec["dataset"], spec["source"]
+    given = params_of(spec["raw"], dataset, source)
+    params = overridden(given, replica_overrides(dataset, spec["replicas"], gpu_count()), source)
     return _measure_and_log(params, Path(spec["data"]), spec["warmup"], spec["steps"], spec["log_runs"])
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from pipeline.config import datasets
-from pipeline.config.loader import load_params
+from pipeline.config.loader import load_params, overridden, params_of
 from pipeline.config.schema import DatasetParams, ReutersPreprocessConfig, TrainConfig
 from pipeline.runtime import processes
 from pipeline.tools.bench import gpu_count, replica_overrides
@@ -44,8 +44,9 @@ TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2, "mixed_float16": 2e-2}
 
 def run(params_path: Path, names: Sequence[str], steps: int) -> list[Check]:
     """The checks, one per line of the report: run in two processes, compared here."""
-    for dataset in names:  # a config error stops it here, in one line, before any process
-        load_params(params_path, dataset)
+    # a config error stops it here, in one line, before any process; each process is handed
+    # the params as read here, not the file again
+    given = {dataset: load_params(params_path, dataset) for dataset in names}
     gpus = 0 if distribute.no_gpu_without_tensorflow() else gpu_count()
     if gpus == 1:
         return [
@@ -63,7 +64,8 @@ def run(params_path: Path, names: Sequence[str], steps: int) -> list[Check]:
     with tempfile.TemporaryDirectory(prefix="pipeline-selftest-") as tmp:
         for dataset in names:  # two strategies in one process collide (tensorflow#61314)
             request = {
-                "params_path": str(params_path),
+                "raw": given[dataset].raw,
+                "source": str(params_path),
                 "dataset": dataset,
                 "split": replicas,
                 "steps": steps,
@@ -174,14 +176,14 @@ def _steps(spec: dict) -> dict:
     step losses; with several replicas, and when asked, the all-reduce too."""
     ds, replicas = spec["dataset"], spec["replicas"]
     # Both processes make the same devices (N of them); the one-device process trains on the first.
-    params = load_params(
-        spec["params_path"],
-        ds,
+    params = overridden(
+        params_of(spec["raw"], ds, spec["source"]),
         [
             *replica_overrides(ds, spec["split"], gpu_count()),
             f"train.{ds}.optimizer=sgd",
             f"train.{ds}.learning_rate={LEARNING_RATE}",
         ],
+        spec["source"],
     )
     info = distribute.configure_devices(params.train.devices, where=f"train.{ds}.devices")
     import tensorflow as tf

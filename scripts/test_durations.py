@@ -1,5 +1,7 @@
 """tests/durations.json from a run's JUnit XML: each test module's seconds (setup included), the
-order in which tests/conftest.py hands the modules out to xdist's workers, longest first.
+order in which tests/conftest.py hands the modules out to xdist's workers, longest first; and
+how long the container images took to build in the background (`images_seconds`, the property
+tests/conftest.py adds to the XML; the file's own when the run built none).
 
     .venv/bin/pytest --junitxml=/tmp/junit.xml && .venv/bin/python scripts/test_durations.py /tmp/junit.xml
 
@@ -39,8 +41,19 @@ def main(argv: list[str] | None = None) -> int:
     if not seconds:
         print(f"error: {args.junit}: no test case of a module of tests/", file=sys.stderr)
         return 1
-    DURATIONS.write_text(json.dumps(seconds, indent=1) + "\n")
+    images = images_seconds(args.junit)
+    if images is None:
+        images = json.loads(DURATIONS.read_text())["images_seconds"]
+    DURATIONS.write_text(json.dumps({"images_seconds": images, "modules": seconds}, indent=1) + "\n")
     return 0
+
+
+def images_seconds(junit: Path) -> float | None:
+    """The images' build time the run recorded, if it built them."""
+    for prop in ET.parse(junit).iter("property"):
+        if prop.get("name") == "images_seconds":
+            return float(prop.get("value") or 0)
+    return None
 
 
 if __name__ == "__main__":

@@ -42,22 +42,43 @@ imports.skip_keras_extras()
 # longest first, by their seconds in a whole run (tests/durations.json, written from a run's
 # JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and both
 # workers finish together; a module the file does not name (seconds, as a rule) comes after,
-# in path order.
+# in path order. A module of container tests waits for the images the session builds in the
+# background: it is handed out once the modules before it add up to the images' build time (the
+# same file's `images_seconds`, per worker), so that no worker sits waiting for them.
 DURATIONS = json.loads((ROOT / "tests" / "durations.json").read_text())
+WORKERS = 2
 
 
 def module_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
-def order_of(nodeid: str) -> tuple[float, str]:
-    module = module_of(nodeid)
-    return -DURATIONS.get(module, 0.0), module
+def module_order(seconds: dict[str, float], waiting: set[str], images_seconds: float) -> list[str]:
+    """The modules longest first, each of `waiting` as soon as those before it cover the images'
+    build (their seconds over WORKERS)."""
+    ranked = sorted(seconds, key=lambda m: (-seconds[m], m))
+    order: list[str] = []
+    pending: list[str] = []
+    elapsed = 0.0
+    for module in ranked:
+        if elapsed >= images_seconds:
+            order += pending
+            pending = []
+        if module in waiting and elapsed < images_seconds:
+            pending.append(module)
+            continue
+        order.append(module)
+        elapsed += seconds[module] / WORKERS
+    return order + pending
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: order_of(item.nodeid))
+    modules = {module_of(item.nodeid) for item in items}
+    seconds = {m: DURATIONS["modules"].get(m, 0.0) for m in modules}
+    waiting = {module_of(item.nodeid) for item in items if item.get_closest_marker("container")}
+    rank = {m: i for i, m in enumerate(module_order(seconds, waiting, DURATIONS["images_seconds"]))}
+    items.sort(key=lambda item: rank[module_of(item.nodeid)])
 
 
 # --- the container images, made in the background (tests/images.py) -------------------------
@@ -97,8 +118,12 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(images.summary(builder.made))
 
 
+@pytest.hookimpl(tryfirst=True)  # before the JUnit XML is written
 def pytest_sessionfinish(session):
     builder = getattr(session.config, "_pipeline_images", None)
+    xml = getattr(session.config, "_xml", None)  # --junitxml: its build time, for tests/durations.json
+    if builder is not None and xml is not None and builder.made and "seconds" in builder.made:
+        xml.add_global_property("images_seconds", f"{builder.made['seconds']:.0f}")
     if builder is not None:
         builder.finish()
     if not hasattr(session.config, "workerinput"):

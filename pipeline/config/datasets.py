@@ -10,11 +10,13 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pipeline.config import schema
-from pipeline.config.schema import PreprocessConfig
 from pipeline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import PreprocessConfig
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Optional, cast
+from typing import TYPE_CHECKING, Optional, cast
 
 import mlflow.exceptions
 import mlflow.pyfunc
@@ -40,13 +40,15 @@ from mlflow.types.schema import Array, Object, Property
 
 import pipeline
 from pipeline.config import datasets
-from pipeline.config.schema import DatasetParams
 from pipeline.data import arrays, mnist, reuters
 from pipeline.errors import DataError
 from pipeline.io import read_json
 from pipeline.runtime import environment, imports
 from pipeline.tracking.store import tracked
 from pipeline.training import model_folder
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams
 
 # The distributions whose modules the served model's code (this module, pipeline.data's
 # readers, pipeline.runtime.imports) imports when MLflow loads it and it predicts: with their own

@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from pipeline.config.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
 from pipeline.tracking import store
 from pipeline.tracking.store import tracked
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import PromoteConfig
 
 CHAMPION = "champion"
 # a version's tags: the test split's digest (evaluation.test_digest: its samples and labels),

@@ -20,15 +20,17 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pipeline.config.loader import load_params, overridden, params_of
-from pipeline.config.schema import DatasetParams, TrainConfig
 from pipeline.errors import ConfigError
 from pipeline.runtime import environment, processes, usage
 from pipeline.tools import capacity
 from pipeline.tracking import runs
 from pipeline.training import distribute
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams, TrainConfig
 
 # What the table shows, in order: (key, heading, format).
 COLUMNS = (

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pipeline import log
-from pipeline.config.schema import DatasetParams
 from pipeline.tracking import lineage, probe, store
 from pipeline.tracking.store import tracked
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams
 
 # System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few
 # seconds: MLflow's default of 10 s leaves a short training with one or two points.

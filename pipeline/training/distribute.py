@@ -9,11 +9,13 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from pipeline.config.schema import TrainConfig
 from pipeline.errors import ConfigError
 from pipeline.training.cluster import check_cluster, cluster_of, is_chief, slurm_resolver, task_name
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import TrainConfig
 
 
 @dataclass(frozen=True)

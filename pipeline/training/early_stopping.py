@@ -22,12 +22,13 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import keras
 import numpy as np
 
-from pipeline.config.schema import EarlyStoppingConfig
+if TYPE_CHECKING:
+    from pipeline.config.schema import EarlyStoppingConfig
 
 log = logging.getLogger(__name__)
 

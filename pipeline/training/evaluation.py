@@ -6,14 +6,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from pipeline.config.schema import EvaluateConfig
 from pipeline.data import arrays
 from pipeline.io import atomic_outputs, read_json, write_csv, write_json
 from pipeline.training import model_folder, plots
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import EvaluateConfig
 
 
 @dataclass

@@ -5,11 +5,12 @@ Each model ends in a Dense layer of logits (no softmax): the loss takes logits."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import keras
 
-from pipeline.config.schema import AnyTrainConfig, TrainConfig
+if TYPE_CHECKING:
+    from pipeline.config.schema import AnyTrainConfig, TrainConfig
 
 
 def reuters_conv1d(

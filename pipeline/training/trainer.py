@@ -8,13 +8,12 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from pipeline.config.schema import AnyTrainConfig, TrainConfig
 from pipeline.data.inputs import image_size_for, make_dataset
 from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.runtime import usage
@@ -23,6 +22,9 @@ from pipeline.training.custom_loop import CustomLoop
 from pipeline.training.early_stopping import BestEpoch
 from pipeline.training.models import build_model, compile_model
 from pipeline.training.resume import Backup
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import AnyTrainConfig, TrainConfig
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     import optuna
 
+    from pipeline.config.schema import DatasetParams, TuneConfig
+
 from pipeline import log
 from pipeline.config import search_space
-from pipeline.config.schema import DatasetParams, TuneConfig
 from pipeline.errors import ConfigError, StudyError
 from pipeline.tracking import store
 from pipeline.tuning import study_runs

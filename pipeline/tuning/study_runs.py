@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from pipeline.config.schema import DatasetParams
 from pipeline.tracking import lineage, probe, store
 from pipeline.tracking.runs import device_params
 from pipeline.tracking.store import tracked
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams
 
 # Where a trial's run keeps the study's and the trial's identity (MLflow's own parent tag nests it).
 PARENT_TAG = "mlflow.parentRunId"

@@ -16,16 +16,18 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pipeline import log
 from pipeline.config import search_space
 from pipeline.config.loader import load_params, overridden, params_of
-from pipeline.config.schema import DatasetParams
 from pipeline.errors import ConfigError
 from pipeline.runtime import processes
 from pipeline.training import cluster, distribute
 from pipeline.tuning import studies, study_runs
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams
 
 
 @dataclass(frozen=True)

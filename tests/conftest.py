@@ -16,6 +16,7 @@ from pathlib import Path
 
 import images
 import pytest
+from _pytest.junitxml import xml_key  # where pytest keeps --junitxml's writer
 from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import (
     ROOT,
@@ -121,7 +122,7 @@ def pytest_terminal_summary(terminalreporter, config):
 @pytest.hookimpl(tryfirst=True)  # before the JUnit XML is written
 def pytest_sessionfinish(session):
     builder = getattr(session.config, "_pipeline_images", None)
-    xml = getattr(session.config, "_xml", None)  # --junitxml: its build time, for tests/durations.json
+    xml = session.config.stash.get(xml_key, None)  # --junitxml's writer: the build time, for tests/durations.json
     if builder is not None and xml is not None and builder.made and "seconds" in builder.made:
         xml.add_global_property("images_seconds", f"{builder.made['seconds']:.0f}")
     if builder is not None:

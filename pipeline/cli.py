@@ -21,7 +21,6 @@ import click
 
 from pipeline import errors, log
 from pipeline.config import loader, params_doc
-from pipeline.config.datasets import DATASETS
 from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
 from pipeline.io import write_json
@@ -91,10 +90,8 @@ def stage_finished(_result, **_options):
 @cli.command("devices")
 @click.option(
     "--dataset",
-    type=click.Choice(DATASETS),
-    default=DATASETS[0],
-    show_default=True,
-    help="Apply this dataset's train.<dataset>.devices and strategy from the params file.",
+    help="Apply this dataset's train.<dataset>.devices and strategy from the params file.  "
+    "[default: its first dataset]",
 )
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
@@ -105,7 +102,7 @@ def devices_command(dataset, params_path, as_json):
 
 
 @cli.command("params")
-@click.argument("dataset", type=click.Choice(DATASETS), required=False)
+@click.argument("dataset", required=False)
 @params_option
 @click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (one column per dataset).")
 @click.option(
@@ -120,12 +117,14 @@ def params_command(dataset, params_path, markdown, rewrite):
     Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
     takes it, with its value and its meaning; the meanings are the config types' own
     (pipeline/config/schema.py), which also check the values."""
-    raw = loader.read_yaml(params_path)
-    loader.validate(raw, source=str(params_path))
+    raw = loader.read_params(params_path)
+    built = loader.validate(raw, source=str(params_path))
     if rewrite:
         click.echo(params_doc.rewrite(params_path, raw))
         return
-    docs = params_doc.describe(raw, [dataset] if dataset else DATASETS)
+    if dataset is not None and dataset not in built["train"]:
+        raise errors.ConfigError(f"unknown dataset {dataset!r}: {params_path} declares {', '.join(built['train'])}")
+    docs = params_doc.describe(raw, [dataset] if dataset else list(built["train"]))
     if markdown:
         click.echo(params_doc.format_markdown(docs), nl=False)
     else:
@@ -134,7 +133,7 @@ def params_command(dataset, params_path, markdown, rewrite):
 
 
 @cli.command("bench")
-@click.argument("dataset", type=click.Choice(DATASETS))
+@click.argument("dataset")
 @click.option(
     "-S",
     "--set",
@@ -201,10 +200,7 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
 @cli.command("doctor")
 @click.option(
     "--dataset",
-    type=click.Choice(DATASETS),
-    default=DATASETS[0],
-    show_default=True,
-    help="Whose train.<dataset> params decide the strategy checked.",
+    help="Whose train.<dataset> params decide the strategy checked.  [default: the params file's first dataset]",
 )
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
@@ -228,7 +224,6 @@ def doctor_command(dataset, params_path, as_json):
 @click.option(
     "--dataset",
     "datasets",
-    type=click.Choice(DATASETS),
     multiple=True,
     help="Check this dataset's model only (repeatable).  [default: every dataset]",
 )
@@ -245,7 +240,7 @@ def selftest_command(datasets, steps, params_path, as_json):
     weights, and their updates must agree; no loss may be NaN or infinite; the all-reduce in
     force must sum every replica's value right. One line per check; exits 1 if any fails."""
     started = time.perf_counter()
-    checks = selftest.run(params_path, datasets or DATASETS, steps)
+    checks = selftest.run(params_path, datasets or loader.names(params_path), steps)
     if as_json:
         click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
     else:
@@ -256,7 +251,7 @@ def selftest_command(datasets, steps, params_path, as_json):
 
 
 @cli.command("tune")
-@click.argument("dataset", type=click.Choice(DATASETS))
+@click.argument("dataset")
 @click.option(
     "-S",
     "--set",
@@ -315,7 +310,7 @@ def tune_command(dataset, overrides, study, storage, worker_count, data, best_on
 
 
 @cli.command("promote")
-@click.argument("dataset", type=click.Choice(DATASETS))
+@click.argument("dataset")
 @click.argument("version", type=click.IntRange(min=1), required=False)
 @click.option("--force", is_flag=True, help="Move the alias whatever the version scores (a rollback).")
 @params_option
@@ -335,7 +330,7 @@ def promote_command(dataset, version, force, params_path):
 
 
 @cli.command("serve")
-@click.argument("dataset", type=click.Choice(DATASETS))
+@click.argument("dataset")
 @click.option("--alias", default="champion", show_default=True, help="Serve the version this alias points at.")
 @click.option(
     "--version", "version", type=click.IntRange(min=1), default=None, help="Serve this version instead of the alias's."
@@ -408,7 +403,7 @@ def ui_command(host, port):
     experiment's runs table (MLflow 3.17 opens an experiment on its GenAI overview until the
     browser's "Model training" switch is on). One worker, no job runners, no access log;
     Ctrl+C stops it."""
-    sys.exit(ui.serve(host, port, DATASETS, click.echo))
+    sys.exit(ui.serve(host, port, click.echo))
 
 
 def main(args=None) -> None:

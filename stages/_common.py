@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from pipeline.config.datasets import DATASETS
 from pipeline.options import params_option  # noqa: F401 (the stages' own, too)
 
 
@@ -15,7 +14,7 @@ def _note_dataset(ctx: click.Context, _param, value: str) -> str:
     return value
 
 
-dataset_argument = click.argument("dataset", metavar="DATASET", type=click.Choice(DATASETS), callback=_note_dataset)
+dataset_argument = click.argument("dataset", metavar="DATASET", callback=_note_dataset)
 
 
 def path_option(name: str, help: str):

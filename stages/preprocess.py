@@ -1,5 +1,5 @@
 """preprocess: raw files -> compact arrays (int32 sequences, uint8 images), a stats file, and
-what a model needs to read raw inputs (Reuters' word index)."""
+what a model needs to read raw inputs (a dataset of texts' word index)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ def command(dataset, raw, out, params_path):
     from pipeline.data import arrays  # NumPy: after the config is checked
 
     cfg = load_params(params_path, dataset).preprocess
-    found = datasets.get(dataset)
-    splits, stats = found.prepare(raw, cfg)
-    arrays.save_prepared(out, splits, stats, found.assets(raw))
+    splits, stats, assets = datasets.of(cfg, dataset).prepare(raw, cfg)
+    arrays.save_prepared(out, splits, stats, assets)
     log.result(f"{dataset}: " + ", ".join(f"{k} {v}" for k, v in stats["samples"].items()))

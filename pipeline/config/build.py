@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any, Literal, Optional, Union
 
 from pipeline.config import datasets
-from pipeline.config.datasets import DATASETS, SCHEMA
 from pipeline.errors import ConfigError
 
 
@@ -34,21 +33,26 @@ def sections(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]
     (The search spaces' values are `search_space.check`'s.)"""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping of stage sections, got {_show(raw)}")
-    _check_keys(raw, SCHEMA.keys(), "", source)
-    built: dict[str, dict[str, Any]] = {}
-    for stage, per_dataset in SCHEMA.items():
-        section = raw[stage]
-        if not isinstance(section, dict):
-            raise ConfigError(f"{source}: {stage}: expected a mapping of datasets, got {_show(section)}")
-        _check_keys(section, per_dataset.keys(), stage, source)
-        built[stage] = {ds: _build(cls, section[ds], f"{stage}.{ds}", source) for ds, cls in per_dataset.items()}
+    _check_keys(raw, datasets.STAGE_SECTIONS, "", source)
+    for stage in datasets.STAGE_SECTIONS:
+        if not isinstance(raw[stage], dict) or not raw[stage]:
+            raise ConfigError(f"{source}: {stage}: expected a mapping of datasets, got {_show(raw[stage])}")
+    found = datasets.declared(raw, source)
+    built: dict[str, dict[str, Any]] = {
+        stage: {
+            name: _build(dataset.classes()[stage], raw[stage][name], f"{stage}.{name}", source)
+            for name, dataset in found.items()
+        }
+        for stage in datasets.STAGE_SECTIONS
+    }
     _check_across(built, source)
     return built
 
 
 def _check_across(built: dict, source: str) -> None:
-    """What one key's check cannot see: keys that must agree with each other."""
-    for ds in DATASETS:
+    """What one key's check cannot see: keys that must agree with each other. (A top k is
+    judged against the classes by the stages that know them, evaluate and serve.)"""
+    for ds in built["train"]:
         monitor = built["train"][ds].early_stopping.monitor
         if monitor.startswith("val_") and built["preprocess"][ds].validation_split == 0:
             raise ConfigError(
@@ -56,13 +60,6 @@ def _check_across(built: dict, source: str) -> None:
                 f"split, and preprocess.{ds}.validation_split is 0: monitor "
                 f"{monitor[4:]} or set a split"
             )
-        for key in ("evaluate", "serve"):
-            top_k = built[key][ds].top_k
-            classes = datasets.get(ds).num_classes
-            if top_k is not None and top_k > classes:
-                raise ConfigError(
-                    f"{source}: {key}.{ds}.top_k: expected at most {classes} ({ds} has {classes} classes), got {top_k}"
-                )
         disagreement = built["train"][ds].disagreement()
         if disagreement:
             raise ConfigError(f"{source}: train.{ds}.{disagreement}")

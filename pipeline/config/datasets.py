@@ -1,8 +1,12 @@
-"""The datasets, one object each: its name (params sections, dvc.yaml's foreach, MLflow's
-experiment and registered model), what its samples are, its classes, the module of
-`pipeline.data` that reads its download folder, and its sections' classes in the schema.
-Everything that differs between datasets asks this object rather than testing a name: a new
-dataset is its reader module and one entry of REGISTRY."""
+"""The datasets: whatever params.yaml declares, each a name (its section in every stage,
+dvc.yaml's foreach, MLflow's experiment and registered model) with a kind (what its samples
+are: `image_folders` or `labelled_texts`) and a reader (how its download folder is read), both
+keys of its preprocess section. The kind and reader say which classes of the schema its
+preprocess and train sections are and which module of `pipeline.data` prepares it; nothing
+else differs between datasets, and no code tests a dataset's name.
+
+A name declared in one place and not another (a stage's section, or a foreach of dvc.yaml
+beside the params file) is a ConfigError naming both places."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.config import schema
 from pipeline.errors import ConfigError
@@ -18,65 +22,130 @@ from pipeline.errors import ConfigError
 if TYPE_CHECKING:
     from pipeline.config.schema import PreprocessConfig
 
+STAGE_SECTIONS = ("download", "preprocess", "train", "evaluate", "serve", "promote", "tune")
+# the sections alike for every dataset
+COMMON = {
+    "download": schema.DownloadConfig,
+    "evaluate": schema.EvaluateConfig,
+    "serve": schema.ServeConfig,
+    "promote": schema.PromoteConfig,
+    "tune": schema.TuneConfig,
+}
+
+
+@dataclass(frozen=True)
+class Reader:
+    module: str  # of pipeline.data: prepare(raw_dir, cfg, where) -> ({split: (x, y)}, stats, assets)
+    preprocess: type  # the preprocess section's class
+
+
+@dataclass(frozen=True)
+class Kind:
+    inputs: Literal["sequences", "images"]  # what the prepared splits hold (stats.json's "input")
+    train: type  # the train section's class
+    readers: dict[str, Reader]
+
+
+KINDS = {
+    "labelled_texts": Kind(
+        "sequences",
+        schema.TextsTrainConfig,
+        {
+            "table": Reader("pipeline.data.texts", schema.TextTablePreprocessConfig),
+            "keras": Reader("pipeline.data.reuters", schema.ReutersPreprocessConfig),
+        },
+    ),
+    "image_folders": Kind(
+        "images",
+        schema.ImagesTrainConfig,
+        {
+            "folders": Reader("pipeline.data.images", schema.ImageFoldersPreprocessConfig),
+            "digits": Reader("pipeline.data.mnist", schema.ImageFoldersPreprocessConfig),
+        },
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Dataset:
     name: str
-    title: str  # as the docs and the benchmarks page write it
-    inputs: Literal["sequences", "images"]  # what the prepared splits hold (stats.json's "input")
-    num_classes: int  # what a top k is judged against before any data or store is read
-    reader: str  # its module of pipeline.data: prepare(raw_dir, cfg), assets(raw_dir), class_names(n)
-    preprocess: type  # its preprocess and train sections' classes (the other sections are alike)
-    train: type
+    kind: str
+    reader: str
+
+    @property
+    def inputs(self) -> str:
+        return KINDS[self.kind].inputs
+
+    def classes(self) -> dict[str, type]:
+        """Its class of each section of the params file."""
+        return {
+            **COMMON,
+            "preprocess": KINDS[self.kind].readers[self.reader].preprocess,
+            "train": KINDS[self.kind].train,
+        }
 
     def module(self) -> ModuleType:
         # imported when asked: NumPy and Pillow stay off the paths that only read the config
-        return importlib.import_module(self.reader)
+        return importlib.import_module(KINDS[self.kind].readers[self.reader].module)
 
-    def prepare(self, raw_dir: Path | str, cfg: PreprocessConfig) -> tuple[dict, dict]:
-        """The splits ({split: (x, y)}) and stats of the download folder `raw_dir`."""
-        return self.module().prepare(raw_dir, cfg)
-
-    def assets(self, raw_dir: Path | str) -> dict:
-        """The JSON documents the prepared folder keeps beside the splits (Reuters' word index)."""
-        return self.module().assets(raw_dir)
-
-    def class_names(self) -> list[str]:
-        """The label of each class, as a served model answers with it."""
-        return self.module().class_names(self.num_classes)
+    def prepare(self, raw_dir: Path | str, cfg: PreprocessConfig) -> tuple[dict, dict, dict]:
+        """The splits ({split: (x, y)}), stats (with the class names) and assets ({file name:
+        JSON document}, as a word index) of the download folder `raw_dir`."""
+        return self.module().prepare(raw_dir, cfg, f"preprocess.{self.name}")
 
 
-REGISTRY = (
-    Dataset(
-        "reuters",
-        "Reuters",
-        "sequences",
-        46,
-        "pipeline.data.reuters",
-        schema.ReutersPreprocessConfig,
-        schema.ReutersTrainConfig,
-    ),
-    Dataset(
-        "mnist", "MNIST", "images", 10, "pipeline.data.mnist", schema.MnistPreprocessConfig, schema.MnistTrainConfig
-    ),
-)
-DATASETS = tuple(d.name for d in REGISTRY)
-
-# every section of the params file: stage -> dataset -> its class
-SCHEMA: dict[str, dict[str, type]] = {
-    "download": {d.name: schema.DownloadConfig for d in REGISTRY},
-    "preprocess": {d.name: d.preprocess for d in REGISTRY},
-    "train": {d.name: d.train for d in REGISTRY},
-    "evaluate": {d.name: schema.EvaluateConfig for d in REGISTRY},
-    "serve": {d.name: schema.ServeConfig for d in REGISTRY},
-    "promote": {d.name: schema.PromoteConfig for d in REGISTRY},
-    "tune": {d.name: schema.TuneConfig for d in REGISTRY},
-}
+def of(cfg: PreprocessConfig, name: str) -> Dataset:
+    """The dataset `name` whose preprocess section is `cfg`."""
+    return Dataset(name, cfg.kind, cfg.reader)
 
 
-def get(name: str) -> Dataset:
-    """The dataset called `name`; a ConfigError listing the others."""
-    for dataset in REGISTRY:
-        if dataset.name == name:
-            return dataset
-    raise ConfigError(f"unknown dataset {name!r}: expected one of {', '.join(DATASETS)}")
+def declared(raw: Any, source: str) -> dict[str, Dataset]:
+    """Every dataset the params mapping `raw` declares, by name, in the file's order: each stage
+    section (a mapping, as the builder checked) must name the same ones, and each preprocess
+    section say a known kind and reader."""
+    first = STAGE_SECTIONS[0]
+    names = list(raw[first])
+    for stage in STAGE_SECTIONS:
+        section = raw[stage]
+        for name in names:
+            if name not in section:
+                raise ConfigError(f"{source}: {first}.{name} is declared, but {stage}.{name} is not: declare both")
+        for name in section:
+            if name not in names:
+                raise ConfigError(f"{source}: {stage}.{name} is declared, but {first}.{name} is not: declare both")
+    return {name: _dataset(raw["preprocess"][name], name, source) for name in names}
+
+
+def _dataset(section: Any, name: str, source: str) -> Dataset:
+    where = f"{source}: preprocess.{name}"
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {section!r}"[:200])
+    kind, reader = section.get("kind"), section.get("reader")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}.kind: expected {' or '.join(map(repr, KINDS))}, got {kind!r}")
+    if reader not in KINDS[kind].readers:
+        raise ConfigError(
+            f"{where}.reader: expected {' or '.join(map(repr, KINDS[kind].readers))} for kind {kind!r}, got {reader!r}"
+        )
+    return Dataset(name, kind, reader)
+
+
+def check_foreach(names: list[str], dvc_yaml: Any, params_source: str, source: str) -> None:
+    """Every foreach list of dvc.yaml's stages must name the datasets the params file declares."""
+    stages = dvc_yaml.get("stages") if isinstance(dvc_yaml, dict) else None
+    for stage, spec in (stages or {}).items():
+        listed = spec.get("foreach") if isinstance(spec, dict) else None
+        if not isinstance(listed, list):
+            continue
+        for name in listed:
+            if name not in names:
+                raise ConfigError(
+                    f"{source}: stages.{stage}.foreach lists {name!r}, which {params_source} does not declare "
+                    f"(no preprocess.{name}): declare both"
+                )
+        for name in names:
+            if name not in listed:
+                raise ConfigError(
+                    f"{params_source}: {name!r} is declared, but {source}'s stages.{stage}.foreach does not list "
+                    "it: declare both"
+                )

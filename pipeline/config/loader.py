@@ -15,8 +15,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import build, search_space
-from pipeline.config.datasets import DATASETS
+from pipeline.config import build, datasets, search_space
 from pipeline.config.schema import DatasetParams
 from pipeline.errors import ConfigError
 
@@ -87,15 +86,32 @@ def load_params(path: Path | str, dataset: str, overrides: Sequence[str] = ()) -
     `overrides` are `key=value` assignments applied first, as `dvc exp run -S` applies them.
     """
     path = Path(path)
-    if dataset not in DATASETS:
-        raise ConfigError(f"unknown dataset {dataset!r}: expected one of {', '.join(DATASETS)}")
-    return params_of(apply_overrides(read_yaml(path), overrides, source=str(path)), dataset, str(path))
+    return params_of(apply_overrides(read_params(path), overrides, source=str(path)), dataset, str(path))
+
+
+def read_params(path: Path) -> Any:
+    """The params file as read, once its datasets are the ones the dvc.yaml beside it (when
+    there is one) runs: a name declared in one and not the other is a ConfigError naming both."""
+    raw = read_yaml(path)
+    pipeline_file = path.parent / "dvc.yaml"
+    stages = raw.get("preprocess") if isinstance(raw, dict) else None
+    if isinstance(stages, dict) and pipeline_file.is_file():
+        datasets.check_foreach(list(stages), read_yaml(pipeline_file), str(path), str(pipeline_file))
+    return raw
+
+
+def names(path: Path | str) -> list[str]:
+    """The datasets the params file declares, every key of it validated."""
+    return list(validate(read_params(Path(path)), str(path))["train"])
 
 
 def params_of(raw: Any, dataset: str, source: str) -> DatasetParams:
     """One dataset's sections of the params mapping `raw` (a file's, as read), every key of it
     validated, the search spaces too: what a process is handed instead of a file to read again."""
-    return _bundle(validate(raw, source), dataset, raw)
+    built = validate(raw, source)
+    if dataset not in built["train"]:
+        raise ConfigError(f"unknown dataset {dataset!r}: {source} declares {', '.join(built['train'])}")
+    return _bundle(built, dataset, raw)
 
 
 def overridden(params: DatasetParams, overrides: Sequence[str], source: str) -> DatasetParams:
@@ -148,6 +164,6 @@ def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]
     """Every section of the schema built from `raw` (`build.sections`), and every value each
     tune.<ds>.space can draw checked against train.<ds>; ConfigError naming the first bad key."""
     built = build.sections(raw, source)
-    for ds in DATASETS:
+    for ds in built["tune"]:
         search_space.check(raw, built["tune"][ds].space, ds, source)
     return built

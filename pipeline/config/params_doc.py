@@ -94,13 +94,14 @@ def meaning(cls: type, name: str) -> str:
     return text if expect == "a mapping" else f"{text} Value: {expect}."
 
 
-def describe(raw: dict, names: Sequence[str] = datasets.DATASETS) -> list[KeyDoc]:
+def describe(raw: dict, names: Sequence[str]) -> list[KeyDoc]:
     """Every key of a validated params file, in the file's order, for the given datasets."""
+    found = datasets.declared(raw, "params")
     docs: list[KeyDoc] = []
     for stage, section in raw.items():
         for ds, values in section.items():
             if ds in names:
-                _describe(datasets.SCHEMA[stage][ds], values, f"{stage}.{ds}", f"{stage}.<ds>", docs, True)
+                _describe(found[ds].classes()[stage], values, f"{stage}.{ds}", f"{stage}.<ds>", docs, True)
     return docs
 
 
@@ -175,7 +176,7 @@ def format_markdown(docs: Sequence[KeyDoc]) -> str:
         if doc.meaning:
             row["meanings"][ds] = doc.meaning
     lines = [
-        "| Key | " + " | ".join(datasets.get(d).title for d in names) + " | Meaning |",
+        "| Key | " + " | ".join(names) + " | Meaning |",
         "|---|" + "---|" * len(names) + "---|",
     ]
     for template, row in rows.items():
@@ -184,11 +185,7 @@ def format_markdown(docs: Sequence[KeyDoc]) -> str:
             values = row["values"].get(ds)
             cells.append("<br>".join(values) if values else ("" if not row["has_value"] else "—"))
         texts = list(dict.fromkeys(row["meanings"].values()))
-        text = (
-            texts[0]
-            if len(texts) == 1
-            else " ".join(f"{datasets.get(ds).title}: {t}" for ds, t in row["meanings"].items())
-        )
+        text = texts[0] if len(texts) == 1 else " ".join(f"{ds}: {t}" for ds, t in row["meanings"].items())
         lines.append(f"| `{template}` | " + " | ".join(cells) + " | " + text.replace("|", "\\|") + " |")
     return "\n".join(lines) + "\n"
 

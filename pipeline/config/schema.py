@@ -1,5 +1,6 @@
-"""The keys of params.yaml: one frozen dataclass per stage and dataset (pipeline/config/datasets.py
-says which dataset takes which), each field with what it
+"""The keys of params.yaml: one frozen dataclass per stage and kind of dataset
+(pipeline/config/datasets.py says which dataset takes which, by its preprocess section's kind
+and reader), each field with what it
 means, what a value must be and its check, and no default (defaults live in params.yaml only).
 pipeline/config/loader.py reads a file into these; pipeline/config/params_doc.py documents them."""
 
@@ -55,8 +56,8 @@ class RemoteFile:
     sha256: Optional[str] = _spec(
         "a 64-digit hex sha256 or null",
         is_sha256,
-        help="The file's expected sha256, checked after the download; null: not checked (the "
-        "sha256 observed is recorded in the manifest).",
+        help="The file's expected sha256, checked after the download (of a folder: the sha256 of its files' "
+        "paths and sha256s, sorted); null: not checked (the sha256 observed is recorded in the manifest).",
     )
 
 
@@ -65,10 +66,11 @@ class DownloadConfig:
     files: tuple[RemoteFile, ...] = _spec(
         "a non-empty list of files",
         lambda v: len(v) > 0,
-        help="The files to fetch, each a url and a sha256. Reuters: Keras' published files (reuters.npz: "
-        "the sha256 Keras checks; reuters_word_index.json, for which Keras publishes an md5: the "
-        "sha256 of the file that matches it). MNIST: an archive (zip or tar.gz) with train|training and test|testing "
-        "folders of digit subfolders of PNG or JPEG images, by default mnist_png.tar.gz.",
+        help="The files to fetch, each a url and a sha256: for image folders an archive (zip or tar) or a "
+        "local folder (a file:// URL), with train|training and test|testing folders of a folder per class; "
+        "for labelled texts a CSV or JSON Lines file (docs/own-data.md). Reuters: Keras' published files "
+        "(reuters.npz: the sha256 Keras checks; reuters_word_index.json, for which Keras publishes an md5: the "
+        "sha256 of the file that matches it). MNIST: mnist_png.tar.gz, folders of the digits' PNG images.",
     )
     mirror: str = _spec(
         "a URL or an empty string",
@@ -100,8 +102,25 @@ def _validation_split():
     )
 
 
+def _kind():
+    return _spec(
+        "'image_folders' or 'labelled_texts'",
+        help="What the dataset's samples are: image_folders (pictures in a folder per class) or labelled_texts "
+        "(texts and their labels); with the reader, which keys its preprocess and train sections hold "
+        "(docs/own-data.md).",
+    )
+
+
+def _reader(help: str):
+    return _spec(help="How the download folder is read: " + help)
+
+
 @dataclass(frozen=True)
 class ReutersPreprocessConfig:
+    kind: Literal["labelled_texts"] = _kind()
+    reader: Literal["keras"] = _reader(
+        "keras: Keras' Reuters arrays (reuters.npz) and word index, split as Keras' load_data splits them."
+    )
     num_words: Optional[int] = _spec(
         "a positive integer or null",
         lambda v: v > 0,
@@ -129,11 +148,45 @@ class ReutersPreprocessConfig:
 
 
 @dataclass(frozen=True)
-class MnistPreprocessConfig:
-    image_size: int = _positive_int(
-        help="The side of every image in pixels (square; else an error naming "
-        "the file). Colour images are converted to grayscale."
+class TextTablePreprocessConfig:
+    kind: Literal["labelled_texts"] = _kind()
+    reader: Literal["table"] = _reader(
+        "table: one CSV (with a header line) or JSON Lines file of a text column and a label column."
     )
+    text_column: str = _spec("a column name", lambda v: bool(v), help="The column holding each sample's text.")
+    label_column: str = _spec(
+        "a column name",
+        lambda v: bool(v),
+        help="The column holding each sample's label (text or integer); the classes are its values, sorted.",
+    )
+    num_words: Optional[int] = _spec(
+        "a positive integer or null",
+        lambda v: v > 0,
+        help="Vocabulary cap: rarer words become the out-of-vocabulary mark; null keeps every word.",
+    )
+    max_len: int = _positive_int(
+        help="Sequence length: shorter texts are padded, longer ones truncated (never dropped)."
+    )
+    padding: Literal["pre", "post"] = _spec(help="The side padding is added on.")
+    truncating: Literal["pre", "post"] = _spec(help="The side long texts are cut on.")
+    test_split: float = _fraction(help="The share of the texts held out for testing.", low_open=True)
+    split_seed: int = _non_negative_int(help="Shuffle seed of the train/test split.")
+    validation_split: float = _validation_split()
+    validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
+
+
+@dataclass(frozen=True)
+class ImageFoldersPreprocessConfig:
+    kind: Literal["image_folders"] = _kind()
+    reader: Literal["folders", "digits"] = _reader(
+        "folders: train|training and test|testing folders of a folder per class named by its label; "
+        "digits: the same, whose classes are the digits 0-9 (MNIST), and a served picture is read as "
+        "MNIST's digits are drawn (a light digit on a dark ground)."
+    )
+    image_size: int = _positive_int(
+        help="The side every picture is resized to in pixels (square; bilinear) when it is not that size already."
+    )
+    color: Literal["grey", "rgb"] = _spec(help="Pictures are kept grey (one channel) or in colour (RGB).")
     validation_split: float = _validation_split()
     validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
     images_sha256: Optional[str] = _spec(
@@ -276,9 +329,9 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class ReutersTrainConfig(TrainConfig):
-    model: Literal["reuters_conv1d"] = _spec(
-        help="The network: an Embedding, a Conv1D+MaxPool block per conv_filters and a Dense of 46 classes."
+class TextsTrainConfig(TrainConfig):
+    model: Literal["conv1d"] = _spec(
+        help="The network: an Embedding, a Conv1D+MaxPool block per conv_filters and a Dense of the dataset's classes."
     )
     embedding_dim: int = _positive_int(help="Width of the word embedding.")
     conv_filters: tuple[int, ...] = _spec(
@@ -303,10 +356,10 @@ class ReutersTrainConfig(TrainConfig):
 
 
 @dataclass(frozen=True)
-class MnistTrainConfig(TrainConfig):
+class ImagesTrainConfig(TrainConfig):
     model: Literal["mobilenet_v2"] = _spec(
         help="The network: MobileNetV2 without top or pretrained weights, global average pooling, "
-        "Dense dense_units and a Dense of 10 classes."
+        "Dense dense_units and a Dense of the dataset's classes."
     )
     img_size: int = _spec(
         "an integer >= 32",
@@ -333,8 +386,8 @@ class MnistTrainConfig(TrainConfig):
 
 
 # a preprocess or train section of any dataset
-PreprocessConfig = Union[ReutersPreprocessConfig, MnistPreprocessConfig]
-AnyTrainConfig = Union[ReutersTrainConfig, MnistTrainConfig]
+PreprocessConfig = Union[ReutersPreprocessConfig, TextTablePreprocessConfig, ImageFoldersPreprocessConfig]
+AnyTrainConfig = Union[TextsTrainConfig, ImagesTrainConfig]
 
 
 @dataclass(frozen=True)
@@ -477,12 +530,13 @@ class DatasetParams:
     def unpinned(self) -> list[str]:
         """One line per download that nothing pins (its file's sha256, or the preprocess
         stage's digest of what the files hold): the same params could fetch other bytes."""
-        if getattr(self.preprocess, "images_sha256", None):
+        images = isinstance(self.preprocess, ImageFoldersPreprocessConfig)
+        if images and self.preprocess.images_sha256:
             return []
         return [
             f"download.{self.dataset}.files[{i}] ({f.url}): no sha256 configured, so other bytes "
             "could be downloaded and trained on without a word; pin it"
-            + (f" or preprocess.{self.dataset}.images_sha256" if hasattr(self.preprocess, "images_sha256") else "")
+            + (f" or preprocess.{self.dataset}.images_sha256" if images else "")
             for i, f in enumerate(self.download.files)
             if not f.sha256
         ]

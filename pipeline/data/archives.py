@@ -11,7 +11,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Optional
 
 from pipeline.errors import DataError
 
@@ -26,17 +26,28 @@ def is_archive(path: Path) -> bool:
 def members(path: Path | str) -> Iterator[tuple[str, IO[bytes]]]:
     """(name, open file) of every file in the archive at `path`, in archive order; folders
     skipped. Decompression errors come out of the library as they are (see io.reading)."""
+    for name, handle in entries(path):
+        if handle is not None:
+            yield name, handle
+
+
+def entries(path: Path | str) -> Iterator[tuple[str, Optional[IO[bytes]]]]:
+    """`members`, and (name ending in "/", None) for each folder the archive records (an empty
+    one included)."""
     path = Path(path)
     if path.name.lower().endswith(ZIP_SUFFIXES):
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
-                if not info.is_dir():
-                    with zf.open(info) as member_file:
-                        yield info.filename, member_file
+                if info.is_dir():
+                    yield info.filename.rstrip("/") + "/", None
+                    continue
+                with zf.open(info) as member_file:
+                    yield info.filename, member_file
         return
     with tarfile.open(path) as tf:
         for member in tf:
             if member.isdir():
+                yield member.name.rstrip("/") + "/", None
                 continue
             if not (member.isfile() or member.islnk() or member.issym()):
                 kind = {

@@ -1,6 +1,6 @@
 """tf.data input pipelines: shuffle (a new order every epoch), batch, prefetch.
 
-Images stay uint8 at native size until here: scaling, resizing and the grey-to-RGB expansion
+Images stay uint8 at their prepared size until here: scaling, resizing and the grey-to-RGB expansion
 run per batch inside the pipeline, on the accelerator's side of the prefetch.
 """
 
@@ -55,8 +55,12 @@ def model_inputs(x: np.ndarray, image_size: Optional[int]) -> np.ndarray:
 
 
 def prepare_images(images: tf.Tensor, image_size: int) -> tf.Tensor:
-    """uint8 [batch, h, w] -> float32 [batch, size, size, 3] scaled to [-1, 1]."""
-    images = tf.cast(images, tf.float32)[..., tf.newaxis] / 127.5 - 1.0
+    """uint8 [batch, h, w] (grey) or [batch, h, w, 3] (RGB) -> float32 [batch, size, size, 3]
+    scaled to [-1, 1]."""
+    grey = images.shape.rank == 3
+    images = tf.cast(images, tf.float32) / 127.5 - 1.0
+    if grey:
+        images = images[..., tf.newaxis]
     if images.shape[1] != image_size or images.shape[2] != image_size:
         images = tf.image.resize(images, (image_size, image_size))
-    return tf.image.grayscale_to_rgb(images)
+    return tf.image.grayscale_to_rgb(images) if grey else images

@@ -1,14 +1,16 @@
 """The model a user gets: an MLflow pyfunc that answers raw inputs with labels and probabilities.
 
-Reuters' takes a newswire's text (column `text`) or a sequence as Keras' `load_data` gives it
-(`ids`); MNIST's a PNG or JPEG of a digit of any size (`image`: bytes, base64 in JSON) or a
-28x28 array of grey values 0-255 (`pixels`). Each row gets its `label` (a topic name or a
-digit), `class`, `probability`, and its `top_k` labels with theirs; a request's
-`params: {"top_k": N}` asks for another k.
+A model of texts takes a text (column `text`) or a sequence of word ids as Keras' `load_data`
+gives Reuters' (`ids`); a model of images a PNG or JPEG of any size (`image`: bytes, base64 in
+JSON) or an array of the prepared pictures' size of values 0-255 (`pixels`: grey, or RGB
+triples). Each row gets its `label` (the dataset's own class name: a folder's, a label
+column's value, a topic, a digit), `class`, `probability`, and its `top_k` labels with theirs;
+a request's `params: {"top_k": N}` asks for another k.
 
-The raw input becomes the model's input by the training's own code: `data.reuters.encode_texts`
-(the word index, indexing and padding the splits were made with), `data.mnist.read_digit`
-(grayscale as the dataset's images, then resized to their size) and `data.inputs.model_inputs`
+The raw input becomes the model's input by the training's own code: `data.texts.encode_texts`
+(the word index, indexing and padding the splits were made with), `data.images.picture`
+(converted and resized as the prepared pictures were; `data.mnist.read_digit` for the reader
+digits, which also makes a dark digit on a light ground light on dark) and `data.inputs.model_inputs`
 (the scaling and resizing of the training's input pipeline). That code travels inside the
 logged model (MLflow's `code_paths`), so a served model keeps the code it was trained with;
 the model is defined from code (`pipeline/serving/model_code.py`, MLflow's models-from-code), not
@@ -39,9 +41,8 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import Array, Object, Property
 
 import pipeline
-from pipeline.config import datasets
-from pipeline.data import arrays, mnist, reuters
-from pipeline.errors import DataError
+from pipeline.data import arrays, images, mnist, texts
+from pipeline.errors import ConfigError, DataError
 from pipeline.io import read_json
 from pipeline.runtime import environment, imports
 from pipeline.tracking.store import tracked
@@ -97,7 +98,7 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
         self.model = keras.models.load_model(context.artifacts[MODEL_ARTIFACT])
         self.word_index = None
         if WORD_INDEX_ARTIFACT in context.artifacts:
-            self.word_index = reuters.load_word_index(context.artifacts[WORD_INDEX_ARTIFACT])
+            self.word_index = texts.load_word_index(context.artifacts[WORD_INDEX_ARTIFACT])
 
     def predict(self, context, model_input: pd.DataFrame, params: Optional[dict] = None) -> pd.DataFrame:
         k = self._top_k(params)
@@ -118,7 +119,7 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
 
     def _sequences(self, rows) -> np.ndarray:
         enc = self.settings["encoding"]
-        cfg = cast(reuters.Encoding, SimpleNamespace(**enc))  # the encoding keys, as preprocess wrote them
+        cfg = cast(texts.Encoding, SimpleNamespace(**enc))  # the encoding keys, as preprocess wrote them
         out = np.zeros((len(rows), cfg.max_len), np.int32)
         for i, (column, value) in enumerate(rows):
             if column == "text":
@@ -127,27 +128,29 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
                         f"row {i}: text: expected a string, got {_kind(value)} (one object per "
                         f'row: {{"inputs": [{{"text": "..."}}, ...]}})'
                     )
-                if not reuters.words(value):
+                if not texts.words(value):
                     raise RequestError(
-                        f"row {i}: text: expected a newswire's words, got "
+                        f"row {i}: text: expected a text's words, got "
                         f"{'an empty text' if not value.strip() else repr(value[:40])}"
                     )
                 assert self.word_index is not None  # logged with every model of texts
-                out[i] = reuters.encode_texts([value], self.word_index, cfg, enc["vocab_size"])[0]
+                out[i] = texts.encode_texts([value], self.word_index, cfg, enc["vocab_size"])[0]
             else:
                 ids = _integers(value, f"row {i}: ids", "a list of word ids (non-negative integers)", 1)
                 if ids.size == 0:
                     raise RequestError(f"row {i}: ids: expected a list of word ids, got an empty list")
-                out[i] = reuters.encode_sequences([ids], cfg, enc["vocab_size"])[0]
+                out[i] = texts.encode_sequences([ids], cfg, enc["vocab_size"])[0]
         return out
 
     def _image(self, i: int, column: str, value) -> np.ndarray:
-        size = self.settings["image_size"]
+        size, color = self.settings["image_size"], self.settings["color"]
         if column == "pixels":
-            pixels = _integers(value, f"row {i}: pixels", f"a {size}x{size} array of grey values 0-255", 2)
-            if pixels.shape != (size, size) or pixels.max(initial=0) > 255:
+            shape, what = ((size, size), "grey values") if color == "grey" else ((size, size, 3), "RGB values")
+            expected = f"a {'x'.join(map(str, shape))} array of {what} 0-255"
+            pixels = _integers(value, f"row {i}: pixels", expected, len(shape))
+            if pixels.shape != shape or pixels.max(initial=0) > 255:
                 raise RequestError(
-                    f"row {i}: pixels: expected a {size}x{size} array of grey values 0-255, "
+                    f"row {i}: pixels: expected {expected}, "
                     f"got {'x'.join(map(str, pixels.shape))} values {pixels.min(initial=0)}.."
                     f"{pixels.max(initial=0)}"
                 )
@@ -165,7 +168,9 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
             except (binascii.Error, ValueError):
                 pass  # neither: read_digit says what it is not
         try:
-            return mnist.read_digit(value, f"row {i}: image", size)
+            if self.settings["reader"] == "digits":
+                return mnist.read_digit(value, f"row {i}: image", size)
+            return images.picture(value, f"row {i}: image", size, color)
         except DataError as exc:
             raise RequestError(str(exc)) from None
 
@@ -288,27 +293,27 @@ def signature(inputs: str, top_k: int):
 
 
 def raw_rows(data: Path, count: int) -> list[dict]:
-    """The first `count` samples of the prepared test split as a user has them: Reuters' as
-    text (`reuters.texts`), MNIST's as PNG bytes. The input example; the load benchmark's."""
+    """The first `count` samples of the prepared test split as a user has them: texts as text
+    (`texts.texts`), pictures as PNG bytes. The input example; the load benchmark's."""
     from PIL import Image
 
     x = arrays.load_split(data, "test")[0][:count]
     stats = read_json(Path(data) / "stats.json")
     if stats["input"] == "sequences":
-        index = reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
+        index = texts.load_word_index(Path(data) / stats["word_index"])
         offset = stats["encoding"]["index_from"]
-        return [{"text": text} for text in reuters.texts(x, index, offset)]
+        return [{"text": text} for text in texts.texts(x, index, offset)]
     rows = []
     for image in x:
         png = io.BytesIO()
-        Image.fromarray(image, "L").save(png, format="PNG")
+        Image.fromarray(image, "L" if image.ndim == 2 else "RGB").save(png, format="PNG")
         rows.append({"image": png.getvalue()})
     return rows
 
 
 def example(data: Path):
-    """A real input from the test split: its first newswire (60 words of it), or its first
-    image as PNG."""
+    """A real input from the test split: its first text (60 words of it), or its first
+    picture as PNG."""
     (row,) = raw_rows(data, 1)
     if "text" in row:
         row = {"text": " ".join(row["text"].split()[:60])}
@@ -322,24 +327,36 @@ def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
     found = {
         "dataset": dataset,
         "input": stats["input"],
-        "labels": datasets.get(dataset).class_names(),
+        "labels": stats["class_names"],
         "top_k": min(top_k, stats["num_classes"]),
     }
     if stats["input"] == "sequences":
         found["encoding"] = {**stats["encoding"], "max_len": stats["max_len"], "vocab_size": stats["vocab_size"]}
     else:
-        found["image_size"] = stats["image_size"]
+        found.update(image_size=stats["image_size"], color=stats["color"], reader=stats["reader"])
         found["model_image_size"] = image_size_for(stats, model)
     return found
 
 
-def check_inputs(data: Path) -> None:
+def check_inputs(data: Path, params: Optional[DatasetParams] = None) -> None:
     """Read what `log_model` will read from the prepared folder besides the test split
     (stats.json, and for texts the word index the served model encodes them with), so that
     the evaluate stage fails on them before it writes any output, not after."""
     stats = read_json(Path(data) / "stats.json")
-    if stats.get("input") == "sequences":
-        reuters.load_word_index(Path(data) / reuters.WORD_INDEX_NAME)
+    missing = [k for k in ("input", "class_names", "num_classes") if k not in stats]
+    if missing:
+        raise DataError(
+            f"{Path(data) / 'stats.json'}: no {missing[0]!r}: an older version wrote it; run the preprocess stage"
+        )
+    if stats["input"] == "sequences":
+        texts.load_word_index(Path(data) / stats["word_index"])
+    for key, top_k in ((k, getattr(params, k).top_k) for k in ("evaluate", "serve") if params is not None):
+        if top_k is not None and top_k > stats["num_classes"]:
+            assert params is not None
+            raise ConfigError(
+                f"{key}.{params.dataset}.top_k: expected at most {stats['num_classes']} ({params.dataset} has "
+                f"{stats['num_classes']} classes), got {top_k}"
+            )
 
 
 def model_requirements() -> list[str]:
@@ -370,7 +387,7 @@ def log_model(params: DatasetParams, model_dir: Path, data: Path, model=None):
         (Path(tmp) / "serving.json").write_text(json.dumps(found, indent=2))
         artifacts = {MODEL_ARTIFACT: str(model_path), SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json")}
         if stats["input"] == "sequences":
-            artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / reuters.WORD_INDEX_NAME)
+            artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / stats["word_index"])
         # the check MLflow makes of the input example (loading the logged model) draws progress bars
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         return mlflow.pyfunc.log_model(

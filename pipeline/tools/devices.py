@@ -4,14 +4,16 @@ training would use on them (its train params applied, as the train stage applies
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
-from pipeline.config.loader import load_params
+from pipeline.config.loader import load_params, names
 from pipeline.training import distribute
 
 
-def report(params_path: Path, dataset: str) -> dict:
+def report(params_path: Path, dataset: Optional[str]) -> dict:
     """The physical and logical devices, with `distribute.Setup.facts` (strategy, replicas,
-    workers, devices, all-reduce) for `dataset`'s train params."""
+    workers, devices, all-reduce) for `dataset`'s train params (None: the file's first dataset's)."""
+    dataset = dataset or names(params_path)[0]
     cfg = load_params(params_path, dataset).train
     setup = distribute.setup(cfg, where=f"train.{dataset}")
     import tensorflow as tf

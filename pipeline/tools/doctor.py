@@ -20,8 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from pipeline.config.datasets import DATASETS
-from pipeline.config.loader import load_params
+from pipeline.config.loader import load_params, names
 from pipeline.errors import PipelineError
 from pipeline.tracking import probe, store
 from pipeline.training import distribute
@@ -182,13 +181,11 @@ def check_artifacts(tracking_ok: bool) -> Check:
             "artifacts", "warn", "not checked: the tracking store failed its check", "fix the tracking store first"
         )
     try:
-        found = store.misplaced_artifacts(DATASETS)
+        found = store.misplaced_artifacts()
     except PipelineError as exc:
         return Check("artifacts", "warn", str(exc), "check the tracking store")
     if not found:
-        return Check(
-            "artifacts", "pass", f"no experiment of {' or '.join(DATASETS)} keeps its artifacts in a DVC temporary copy"
-        )
+        return Check("artifacts", "pass", "no experiment keeps its artifacts in a DVC temporary copy")
     names = ", ".join(f"{name} (id {eid}): {location}" for eid, name, location in found)
     renames = " && ".join(
         f"mlflow experiments rename --experiment-id {eid} --new-name {name}-lost-artifacts" for eid, name, _ in found
@@ -286,9 +283,11 @@ def check_shared_memory(gpus: int) -> Check:
     return Check("shm", "pass", detail + ("" if gpus >= 2 else " (matters with 2+ GPUs)"))
 
 
-def check_strategy(params_path: Path, dataset: str) -> Check:
-    where = f"train.{dataset}"
+def check_strategy(params_path: Path, dataset: Optional[str]) -> Check:
+    where = f"train.{dataset or '<its first dataset>'}"
     try:
+        dataset = dataset or names(params_path)[0]
+        where = f"train.{dataset}"
         cfg = load_params(params_path, dataset).train
         report = distribute.setup(cfg, where=where).facts
     except PipelineError as exc:
@@ -301,7 +300,7 @@ def check_strategy(params_path: Path, dataset: str) -> Check:
     )
 
 
-def run_checks(params_path: Path, dataset: str, folder: Optional[Path] = None) -> list[Check]:
+def run_checks(params_path: Path, dataset: Optional[str], folder: Optional[Path] = None) -> list[Check]:
     """Every check, in order; TensorFlow is imported for the last four only."""
     folder = Path(folder or Path.cwd()).resolve()
     store = check_tracking()

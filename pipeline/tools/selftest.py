@@ -30,7 +30,7 @@ from typing import Optional
 
 from pipeline.config import datasets
 from pipeline.config.loader import load_params, overridden, params_of
-from pipeline.config.schema import DatasetParams, ReutersPreprocessConfig, TrainConfig
+from pipeline.config.schema import DatasetParams, ImageFoldersPreprocessConfig, TrainConfig
 from pipeline.runtime import processes
 from pipeline.tools.bench import gpu_count, replica_overrides
 from pipeline.tools.doctor import Check
@@ -39,6 +39,8 @@ from pipeline.training import distribute
 BATCH_PER_REPLICA = 4
 LEARNING_RATE = 0.001
 # The largest weight difference allowed, relative to the largest weight update of the steps.
+# the classes of the synthetic labels: the check compares replicas, not what they learn
+SYNTHETIC_CLASSES = 10
 TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2, "mixed_float16": 2e-2}
 
 
@@ -293,19 +295,21 @@ def _replicas_emulated(model, ds, split: int, loss_fn, replicas_stem: Path, stem
 
 
 def _synthetic(params: DatasetParams, n: int):
-    """Inputs of the dataset's shape and labels of its classes, the same in every process."""
+    """Inputs of the dataset's shape and labels of SYNTHETIC_CLASSES classes (its own are known
+    only once it is prepared), the same in every process."""
     import numpy as np
 
     rng = np.random.RandomState(0)
-    dataset, cfg = datasets.get(params.dataset), params.preprocess
-    stats: dict = {"input": dataset.inputs, "num_classes": dataset.num_classes}
-    if isinstance(cfg, ReutersPreprocessConfig):  # sequences of word ids
+    cfg = params.preprocess
+    stats: dict = {"input": datasets.of(cfg, params.dataset).inputs, "num_classes": SYNTHETIC_CLASSES}
+    if isinstance(cfg, ImageFoldersPreprocessConfig):
+        channels = (3,) if cfg.color == "rgb" else ()
+        x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype(np.uint8)
+    else:  # sequences of word ids
         vocab = cfg.num_words or 10000
         stats.update(max_len=cfg.max_len, vocab_size=vocab)
         x = rng.randint(1, vocab, (n, cfg.max_len)).astype(np.int32)
-    else:  # images
-        x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size)).astype(np.uint8)
-    return stats, x, rng.randint(0, dataset.num_classes, n).astype(np.int32)
+    return stats, x, rng.randint(0, SYNTHETIC_CLASSES, n).astype(np.int32)
 
 
 def _all_reduce(cfg: TrainConfig, info, strategy, replicas: int) -> dict:

@@ -9,7 +9,6 @@ import functools
 import os
 import re
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
@@ -184,9 +183,9 @@ def _tag_kind(experiment) -> None:
         MlflowClient(tracking_uri()).set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
 
 
-def runs_pages(base: str, names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str]]:
-    """(name, URL of its runs table in the UI at `base`) of each of the experiments `names`
-    that the sqlite store holds; none when the store is not a sqlite file that exists and
+def runs_pages(base: str, uri: Optional[str] = None) -> list[tuple[str, str]]:
+    """(name, URL of its runs table in the UI at `base`) of each experiment the sqlite store
+    holds but MLflow's own Default, by name; none when the store is not a sqlite file that exists and
     opens (a tracking server is not asked: MLflow retries one that does not answer for
     minutes)."""
     from mlflow import MlflowClient
@@ -200,14 +199,16 @@ def runs_pages(base: str, names: Iterable[str], uri: Optional[str] = None) -> li
         found = {e.name: e.experiment_id for e in MlflowClient(uri).search_experiments()}
     except (MlflowException, OSError):  # an older schema, say: the server migrates it
         return []
-    return [(name, RUNS_PAGE.format(base=base.rstrip("/"), id=found[name])) for name in names if name in found]
+    return [
+        (name, RUNS_PAGE.format(base=base.rstrip("/"), id=found[name])) for name in sorted(found) if name != "Default"
+    ]
 
 
 DVC_TEMP_FOLDER = "/.dvc/tmp/exps/"
 
 
-def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list[tuple[str, str, str]]:
-    """Of the experiments `names`, those whose artifact location lies inside a copy DVC
+def misplaced_artifacts(uri: Optional[str] = None) -> list[tuple[str, str, str]]:
+    """Of the store's experiments, those whose artifact location lies inside a copy DVC
     deletes (made before the store put artifacts beside mlflow.db): (id, name, location)
     each. A sqlite store that does not exist yet has none."""
     from mlflow import MlflowClient
@@ -221,11 +222,10 @@ def misplaced_artifacts(names: Iterable[str], uri: Optional[str] = None) -> list
         experiments = MlflowClient(uri).search_experiments()
     except MlflowException as exc:
         raise TrackingError(f"{uri}: cannot list its experiments: {exc.message[:300]}") from None
-    wanted = set(names)
     return [
         (e.experiment_id, e.name, e.artifact_location)
         for e in experiments
-        if e.name in wanted and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")
+        if DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")
     ]
 
 

@@ -13,14 +13,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from pipeline.errors import ServerError
 from pipeline.runtime.processes import check_port
 from pipeline.tracking import probe, store
 
 
-def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], None]) -> int:
+def serve(host: str, port: int, echo: Callable[[str], None]) -> int:
     """Serve the UI until Ctrl+C (or SIGTERM); the exit code. A tracking server already serves
     its own UI: its URL is printed and nothing is started."""
     uri = store.tracking_uri()
@@ -32,7 +32,7 @@ def serve(host: str, port: int, datasets: Iterable[str], echo: Callable[[str], N
     echo(f"MLflow UI: http://{host}:{port} (runs in {uri}); Ctrl+C stops it")
     # The experiments open on MLflow's GenAI overview unless the browser's "Model training"
     # switch is on: these links open their runs table either way.
-    for name, url in store.runs_pages(f"http://{host}:{port}", datasets, uri):
+    for name, url in store.runs_pages(f"http://{host}:{port}", uri):
         echo(f"  {name} runs: {url}")
     env = {
         **os.environ,

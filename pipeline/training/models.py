@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pipeline.config.schema import AnyTrainConfig, TrainConfig
 
 
-def reuters_conv1d(
+def conv1d(
     *,
     max_len: int,
     vocab_size: int,
@@ -32,7 +32,7 @@ def reuters_conv1d(
     h = keras.layers.Flatten(name="flatten")(h)
     # Logits stay float32 under a mixed-precision policy, for a numerically sound loss.
     logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
-    return keras.Model(inputs, logits, name="reuters_conv1d")
+    return keras.Model(inputs, logits, name="conv1d")
 
 
 def mobilenet_v2(
@@ -91,8 +91,8 @@ def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:
 
 def build_model(cfg: AnyTrainConfig, stats: dict) -> keras.Model:
     """Build the model that `cfg.model` names, sized from the preprocess stats."""
-    if cfg.model == "reuters_conv1d":
-        return reuters_conv1d(
+    if cfg.model == "conv1d":
+        return conv1d(
             max_len=stats["max_len"],
             vocab_size=stats["vocab_size"],
             num_classes=stats["num_classes"],

@@ -1,0 +1,244 @@
+"""Image folders -> uint8 arrays: the reader of every dataset of kind `image_folders`.
+
+The download folder holds one archive (zip or tar, optionally under one top folder) or the
+files themselves, laid out as `{train,training}/<class>/<picture>` and
+`{test,testing}/<class>/<picture>`: each class folder's name is its label, the classes are
+the training split's folders sorted by name (as Keras' `image_dataset_from_directory` orders
+them), and the test split must have the same ones. Pictures are PNG or JPEG of any size, read
+straight from the archive (never unpacked to disk), made grey (Pillow's ITU-R 601-2 luma
+rule) or RGB as `color` says, a transparent one laid on white first, and resized to
+`image_size` square with Pillow's bilinear filter when they are not that size already; a
+served picture goes through the same function (`picture`).
+
+Anything in a class folder that is not a picture, a class folder with no picture and a class
+one split lacks are errors naming the file, so no sample is silently dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO, TYPE_CHECKING, Optional
+
+import numpy as np
+
+from pipeline.data import archives
+from pipeline.data.arrays import class_counts, split_validation
+from pipeline.errors import DataError
+from pipeline.io import reading
+
+if TYPE_CHECKING:  # a type alone: the config is the wing above
+    from pipeline.config.schema import ImageFoldersPreprocessConfig
+
+SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+# a picture larger than this is refused before it is decoded (4096x4096 already decodes to
+# 48 MB of RGB)
+MAX_SIDE = 4096
+MAX_PIXELS = MAX_SIDE * MAX_SIDE
+MODES = {"grey": "L", "rgb": "RGB"}
+log = logging.getLogger("pipeline")
+
+
+def source(raw_dir: Path | str) -> Path:
+    """What the download folder holds the pictures in: its one archive, or the folder itself."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        raise DataError(f"{raw_dir}: missing; run the download stage first")
+    found = sorted(p for p in raw_dir.iterdir() if p.is_file() and archives.is_archive(p))
+    if len(found) > 1:
+        raise DataError(f"{raw_dir}: expected one archive or a folder of pictures, found {len(found)} archives")
+    return found[0] if found else raw_dir
+
+
+def entries(where: Path) -> Iterator[tuple[str, Optional[IO[bytes]]]]:
+    """(path, open file) of every file of an archive or under a folder, and (path/, None) of
+    every folder, so that an empty class folder is seen."""
+    if where.is_file():
+        yield from archives.entries(where)
+        return
+    for root, dirs, files in os.walk(where):
+        dirs.sort()
+        rel = Path(root).relative_to(where).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        if prefix:
+            yield prefix, None
+        for name in sorted(files):
+            with open(Path(root) / name, "rb") as handle:
+                yield prefix + name, handle
+
+
+def locate(name: str) -> Optional[tuple[str, str, str]]:
+    """(split, class folder, file name) of a path, (split, class folder, "") of a class folder
+    (a path ending in "/"), or None outside the split folders."""
+    folder = name.endswith("/")
+    parts = [p for p in PurePosixPath(name).parts if p not in ("", ".")]
+    if not parts or parts[0] == "__MACOSX":
+        return None
+    for i, part in enumerate(parts if folder else parts[:-1]):
+        if part.lower() in SPLIT_NAMES and i <= 1:
+            split, rest = SPLIT_NAMES[part.lower()], parts[i + 1 :]
+            if folder:  # a class folder; the split folder itself, or one deeper, says nothing
+                return (split, rest[0], "") if len(rest) == 1 else None
+            if len(rest) != 2:
+                raise DataError(f"{name}: expected <split>/<class>/<picture>, got a file at depth {len(rest)}")
+            return split, rest[0], rest[1]
+    return None
+
+
+def picture(data: bytes, name: str, image_size: int, color: str) -> np.ndarray:
+    """A PNG or JPEG -> uint8 [size, size] (grey) or [size, size, 3] (rgb), as the prepared
+    splits hold pictures: a transparent one laid on white, then converted, then resized."""
+    from PIL import Image
+
+    with opened(data, name) as img:
+        if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
+            flat = Image.new("RGBA", img.size, "white")
+            flat.alpha_composite(img.convert("RGBA"))
+            img = flat
+        img = img.convert(MODES[color]) if img.mode != MODES[color] else img
+        if img.size != (image_size, image_size):
+            img = img.resize((image_size, image_size), Image.Resampling.BILINEAR)
+        return np.asarray(img, dtype=np.uint8)
+
+
+@contextlib.contextmanager
+def opened(data: bytes, name: str):
+    """The decoded picture, or a DataError naming `name`: not a PNG or JPEG, too large, cut short."""
+    from PIL import Image, UnidentifiedImageError
+
+    with reading(name, "unreadable image"):
+        try:
+            found = Image.open(io.BytesIO(data))
+        except UnidentifiedImageError:  # its message names a BytesIO object
+            raise DataError(f"{name}: unreadable image: not a PNG or JPEG file") from None
+    with reading(name, "unreadable image"), found as img:
+        if img.format not in ("PNG", "JPEG"):
+            raise DataError(f"{name}: expected a PNG or JPEG image, got {img.format}")
+        if img.width * img.height > MAX_PIXELS:  # read from the header: not decoded
+            raise DataError(f"{name}: a {img.width}x{img.height} image; expected at most {MAX_SIDE}x{MAX_SIDE} pixels")
+        img.load()
+        yield img
+
+
+def read_splits(raw_dir: Path | str, image_size: int, color: str, decode=None) -> tuple[Path, dict, list[str]]:
+    """(the archive or folder, {'train': (x, y), 'test': (x, y)}, class names): every picture
+    decoded by `decode(data, name)` (`picture` by default), sorted by class then path."""
+    where = source(raw_dir)
+    decode = decode or (lambda data, name: picture(data, name, image_size, color))
+    found: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {"train": {}, "test": {}}
+    folders: dict[tuple[str, str], str] = {}  # each class folder's path, for messages
+    with reading(where, "truncated or corrupt archive"):
+        for name, handle in entries(where):
+            located = locate(name)
+            if located is None:
+                continue
+            split, label, filename = located
+            pictures = found[split].setdefault(label, [])
+            folders.setdefault((split, label), name if handle is None else name[: -len(filename)])
+            if handle is None:
+                continue
+            if not filename.lower().endswith(IMAGE_SUFFIXES):
+                raise DataError(f"{where}: {name}: not a PNG or JPEG image")
+            pictures.append((name, decode(handle.read(), f"{where}: {name}")))
+    classes = _classes(where, found, folders)
+    out = {}
+    for split, per_class in found.items():
+        items = sorted((classes.index(label), name, x) for label, pictures in per_class.items() for name, x in pictures)
+        out[split] = (np.stack([t[2] for t in items]), np.array([t[0] for t in items], dtype=np.uint8))
+    return where, out, classes
+
+
+def _classes(where: Path, found: dict, folders: dict) -> list[str]:
+    """The class names (the training split's folders, sorted); a DataError for a missing split,
+    a class folder with no picture, or a class one split has and the other lacks."""
+    for split, per_class in found.items():
+        if not per_class:
+            names = " or ".join(k for k, v in SPLIT_NAMES.items() if v == split)
+            raise DataError(f"{where}: no {split} pictures: expected a folder named {names} with a folder per class")
+        for label, pictures in sorted(per_class.items()):
+            if not pictures:
+                raise DataError(f"{where}: {folders[split, label]}: a class folder with no PNG or JPEG picture")
+    train, test = sorted(found["train"]), sorted(found["test"])
+    for split, mine, other in (("test", train, test), ("train", test, train)):
+        lacking = [c for c in mine if c not in other]
+        if lacking:
+            has = "train" if split == "test" else "test"
+            raise DataError(f"{where}: {split} has no folder for class {lacking[0]!r}, which {has} has")
+    if len(train) < 2:
+        raise DataError(f"{where}: one class ({train[0]!r}); expected two class folders or more")
+    if len(train) > 256:
+        raise DataError(f"{where}: {len(train)} class folders; expected at most 256")
+    return train
+
+
+def prepare(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig, where: str) -> tuple[dict, dict, dict]:
+    """The download folder -> ({split: (x, y)}, stats, assets): every reader's entry point
+    (`where`: the params section, preprocess.<dataset>). The pictures are checked against
+    `cfg.images_sha256` first, when it is set."""
+    folder, images, classes = read_splits(raw_dir, cfg.image_size, cfg.color)
+    splits = check_pinned(folder, images, cfg, where)
+    return splits, finish_stats(splits, stats_of(cfg, classes)), {}
+
+
+def check_pinned(folder: Path, images: dict, cfg: ImageFoldersPreprocessConfig, where: str) -> dict:
+    """`images` split with a validation hold-out, once their digest is the pinned one."""
+    digest = images_digest(images)
+    pinned = cfg.images_sha256
+    if pinned and digest != pinned.lower():
+        raise DataError(
+            f"{folder}: its images are not the ones {where}.images_sha256 pins "
+            f"(expected {pinned.lower()}, got {digest}): another archive was downloaded"
+        )
+    if not pinned:
+        log.info("images sha256 %s (not checked: set %s.images_sha256 to it to pin them)", digest, where)
+    x_train, y_train = images["train"]
+    train_idx, val_idx = split_validation(len(y_train), cfg.validation_split, cfg.validation_seed)
+    return {
+        "train": (x_train[train_idx], y_train[train_idx]),
+        "val": (x_train[val_idx], y_train[val_idx]),
+        "test": images["test"],
+    }
+
+
+def stats_of(cfg: ImageFoldersPreprocessConfig, classes: list[str]) -> dict:
+    return {
+        "input": "images",  # uint8 [n, size, size(, 3)]: the input pipeline scales and resizes them
+        "num_classes": len(classes),
+        "class_names": classes,
+        "image_size": cfg.image_size,
+        "color": cfg.color,
+        "reader": cfg.reader,
+    }
+
+
+def finish_stats(splits: dict, stats: dict) -> dict:
+    """The stats with each split's samples and class counts."""
+    n = stats["num_classes"]
+    return {
+        **stats,
+        "samples": {k: int(len(v[1])) for k, v in splits.items()},
+        "class_counts": {k: class_counts(v[1], n) for k, v in splits.items()},
+    }
+
+
+def images_digest(images: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+    """What an archive holds, not how it is packed: the sha256 of, per split (train, then
+    test), its image size and count, then each image's label and the sha256 of its pixels,
+    sorted. File names, their order, compression and the archive's format do not count, so
+    any faithful re-packing of the same images shares it."""
+    digest = hashlib.sha256()
+    for name in ("train", "test"):
+        x, y = images[name]
+        entries = sorted(
+            f"{int(label)} {hashlib.sha256(np.ascontiguousarray(img).tobytes()).hexdigest()}\n"
+            for img, label in zip(x, y)
+        )
+        digest.update(f"{name} {'x'.join(map(str, x.shape[1:]))} {len(entries)}\n".encode())
+        digest.update("".join(entries).encode())
+    return digest.hexdigest()

@@ -1,0 +1,297 @@
+"""Labelled texts -> padded int32 sequences: the reader `table` of kind `labelled_texts` (a CSV
+or JSON Lines file of a text column and a label column), and the encoding every dataset of
+texts shares (Keras' Reuters arrays too, pipeline/data/reuters.py).
+
+A text becomes a sequence as Keras made Reuters' (`encode_texts`): split into words
+(lowercased, punctuation but the apostrophe removed), each word's rank looked up in the word
+index (1: the most frequent word of the training split), shifted by `index_from` after the
+start mark, capped to the vocabulary and padded or truncated to `max_len`, never dropped. The
+preprocess stage builds the word index from the training split (not the validation or test
+texts) and keeps it beside the splits, where a served model reads it.
+
+The classes are the label column's values, sorted (as numbers when every one is an integer);
+the file is split into train and test by a seeded shuffle (`test_split`, `split_seed`), then
+the validation share is held out of train.
+Every row is a sample: an empty text or label, a missing column and a file that is not UTF-8
+are errors naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from pipeline.data.arrays import class_counts, split_validation
+from pipeline.errors import DataError
+from pipeline.io import read_json, reading
+
+if TYPE_CHECKING:  # a type alone: the config is the wing above
+    from pipeline.config.schema import TextTablePreprocessConfig
+
+PAD, START, OOV = 0, 1, 2
+INDEX_FROM = 3  # a table's word ranks are shifted past the three marks, as Keras' Reuters' are
+# Keras' `text_to_word_sequence` filters: what separates words besides whitespace
+WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
+WORD_INDEX_NAME = "word_index.json"
+TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+class Splitting(Protocol):
+    """The keys that split a dataset of texts (preprocess.<dataset>'s)."""
+
+    @property
+    def test_split(self) -> float: ...
+    @property
+    def split_seed(self) -> int: ...
+    @property
+    def validation_split(self) -> float: ...
+    @property
+    def validation_seed(self) -> int: ...
+
+
+def pad(sequences: list[np.ndarray], max_len: int, padding: str, truncating: str) -> np.ndarray:
+    """Pad with 0 and truncate to `max_len`, on the 'pre' or 'post' side (Keras semantics)."""
+    out = np.zeros((len(sequences), max_len), dtype=np.int32)
+    for i, seq in enumerate(sequences):
+        seq = seq[-max_len:] if truncating == "pre" else seq[:max_len]
+        if padding == "pre":
+            out[i, max_len - len(seq) :] = seq
+        else:
+            out[i, : len(seq)] = seq
+    return out
+
+
+class Encoding(Protocol):
+    """How a newswire's word ranks become the ids a model reads: preprocess.reuters' keys, or a
+    served model's copy of them (its settings)."""
+
+    @property
+    def index_from(self) -> int: ...
+    @property
+    def skip_top(self) -> int: ...
+    @property
+    def max_len(self) -> int: ...
+    @property
+    def padding(self) -> str: ...
+    @property
+    def truncating(self) -> str: ...
+
+
+def index_sequence(ranks: np.ndarray, cfg: Encoding, vocab_size: int) -> np.ndarray:
+    """Word ranks -> the ids the model reads: the start mark, ranks shifted by `index_from`,
+    then `in_vocabulary`, as Keras' load_data."""
+    return in_vocabulary(np.concatenate(([START], np.asarray(ranks, dtype=np.int64) + cfg.index_from)), cfg, vocab_size)
+
+
+def in_vocabulary(ids: np.ndarray, cfg: Encoding, vocab_size: int) -> np.ndarray:
+    """Ids outside [skip_top, vocab_size) become the out-of-vocabulary mark."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return np.where((ids >= cfg.skip_top) & (ids < vocab_size), ids, OOV)
+
+
+def words(text: str) -> list[str]:
+    """A newswire's words as Keras split the dataset's texts."""
+    return text.lower().translate(str.maketrans(WORD_FILTERS, " " * len(WORD_FILTERS))).split()
+
+
+def encode_texts(texts: list[str], word_index: dict[str, int], cfg: Encoding, vocab_size: int) -> np.ndarray:
+    """Texts -> int32 [n, max_len], as the prepared splits hold them. A word the index lacks
+    gets a rank past the vocabulary, so that `index_sequence` marks it out-of-vocabulary."""
+    unknown = vocab_size
+    ranks = [np.array([word_index.get(w, unknown) for w in words(t)], dtype=np.int64) for t in texts]
+    return pad([index_sequence(r, cfg, vocab_size) for r in ranks], cfg.max_len, cfg.padding, cfg.truncating)
+
+
+def texts(sequences, word_index: dict[str, int], index_from: int) -> list[str]:
+    """Sequences as the splits hold them, back to text: each id's word, the padding, start and
+    out-of-vocabulary marks left out (`encode_texts` of the text gives the sequence again
+    whenever it holds no out-of-vocabulary mark)."""
+    by_id = {rank + index_from: word for word, rank in word_index.items()}
+    return [" ".join(by_id[i] for i in np.asarray(seq).tolist() if i in by_id) for seq in sequences]
+
+
+def encode_sequences(sequences: list, cfg: Encoding, vocab_size: int) -> np.ndarray:
+    """Sequences as Keras' load_data gives them (start mark, shifted ids, any length, padded or
+    not) -> int32 [n, max_len], through `in_vocabulary` as the splits' were. Padding (0) stays
+    padding."""
+    kept = [np.asarray(s, np.int64) for s in sequences]
+    return pad(
+        [np.where(s == PAD, PAD, in_vocabulary(s, cfg, vocab_size)) for s in kept],
+        cfg.max_len,
+        cfg.padding,
+        cfg.truncating,
+    )
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def split_order(n: int, cfg: Splitting) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """(the seeded order of the samples, how many of it are train and validation, the train and
+    validation positions among those), as Keras' Reuters split: a shuffle, the test share last."""
+    order = np.arange(n)
+    np.random.RandomState(cfg.split_seed).shuffle(order)
+    n_train_all = int(n * (1 - cfg.test_split))
+    train_idx, val_idx = split_validation(n_train_all, cfg.validation_split, cfg.validation_seed)
+    return order, n_train_all, train_idx, val_idx
+
+
+def splits_of(x: np.ndarray, labels: np.ndarray, n_train_all: int, train_idx, val_idx) -> dict:
+    """{split: (x, y)} of samples in split order."""
+    y = labels.astype(np.int32)
+    return {
+        "train": (x[:n_train_all][train_idx], y[:n_train_all][train_idx]),
+        "val": (x[:n_train_all][val_idx], y[:n_train_all][val_idx]),
+        "test": (x[n_train_all:], y[n_train_all:]),
+    }
+
+
+def sequence_stats(
+    splits: dict, lengths: np.ndarray, enc: Encoding, vocab_size: int, classes: list[str], **more
+) -> dict:
+    """stats.json of a dataset of texts: its classes, vocabulary and encoding (`encode_texts`'s
+    keys, besides vocab_size and max_len), and the word index's file name."""
+    n = len(lengths)
+    return {
+        "input": "sequences",
+        "num_classes": len(classes),
+        "class_names": classes,
+        "vocab_size": int(vocab_size),
+        "max_len": enc.max_len,
+        "samples": {k: int(len(v[1])) for k, v in splits.items()},
+        "class_counts": {k: class_counts(v[1], len(classes)) for k, v in splits.items()},
+        "length_mean": float(lengths.mean()) if n else 0.0,
+        "length_max": int(lengths.max()) if n else 0,
+        "truncated_fraction": float((lengths > enc.max_len).mean()) if n else 0.0,
+        "encoding": {
+            "index_from": enc.index_from,
+            "skip_top": enc.skip_top,
+            "padding": enc.padding,
+            "truncating": enc.truncating,
+        },
+        **more,
+    }
+
+
+# --------------------------------------------------------------------------- a table of texts
+
+
+def find_table(raw_dir: Path | str) -> Path:
+    """The one CSV or JSON Lines file of the download folder."""
+    raw_dir = Path(raw_dir)
+    if not raw_dir.is_dir():
+        raise DataError(f"{raw_dir}: missing; run the download stage first")
+    found = sorted(p for p in raw_dir.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    if len(found) != 1:
+        raise DataError(f"{raw_dir}: expected one .csv or .jsonl file of labelled texts, found {len(found)}")
+    return found[0]
+
+
+def read_table(path: Path, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
+    """(texts, labels) of every row, in the file's order."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+    rows = _csv_rows(path, text) if TABLE_SUFFIXES[path.suffix.lower()] == "csv" else _jsonl_rows(path, text)
+    texts, labels = [], []
+    for line, row in rows:
+        for column in (text_column, label_column):
+            if column not in row:
+                raise DataError(f"{path}:{line}: no column {column!r} (its columns: {', '.join(map(str, row))})")
+        value, label = row[text_column], row[label_column]
+        if not isinstance(value, str) or not words(value):
+            raise DataError(f"{path}:{line}: {text_column}: expected a text of words, got {json.dumps(value)[:40]}")
+        if isinstance(label, bool) or not isinstance(label, (str, int)) or str(label).strip() == "":
+            raise DataError(
+                f"{path}:{line}: {label_column}: expected a label (text or integer), got {json.dumps(label)}"
+            )
+        texts.append(value)
+        labels.append(str(label).strip())
+    if not texts:
+        raise DataError(f"{path}: no texts: expected a header line and a row per text")
+    return texts, labels
+
+
+def _csv_rows(path: Path, text: str):
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    with reading(path, "not a CSV file"):
+        for row in reader:
+            if None in row or None in row.values():
+                raise DataError(
+                    f"{path}:{reader.line_num}: expected {len(reader.fieldnames or ())} fields, got another number"
+                )
+            yield reader.line_num, row
+
+
+def _jsonl_rows(path: Path, text: str):
+    for line, content in enumerate(text.splitlines(), 1):
+        if not content.strip():
+            continue
+        try:
+            row = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{line}: not JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{line}: expected a JSON object per line, got {json.dumps(row)[:40]}")
+        yield line, row
+
+
+def load_word_index(path: Path | str) -> dict[str, int]:
+    """A word index as Keras publishes Reuters' (and `build_word_index` makes one): {word: rank},
+    ranks from 1 (the most frequent word)."""
+    index = read_json(Path(path))
+    if not (
+        isinstance(index, dict)
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in index.values())
+    ):
+        raise DataError(
+            f"{path}: expected a JSON object of words and their ranks (positive integers), as Keras publishes it"
+        )
+    return index
+
+
+def build_word_index(texts: list[str]) -> dict[str, int]:
+    """{word: rank} of the words of `texts`, ranks from 1 by falling count (ties: the first
+    seen first), as Keras publishes Reuters' word index."""
+    counts = Counter(w for t in texts for w in words(t))
+    return {word: rank for rank, (word, _) in enumerate(counts.most_common(), 1)}
+
+
+def class_order(labels: set[str]) -> list[str]:
+    """The classes: the labels sorted, as numbers when every one is an integer (2 before 10)."""
+    if all(label.lstrip("-").isdigit() for label in labels):
+        return sorted(labels, key=int)
+    return sorted(labels)
+
+
+def prepare(raw_dir: Path | str, cfg: TextTablePreprocessConfig, where: str) -> tuple[dict, dict, dict]:
+    """The download folder -> ({split: (x, y)}, stats, assets): every reader's entry point."""
+    path = find_table(raw_dir)
+    texts_, labels_ = read_table(path, cfg.text_column, cfg.label_column)
+    classes = class_order(set(labels_))
+    if len(classes) < 2:
+        raise DataError(f"{path}: {cfg.label_column}: one label ({classes[0]!r}); expected two or more")
+    order, n_train_all, train_idx, val_idx = split_order(len(texts_), cfg)
+    ordered = [texts_[i] for i in order]
+    word_index = build_word_index([ordered[i] for i in train_idx])
+    enc = SimpleNamespace(
+        index_from=INDEX_FROM, skip_top=0, max_len=cfg.max_len, padding=cfg.padding, truncating=cfg.truncating
+    )
+    vocab_size = cfg.num_words or len(word_index) + INDEX_FROM + 1  # the rarest word's id, and one
+    x = encode_texts(ordered, word_index, enc, vocab_size)
+    lengths = np.array([len(words(t)) + 1 for t in ordered])
+    position = {c: i for i, c in enumerate(classes)}
+    labels = np.array([position[labels_[i]] for i in order], dtype=np.int64)
+    splits = splits_of(x, labels, n_train_all, train_idx, val_idx)
+    stats = sequence_stats(splits, lengths, enc, vocab_size, classes, word_index=WORD_INDEX_NAME)
+    return splits, stats, {WORD_INDEX_NAME: word_index}

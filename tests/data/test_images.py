@@ -1,0 +1,270 @@
+"""The `folders` reader of image_folders datasets (pipeline/data/images.py): class folders,
+split names, archive or folder, resizing, colour, transparency, the images digest, and bad
+inputs through the real `pipeline preprocess` command."""
+
+import dataclasses
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from helpers import ROOT, run_pipeline
+from PIL import Image
+
+from pipeline.config.loader import load_params
+from pipeline.config.schema import ImageFoldersPreprocessConfig
+from pipeline.data import images
+from pipeline.errors import DataError
+
+# class folder -> the grey level its pictures are filled with; sorted: Bee < ant < zebra
+SHADES = {"zebra": 200, "ant": 40, "Bee": 120}
+
+
+@pytest.fixture(scope="module")
+def cfg() -> ImageFoldersPreprocessConfig:
+    preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
+    assert isinstance(preprocess, ImageFoldersPreprocessConfig)
+    return dataclasses.replace(preprocess, reader="folders", image_size=8, color="grey", images_sha256=None)
+
+
+def png(img: np.ndarray | Image.Image, fmt: str = "PNG") -> bytes:
+    pil = img if isinstance(img, Image.Image) else Image.fromarray(img)
+    buf = io.BytesIO()
+    pil.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def flat(shade: int, size=(8, 8)) -> bytes:
+    return png(np.full(size[::-1], shade, np.uint8))
+
+
+def members(splits=("train", "test"), per_class=(3, 2), top="") -> dict[str, bytes | None]:
+    """{path: picture} of a dataset of the SHADES classes; a path ending in / is a folder."""
+    out: dict[str, bytes | None] = {}
+    for split, count in zip(splits, per_class):
+        for label, shade in SHADES.items():
+            for i in range(count):
+                out[f"{top}{split}/{label}/{i}.png"] = flat(shade + i)
+    return out
+
+
+def write(dest: Path, files: dict[str, bytes | None]) -> Path:
+    """`files` as a .zip, a .tar.gz or a folder, by `dest`'s name; None: an (empty) folder."""
+    if dest.name.endswith(".zip"):
+        with zipfile.ZipFile(dest, "w") as zf:
+            for name, data in files.items():
+                zf.writestr(name, b"" if data is None else data)
+    elif dest.name.endswith(".tar.gz"):
+        with tarfile.open(dest, "w:gz") as tf:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name.rstrip("/"))
+                if data is None:
+                    info.type = tarfile.DIRTYPE
+                    tf.addfile(info)
+                else:
+                    info.size = len(data)
+                    tf.addfile(info, io.BytesIO(data))
+    else:
+        for name, data in files.items():
+            path = dest / name
+            if data is None:
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+    return dest
+
+
+def raw_with(tmp_path: Path, files: dict, name: str = "pics.tar.gz") -> Path:
+    """A download folder holding `files` packed as `name` (a folder's files when `name` is '')."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write(raw / name if name else raw, files)
+    return raw
+
+
+def test_classes_are_the_sorted_folder_names_and_labels_match(tmp_path, cfg):
+    splits, stats, assets = images.prepare(raw_with(tmp_path, members()), cfg, "preprocess.pics")
+    assert stats["class_names"] == ["Bee", "ant", "zebra"] and stats["num_classes"] == 3
+    assert assets == {}
+    for x, y in splits.values():
+        for label, name in enumerate(stats["class_names"]):
+            # each picture's grey level tells its folder: the label must be that folder's index
+            assert set(np.unique(x[y == label]).tolist()) <= {SHADES[name] + i for i in range(3)}
+    assert stats["samples"] == {"train": 8, "val": 1, "test": 6}
+    assert stats["class_counts"]["test"] == [2, 2, 2]
+    assert np.add(stats["class_counts"]["train"], stats["class_counts"]["val"]).tolist() == [3, 3, 3]
+
+
+@pytest.mark.parametrize("names", [("train", "test"), ("training", "testing"), ("Training", "TEST")])
+def test_split_folder_names(tmp_path, names):
+    raw = raw_with(tmp_path, members(splits=names, per_class=(2, 1), top="top/"), "x.zip")
+    _, found, classes = images.read_splits(raw, 8, "grey")
+    assert classes == ["Bee", "ant", "zebra"]
+    assert len(found["train"][1]) == 6 and len(found["test"][1]) == 3
+
+
+def test_tar_zip_and_plain_folder_give_the_same_arrays(tmp_path):
+    files = members()
+    results = []
+    for name in ["pics.tar.gz", "pics.zip", ""]:
+        folder = tmp_path / (name or "folder")
+        folder.mkdir()
+        results.append(images.read_splits(raw_with(folder, files, name), 8, "grey"))
+    (_, first, classes), *others = results
+    assert results[0][0].name == "pics.tar.gz" and results[2][0].is_dir()
+    for _, found, other_classes in others:
+        assert other_classes == classes
+        for split in ("train", "test"):
+            assert np.array_equal(found[split][0], first[split][0])
+            assert np.array_equal(found[split][1], first[split][1])
+
+
+def test_a_larger_non_square_picture_is_resized_bilinear(tmp_path):
+    # 40 wide, 20 high: dark on the left half, light on the right
+    wide = np.zeros((20, 40), np.uint8)
+    wide[:, 20:] = 250
+    files = members(per_class=(1, 1))
+    files["train/ant/wide.png"] = png(wide)
+    _, found, classes = images.read_splits(raw_with(tmp_path, files), 8, "grey")
+    x, y = found["train"]
+    assert x.shape == (4, 8, 8)
+    resized = next(img for img, label in zip(x, y) if classes[label] == "ant" and img.max() > 200)
+    expected = np.asarray(Image.fromarray(wide).resize((8, 8), Image.Resampling.BILINEAR))
+    assert np.array_equal(resized, expected)
+    assert resized[:, :3].max() < 10 and resized[:, 5:].min() > 240
+    # a picture already image_size square is kept as it is
+    assert images.picture(png(np.arange(64, dtype=np.uint8).reshape(8, 8)), "p", 8, "grey").tolist() == (
+        np.arange(64).reshape(8, 8).tolist()
+    )
+
+
+def test_grey_and_rgb_shapes_and_values(tmp_path):
+    files = {}
+    for split in ("train", "test"):
+        for label, color in (("red", (255, 0, 0)), ("blue", (0, 0, 255))):
+            files[f"{split}/{label}/0.png"] = png(Image.new("RGB", (12, 12), color))
+    raw = raw_with(tmp_path, files)
+    _, grey, classes = images.read_splits(raw, 6, "grey")
+    _, rgb, _ = images.read_splits(raw, 6, "rgb")
+    assert classes == ["blue", "red"]
+    assert grey["train"][0].shape == (2, 6, 6) and grey["train"][0].dtype == np.uint8
+    assert rgb["train"][0].shape == (2, 6, 6, 3) and rgb["train"][0].dtype == np.uint8
+    assert rgb["train"][0][1, 0, 0].tolist() == [255, 0, 0]  # red, label 1
+    # ITU-R 601-2 luma: L = R * 299/1000 + G * 587/1000 + B * 114/1000
+    assert grey["train"][0][:, 0, 0].tolist() == [29, 76]
+    # a grey picture read as rgb: three equal channels
+    assert images.picture(flat(90), "p", 8, "rgb")[0, 0].tolist() == [90, 90, 90]
+
+
+def test_a_transparent_png_is_laid_on_white():
+    rgba = np.zeros((8, 8, 4), np.uint8)  # black, fully transparent...
+    rgba[:4, :, 3] = 255  # ...but the top half opaque
+    rgba[4:6, :, 3] = 128  # and two rows half transparent
+    grey = images.picture(png(Image.fromarray(rgba, "RGBA")), "p", 8, "grey")
+    assert grey[:4].max() == 0 and grey[6:].min() == 255
+    assert 120 <= grey[4:6].min() <= grey[4:6].max() <= 135
+    rgb = images.picture(png(Image.fromarray(rgba, "RGBA")), "p", 8, "rgb")
+    assert rgb[7, 0].tolist() == [255, 255, 255] and rgb[0, 0].tolist() == [0, 0, 0]
+    # grey with alpha too
+    la = Image.fromarray(np.stack([np.zeros((8, 8), np.uint8), np.zeros((8, 8), np.uint8)], -1), "LA")
+    assert images.picture(png(la), "p", 8, "grey").min() == 255
+
+
+def test_images_digest_is_stable_across_repacking(tmp_path):
+    files = members()
+    # the same pictures under a top folder, other split and file names, in reverse order
+    renamed = {
+        "top/" + name.replace("train/", "training/").replace("test/", "testing/").replace(".png", "-x.PNG"): data
+        for name, data in reversed(list(files.items()))
+    }
+    digests = []
+    for i, (name, content) in enumerate([("a.tar.gz", files), ("b.zip", renamed), ("", files)]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        digests.append(images.images_digest(images.read_splits(raw_with(folder, content, name), 8, "grey")[1]))
+    assert len(set(digests)) == 1 and len(digests[0]) == 64
+    # one pixel changed: another digest
+    changed = dict(files)
+    img = np.full((8, 8), SHADES["ant"], np.uint8)
+    img[3, 3] += 1
+    changed["test/ant/0.png"] = png(img)
+    (tmp_path / "c").mkdir()
+    other = images.images_digest(images.read_splits(raw_with(tmp_path / "c", changed), 8, "grey")[1])
+    assert other != digests[0]
+
+
+def test_a_pinned_images_sha256_is_checked(tmp_path, cfg):
+    raw = raw_with(tmp_path, members())
+    digest = images.images_digest(images.read_splits(raw, 8, "grey")[1])
+    splits, _, _ = images.prepare(raw, dataclasses.replace(cfg, images_sha256=digest.upper()), "preprocess.pics")
+    assert len(splits["test"][1]) == 6
+    wrong = "0" * 64
+    with pytest.raises(DataError) as caught:
+        images.prepare(raw, dataclasses.replace(cfg, images_sha256=wrong), "preprocess.pics")
+    message = str(caught.value)
+    assert message.startswith(f"{raw / 'pics.tar.gz'}: ")
+    assert "preprocess.pics.images_sha256" in message and wrong in message and digest in message
+
+
+@pytest.mark.parametrize("name", ["pics.zip", ""])
+def test_an_empty_class_folder_is_seen_in_a_zip_and_a_folder(tmp_path, name):
+    # the CLI case below packs it as a tar; a class with no picture would be a class never learnt
+    raw = raw_with(tmp_path, {**members(), "test/cat/": None, "train/cat/0.png": flat(9)}, name)
+    with pytest.raises(DataError, match=r"test/cat/: a class folder with no PNG or JPEG picture"):
+        images.read_splits(raw, 8, "grey")
+
+
+# --------------------------------------------------------------------------- through the CLI
+
+
+def write_pics_params(folder: Path) -> Path:
+    """A params.yaml declaring the one dataset `pics` in every section: MNIST's sections, its
+    reader `folders` (and no dvc.yaml beside it)."""
+    shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = {section: {"pics": datasets["mnist"]} for section, datasets in shipped.items()}
+    raw["preprocess"]["pics"].update(reader="folders", image_size=8, images_sha256=None)
+    path = folder / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def good_files() -> dict[str, bytes | None]:
+    return members(splits=("training", "testing"), per_class=(2, 1), top="pics/")
+
+
+NOISE = png(np.random.RandomState(0).randint(0, 256, (64, 64), dtype=np.uint8))
+BAD_INPUTS: dict[str, tuple[dict[str, bytes | None], str]] = {
+    "empty class folder": ({"pics/training/cat/": None, "pics/testing/cat/0.png": flat(9)}, "cat/"),
+    "truncated png": ({"pics/testing/ant/cut.png": NOISE[: len(NOISE) // 2]}, "pics/testing/ant/cut.png"),
+    "text named .png": ({"pics/training/ant/notes.png": b"not a picture\n"}, "pics/training/ant/notes.png"),
+    "class only in train": ({"pics/training/cat/0.png": flat(9)}, "'cat'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_images_fail_with_one_error_line_and_no_output(tmp_path, case):
+    extra, named = BAD_INPUTS[case]
+    raw = raw_with(tmp_path, {**good_files(), **extra}, "pics.tar.gz")
+    params = write_pics_params(tmp_path)
+    out = tmp_path / "prepared"
+    done = run_pipeline("preprocess", "pics", "--raw", raw, "--out", out, "--params", params, cwd=tmp_path)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert str(raw / "pics.tar.gz") in lines[0] and named in lines[0], lines[0]
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert not out.exists()
+
+
+def test_the_good_archive_of_the_cli_cases_is_prepared(tmp_path):
+    # the bad cases above differ from this one by their one bad member only
+    raw = raw_with(tmp_path, good_files(), "pics.tar.gz")
+    params = write_pics_params(tmp_path)
+    preprocess = load_params(params, "pics").preprocess
+    assert isinstance(preprocess, ImageFoldersPreprocessConfig) and preprocess.reader == "folders"
+    _, stats, _ = images.prepare(raw, preprocess, "preprocess.pics")
+    assert stats["samples"]["test"] == 3 and stats["class_names"] == ["Bee", "ant", "zebra"]

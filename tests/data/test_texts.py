@@ -1,0 +1,224 @@
+"""The `table` reader of labelled_texts datasets (pipeline/data/texts.py): CSV and JSON Lines,
+labels, the word index, the vocabulary cap, the seeded split, the stats, and bad inputs through
+the real `pipeline preprocess` command."""
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from helpers import ROOT, run_pipeline
+
+from pipeline.config.loader import load_params
+from pipeline.config.schema import TextTablePreprocessConfig
+from pipeline.data import texts
+from pipeline.errors import DataError
+
+TOPICS = ["sport", "business", "tech"]
+
+
+def write_notes_params(folder: Path) -> Path:
+    """A params.yaml declaring the one dataset `notes` in every section: Reuters' sections, its
+    preprocess section the `table` reader's (and no dvc.yaml beside it)."""
+    shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = {section: {"notes": datasets["reuters"]} for section, datasets in shipped.items()}
+    raw["preprocess"]["notes"] = {
+        "kind": "labelled_texts",
+        "reader": "table",
+        "text_column": "text",
+        "label_column": "label",
+        "num_words": None,
+        "max_len": 12,
+        "padding": "pre",
+        "truncating": "pre",
+        "test_split": 0.2,
+        "split_seed": 113,
+        "validation_split": 0.1,
+        "validation_seed": 7,
+    }
+    path = folder / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory) -> TextTablePreprocessConfig:
+    preprocess = load_params(write_notes_params(tmp_path_factory.mktemp("params")), "notes").preprocess
+    assert isinstance(preprocess, TextTablePreprocessConfig)
+    return preprocess
+
+
+def rows(n: int = 60) -> list[dict]:
+    """Texts of a topic each: its topic's word, common words, and a word no other text has."""
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % 3]
+        text = f'The {topic}word said, "news" of-the day: uniq{i}'
+        out.append({"id": i, "text": text + " again" * (i % 7), "label": topic})
+    return out
+
+
+def write_table(folder: Path, records: list[dict], fmt: str = "csv") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"notes.{fmt}"
+    if fmt == "csv":
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(records[0]))
+            writer.writeheader()
+            writer.writerows(records)
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def prepared(tmp_path: Path, cfg, records=None, fmt="csv"):
+    return texts.prepare(write_table(tmp_path / fmt, records or rows(), fmt).parent, cfg, "preprocess.notes")
+
+
+def decoded(x: np.ndarray, word_index: dict) -> list[list[str]]:
+    return [t.split() for t in texts.texts(x, word_index, texts.INDEX_FROM)]
+
+
+def test_csv_and_jsonl_give_the_same_splits(tmp_path, cfg):
+    from_csv = prepared(tmp_path, cfg, fmt="csv")
+    from_jsonl = prepared(tmp_path, cfg, fmt="jsonl")
+    for split in ("train", "val", "test"):
+        assert np.array_equal(from_csv[0][split][0], from_jsonl[0][split][0])
+        assert np.array_equal(from_csv[0][split][1], from_jsonl[0][split][1])
+    assert from_csv[1] == from_jsonl[1] and from_csv[2] == from_jsonl[2]
+    # the quoted comma and quotes of the CSV were read as the text's own
+    assert {"said", "news", "of", "the", "day"} <= set(from_csv[2][texts.WORD_INDEX_NAME])
+
+
+@pytest.mark.parametrize(
+    "labels,names",
+    [
+        (TOPICS, ["business", "sport", "tech"]),
+        ([2, 10, 1], ["1", "2", "10"]),  # integers sort as numbers
+        (["b", 7, "a"], ["7", "a", "b"]),
+    ],
+)
+def test_labels_as_ints_or_strings_become_sorted_class_names(tmp_path, cfg, labels, names):
+    records = [{**r, "label": labels[i % 3]} for i, r in enumerate(rows())]
+    splits, stats, assets = prepared(tmp_path, dataclasses.replace(cfg, max_len=20), records, fmt="jsonl")
+    assert stats["class_names"] == names and stats["num_classes"] == 3
+    word_index = assets[texts.WORD_INDEX_NAME]
+    for x, y in splits.values():
+        assert y.dtype == np.int32
+        for seq_words, label in zip(decoded(x, word_index), y):
+            # the text's topic word says which of `labels` it was given
+            topic = next(w for w in seq_words if w.endswith("word"))
+            assert str(labels[TOPICS.index(topic[: -len("word")])]) == names[label]
+
+
+def test_the_word_index_is_built_from_the_training_split_only(tmp_path, cfg):
+    splits, stats, assets = prepared(tmp_path, dataclasses.replace(cfg, max_len=20))
+    word_index = assets[texts.WORD_INDEX_NAME]
+    assert sorted(word_index.values()) == list(range(1, len(word_index) + 1))
+    # ids run to the rarest word's, len(word_index) + INDEX_FROM: the vocabulary is one more
+    assert stats["vocab_size"] == len(word_index) + texts.INDEX_FROM + 1
+    # each text's own word: those of the training texts only
+    assert sum(w.startswith("uniq") for w in word_index) == stats["samples"]["train"]
+    x_train = splits["train"][0]
+    assert not (x_train == texts.OOV).any()
+    for split in ("val", "test"):
+        x = splits[split][0]
+        assert len(x) > 0 and ((x == texts.OOV).sum(axis=1) == 1).all()
+        assert not any(w.startswith("uniq") for seq in decoded(x, word_index) for w in seq)
+    # ranked by count: "the" is twice in every text, "said" once
+    assert word_index["the"] < word_index["said"]
+
+
+def test_num_words_caps_the_vocabulary_marking_rare_words_out_of_vocabulary(tmp_path, cfg):
+    # "alpha" in every text, "beta" in every other one, "gamma" in every third
+    records = [
+        {"text": "alpha" + " beta" * (i % 2 == 0) + " gamma" * (i % 3 == 0), "label": TOPICS[i % 3]} for i in range(60)
+    ]
+    splits, stats, assets = prepared(tmp_path, dataclasses.replace(cfg, num_words=6), records)
+    word_index = assets[texts.WORD_INDEX_NAME]
+    assert [word_index[w] for w in ("alpha", "beta", "gamma")] == [1, 2, 3]
+    assert stats["vocab_size"] == 6
+    ids = np.concatenate([x.ravel() for x, _ in splits.values()])
+    # padding, start, out-of-vocabulary; alpha (1 + 3) and beta (2 + 3); gamma (6) is past the cap
+    assert set(ids.tolist()) == {texts.PAD, texts.START, texts.OOV, 4, 5}
+    _, uncapped, _ = prepared(tmp_path / "uncapped", cfg, records)
+    assert uncapped["vocab_size"] == 3 + texts.INDEX_FROM + 1  # gamma's id, 6, is in it
+
+
+def test_the_split_is_seeded_and_deterministic(tmp_path, cfg):
+    first, stats, _ = prepared(tmp_path / "a", cfg)
+    again, _, _ = prepared(tmp_path / "b", cfg)
+    for split in ("train", "val", "test"):
+        assert np.array_equal(first[split][0], again[split][0]) and np.array_equal(first[split][1], again[split][1])
+    assert stats["samples"] == {"train": 43, "val": 5, "test": 12}  # 60: 48 + 12, 10 % of 48 held out
+    other_seed, _, _ = prepared(tmp_path / "c", dataclasses.replace(cfg, split_seed=114))
+    assert not np.array_equal(other_seed["test"][0], first["test"][0])
+    # another validation seed moves samples between train and validation, not test
+    other_val, _, _ = prepared(tmp_path / "d", dataclasses.replace(cfg, validation_seed=8))
+    assert np.array_equal(other_val["test"][0], first["test"][0])
+    assert not np.array_equal(other_val["val"][0], first["val"][0])
+
+
+def test_stats_keys_and_values(tmp_path, cfg):
+    splits, stats, assets = prepared(tmp_path, cfg)
+    assert set(stats) == {
+        "input",
+        "num_classes",
+        "class_names",
+        "vocab_size",
+        "max_len",
+        "samples",
+        "class_counts",
+        "length_mean",
+        "length_max",
+        "truncated_fraction",
+        "encoding",
+        "word_index",
+    }
+    assert stats["input"] == "sequences" and stats["word_index"] == texts.WORD_INDEX_NAME
+    assert set(assets) == {texts.WORD_INDEX_NAME}
+    assert stats["encoding"] == {"index_from": 3, "skip_top": 0, "padding": "pre", "truncating": "pre"}
+    assert stats["max_len"] == 12 and all(x.shape[1] == 12 and x.dtype == np.int32 for x, _ in splits.values())
+    assert sum(stats["samples"].values()) == 60
+    assert np.sum([stats["class_counts"][s] for s in ("train", "val", "test")], axis=0).tolist() == [20, 20, 20]
+    # the start mark and 8 words, plus up to 6 "again": texts longer than 12 are truncated, not dropped
+    assert stats["length_max"] == 15
+    truncated = sum(9 + i % 7 > 12 for i in range(60))
+    assert stats["truncated_fraction"] == pytest.approx(truncated / 60)
+    x = np.concatenate([x for x, _ in splits.values()])
+    assert ((x != texts.PAD).all(axis=1) & (x[:, 0] != texts.START)).sum() == truncated  # cut on the left
+
+
+# --------------------------------------------------------------------------- through the CLI
+
+NOT_UTF8 = "text,label\nsome news,sport\ncaf\xe9 news,tech\n".encode("latin-1")
+BAD_INPUTS: dict[str, tuple[bytes, str]] = {
+    "no label column": (b"text,topic\nsome news,sport\nmore news,tech\n", ":2: no column 'label'"),
+    "not UTF-8": (NOT_UTF8, ":3: not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_tables_fail_with_one_error_line_and_no_output(tmp_path, case):
+    content, says = BAD_INPUTS[case]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "notes.csv").write_bytes(content)
+    params = write_notes_params(tmp_path)
+    out = tmp_path / "prepared"
+    done = run_pipeline("preprocess", "notes", "--raw", raw, "--out", out, "--params", params, cwd=tmp_path)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1, done.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: {raw / 'notes.csv'}{says}"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_the_table_must_be_one_file(tmp_path, cfg):
+    write_table(tmp_path, rows(), "csv")
+    write_table(tmp_path, rows(), "jsonl")
+    with pytest.raises(DataError, match="expected one .csv or .jsonl file of labelled texts, found 2"):
+        texts.prepare(tmp_path, cfg, "preprocess.notes")

@@ -33,7 +33,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
 
     probe.check_tracking()  # every input checked before any output is written
     model_run = model_folder.read_run(model_dir)
-    classifier.check_inputs(data, params)  # what the logged model carries besides the test split
+    classifier.check_inputs(data, params, str(params_path))  # what the logged model carries besides the test split
     ev = evaluation.evaluate(model_dir, data, cfg)
     evaluation.write_outputs(
         ev,

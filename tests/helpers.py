@@ -168,11 +168,12 @@ def fixture_images_sha256() -> str:
 
     from fixtures import make_mnist_archive
 
-    from pipeline.data import mnist
+    from pipeline.data import images
 
     with tempfile.TemporaryDirectory() as tmp:
-        images = mnist.read_archive(make_mnist_archive(Path(tmp) / "mnist_png.tar.gz"), 28)
-    return mnist.images_digest(images)
+        make_mnist_archive(Path(tmp) / "mnist_png.tar.gz")
+        _, found, _ = images.read_splits(tmp, 28, "grey")
+    return images.images_digest(found)
 
 
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
@@ -362,7 +363,7 @@ def start_mlflow_server(root: Path, port: int, timeout: float = 120):
 
 
 def config_classes() -> list[type]:
-    """Every config class SCHEMA reaches, nested ones included."""
+    """Every config class a params section can be (every kind's and reader's), nested ones included."""
     found: list[type] = []
 
     def visit(cls):
@@ -374,11 +375,14 @@ def config_classes() -> list[type]:
                 if dataclasses.is_dataclass(arg):
                     visit(arg)
 
-    from pipeline.config.datasets import SCHEMA
+    from pipeline.config.datasets import COMMON, KINDS
 
-    for per_dataset in SCHEMA.values():
-        for cls in per_dataset.values():
-            visit(cls)
+    for cls in COMMON.values():
+        visit(cls)
+    for kind in KINDS.values():
+        for reader in kind.readers.values():
+            visit(reader.preprocess)
+        visit(kind.train)
     return found
 
 
@@ -390,11 +394,11 @@ def field_cases() -> list:
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
     from pipeline.config.loader import load_params
-    from pipeline.config.schema import ReutersTrainConfig
+    from pipeline.config.schema import TextsTrainConfig
     from pipeline.training import models
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
-    assert isinstance(cfg, ReutersTrainConfig)
+    assert isinstance(cfg, TextsTrainConfig)
     return models.build_model(
         dataclasses.replace(cfg, embedding_dim=embedding_dim),
         {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46},

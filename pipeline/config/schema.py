@@ -530,8 +530,9 @@ class DatasetParams:
     def unpinned(self) -> list[str]:
         """One line per download that nothing pins (its file's sha256, or the preprocess
         stage's digest of what the files hold): the same params could fetch other bytes."""
-        images = isinstance(self.preprocess, ImageFoldersPreprocessConfig)
-        if images and self.preprocess.images_sha256:
+        cfg = self.preprocess
+        images = isinstance(cfg, ImageFoldersPreprocessConfig)
+        if isinstance(cfg, ImageFoldersPreprocessConfig) and cfg.images_sha256:
             return []
         return [
             f"download.{self.dataset}.files[{i}] ({f.url}): no sha256 configured, so other bytes "

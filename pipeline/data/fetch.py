@@ -112,7 +112,7 @@ def _fetch_into(cfg: DownloadConfig, out: Path, staging: Path, mirror: str, prog
                     sleep=sleep,
                 )
             if spec.sha256 and digest != spec.sha256.lower():
-                target.unlink()
+                _remove(target)
                 raise DownloadError(f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}")
             verify_format(target, source)
             results.append(FetchResult(name, spec.url, source, digest, size, bool(spec.sha256)))

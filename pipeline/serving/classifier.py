@@ -338,7 +338,7 @@ def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
     return found
 
 
-def check_inputs(data: Path, params: Optional[DatasetParams] = None) -> None:
+def check_inputs(data: Path, params: Optional[DatasetParams] = None, source: str = "params.yaml") -> None:
     """Read what `log_model` will read from the prepared folder besides the test split
     (stats.json, and for texts the word index the served model encodes them with), so that
     the evaluate stage fails on them before it writes any output, not after."""
@@ -353,9 +353,10 @@ def check_inputs(data: Path, params: Optional[DatasetParams] = None) -> None:
     for key, top_k in ((k, getattr(params, k).top_k) for k in ("evaluate", "serve") if params is not None):
         if top_k is not None and top_k > stats["num_classes"]:
             assert params is not None
+            classes = stats["num_classes"]
             raise ConfigError(
-                f"{key}.{params.dataset}.top_k: expected at most {stats['num_classes']} ({params.dataset} has "
-                f"{stats['num_classes']} classes), got {top_k}"
+                f"{source}: {key}.{params.dataset}.top_k: expected at most {classes} ({params.dataset} has "
+                f"{classes} classes), got {top_k}"
             )
 
 

@@ -172,28 +172,34 @@ def check_tracking() -> Check:
     return Check("tracking", "pass", detail)
 
 
-def check_artifacts(tracking_ok: bool) -> Check:
-    """The datasets' experiments whose artifacts a `dvc exp run --queue`/`--temp` copy held,
-    now deleted. Renamed, an experiment keeps its runs, and the next training creates the
-    dataset's experiment again, right."""
+def check_artifacts(tracking_ok: bool, params_path: Path) -> Check:
+    """The experiments of the datasets the params declare (every one, when they do not load)
+    whose artifacts a `dvc exp run --queue`/`--temp` copy held, now deleted. Renamed, an
+    experiment keeps its runs, and the next training creates the dataset's experiment again,
+    right."""
     if not tracking_ok:
         return Check(
             "artifacts", "warn", "not checked: the tracking store failed its check", "fix the tracking store first"
         )
     try:
-        found = store.misplaced_artifacts()
+        declared: Optional[list[str]] = names(params_path)
+    except PipelineError:
+        declared = None  # the strategy check names the params' problem: every experiment is checked
+    try:
+        found = store.misplaced_artifacts(declared)
     except PipelineError as exc:
         return Check("artifacts", "warn", str(exc), "check the tracking store")
     if not found:
-        return Check("artifacts", "pass", "no experiment keeps its artifacts in a DVC temporary copy")
-    names = ", ".join(f"{name} (id {eid}): {location}" for eid, name, location in found)
+        whose = f"of {' or '.join(declared)} " if declared else ""
+        return Check("artifacts", "pass", f"no experiment {whose}keeps its artifacts in a DVC temporary copy")
+    listed = ", ".join(f"{name} (id {eid}): {location}" for eid, name, location in found)
     renames = " && ".join(
         f"mlflow experiments rename --experiment-id {eid} --new-name {name}-lost-artifacts" for eid, name, _ in found
     )
     return Check(
         "artifacts",
         "warn",
-        f"artifacts of {names} are inside {store.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
+        f"artifacts of {listed} are inside {store.DVC_TEMP_FOLDER.strip('/')}, a copy DVC deletes "
         "after `dvc exp run --queue` or `--temp`: their runs' models and files are gone",
         f"{renames} (the runs stay; the next training creates the experiment again, with its "
         "artifacts in mlruns/ beside mlflow.db)",
@@ -310,7 +316,7 @@ def run_checks(params_path: Path, dataset: Optional[str], folder: Optional[Path]
         check_writable(folder),
         check_disk(folder),
         store,
-        check_artifacts(store.status == "pass"),
+        check_artifacts(store.status == "pass", params_path),
     ]
     import tensorflow as tf
 

@@ -9,6 +9,7 @@ import functools
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
@@ -207,10 +208,10 @@ def runs_pages(base: str, uri: Optional[str] = None) -> list[tuple[str, str]]:
 DVC_TEMP_FOLDER = "/.dvc/tmp/exps/"
 
 
-def misplaced_artifacts(uri: Optional[str] = None) -> list[tuple[str, str, str]]:
-    """Of the store's experiments, those whose artifact location lies inside a copy DVC
-    deletes (made before the store put artifacts beside mlflow.db): (id, name, location)
-    each. A sqlite store that does not exist yet has none."""
+def misplaced_artifacts(names: Optional[Iterable[str]] = None, uri: Optional[str] = None) -> list[tuple[str, str, str]]:
+    """Of the experiments `names` (None: every experiment of the store), those whose artifact
+    location lies inside a copy DVC deletes (made before the store put artifacts beside
+    mlflow.db): (id, name, location) each. A sqlite store that does not exist yet has none."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -222,10 +223,11 @@ def misplaced_artifacts(uri: Optional[str] = None) -> list[tuple[str, str, str]]
         experiments = MlflowClient(uri).search_experiments()
     except MlflowException as exc:
         raise TrackingError(f"{uri}: cannot list its experiments: {exc.message[:300]}") from None
+    wanted = None if names is None else set(names)
     return [
         (e.experiment_id, e.name, e.artifact_location)
         for e in experiments
-        if DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")
+        if (wanted is None or e.name in wanted) and DVC_TEMP_FOLDER in (e.artifact_location or "").replace(os.sep, "/")
     ]
 
 

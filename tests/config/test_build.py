@@ -11,7 +11,7 @@ import yaml
 from helpers import ROOT
 
 from pipeline.config import build
-from pipeline.config.schema import ReutersTrainConfig
+from pipeline.config.schema import ImageFoldersPreprocessConfig, ImagesTrainConfig, TextsTrainConfig
 from pipeline.errors import ConfigError
 
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -19,8 +19,41 @@ RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
 
 def test_every_section_is_built_for_every_dataset():
     built = build.sections(copy.deepcopy(RAW))
-    assert isinstance(built["train"]["reuters"], ReutersTrainConfig)
-    assert set(built) == set(RAW) and all(set(per) == {"reuters", "mnist"} for per in built.values())
+    assert isinstance(built["train"]["reuters"], TextsTrainConfig)
+    assert set(built) == set(RAW) and all(list(per) == ["reuters", "mnist"] for per in built.values())
+
+
+def test_the_datasets_are_whatever_the_file_declares_in_every_section():
+    raw = copy.deepcopy(RAW)
+    for stage in raw:  # a third dataset, of image folders read by the generic reader
+        raw[stage]["shapes"] = copy.deepcopy(raw[stage]["mnist"])
+    raw["preprocess"]["shapes"].update(reader="folders", color="rgb", image_size=64)
+    for stage in raw:  # and no Reuters
+        del raw[stage]["reuters"]
+    built = build.sections(raw)
+    assert all(list(per) == ["mnist", "shapes"] for per in built.values())
+    shapes = built["preprocess"]["shapes"]
+    assert isinstance(shapes, ImageFoldersPreprocessConfig) and (shapes.reader, shapes.color) == ("folders", "rgb")
+    assert isinstance(built["train"]["shapes"], ImagesTrainConfig)
+    del raw["evaluate"]["shapes"]
+    with pytest.raises(
+        ConfigError, match=r"^params.yaml: download\.shapes is declared, but evaluate\.shapes is not: declare both$"
+    ):
+        build.sections(raw)
+
+
+def test_a_top_k_is_left_to_the_stages_that_know_the_classes():
+    raw = copy.deepcopy(RAW)
+    raw["evaluate"]["mnist"]["top_k"] = raw["serve"]["mnist"]["top_k"] = 11  # MNIST has 10 classes
+    assert build.sections(raw)["serve"]["mnist"].top_k == 11  # pipeline evaluate refuses it
+
+
+@pytest.mark.parametrize("section", [{}, None, ["reuters"]])
+def test_a_stage_section_is_a_mapping_of_datasets(section):
+    raw = copy.deepcopy(RAW)
+    raw["serve"] = section
+    with pytest.raises(ConfigError, match=r"^params.yaml: serve: expected a mapping of datasets, got "):
+        build.sections(raw)
 
 
 def test_the_search_spaces_are_left_to_search_space():

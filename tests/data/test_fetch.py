@@ -200,3 +200,24 @@ def test_progress_bar_only_on_a_terminal(file_server, tmp_path):
     assert "mnist_png.tar.gz:" in shown and "B/s" in shown
     piped = run_pipeline("download", "mnist", "--out", "raw2", "--manifest", "m2.json", cwd=tmp_path, env=env)
     assert piped.returncode == 0 and "B/s" not in piped.stderr
+
+
+def test_a_file_url_naming_a_folder_copies_it_whole_with_its_digest(tmp_path):
+    folder = tmp_path / "shapes"
+    (folder / "train" / "circle").mkdir(parents=True)
+    (folder / "train" / "circle" / "a.png").write_bytes(b"one")
+    (folder / "test").mkdir()
+    (folder / "test" / "b.png").write_bytes(b"two")
+    lines = "".join(
+        f"{p} {hashlib.sha256(d).hexdigest()}\n" for p, d in (("test/b.png", b"two"), ("train/circle/a.png", b"one"))
+    )
+    expected = hashlib.sha256(lines.encode()).hexdigest()
+    (result,) = fetch([spec(folder.as_uri(), expected)], tmp_path / "raw")
+    assert (result.name, result.sha256, result.bytes, result.verified) == ("shapes", expected, 6, True)
+    assert (tmp_path / "raw" / "shapes" / "train" / "circle" / "a.png").read_bytes() == b"one"
+    with pytest.raises(DownloadError, match=f"{folder.as_uri()}: sha256 mismatch: expected 0{{64}}, got {expected}"):
+        fetch([spec(folder.as_uri(), "0" * 64)], tmp_path / "again")
+    assert not (tmp_path / "again").exists() and not (tmp_path / "again.partial").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DownloadError, match="empty: an empty folder"):
+        fetch([spec((tmp_path / "empty").as_uri())], tmp_path / "none")

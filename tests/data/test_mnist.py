@@ -1,3 +1,6 @@
+"""pipeline/data/mnist.py: the reader `digits` of image folders: any layout of the archive,
+the digits as the classes, the validation hold-out, and every fault of an archive named."""
+
 import dataclasses
 
 import numpy as np
@@ -6,17 +9,27 @@ from fixtures import encode, make_mnist_archive, write_archive
 from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import MnistPreprocessConfig
-from pipeline.data import mnist
+from pipeline.config.schema import ImageFoldersPreprocessConfig
+from pipeline.data import images, mnist
 from pipeline.errors import DataError
+
+WHERE = "preprocess.mnist"
 
 
 @pytest.fixture(scope="module")
 def cfg():
     # archives of every layout: decoding is tested here, the digest below
     preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
-    assert isinstance(preprocess, MnistPreprocessConfig)
+    assert isinstance(preprocess, ImageFoldersPreprocessConfig)
+    assert (preprocess.kind, preprocess.reader, preprocess.color) == ("image_folders", "digits", "grey")
     return dataclasses.replace(preprocess, images_sha256=None)
+
+
+def read(raw_dir, cfg):
+    """The reader's splits with no validation hold-out: train and test as the archive has them."""
+    splits, stats, assets = mnist.prepare(raw_dir, dataclasses.replace(cfg, validation_split=0.0), WHERE)
+    assert assets == {} and len(splits["val"][1]) == 0
+    return {"train": splits["train"], "test": splits["test"]}, stats
 
 
 @pytest.mark.parametrize(
@@ -28,26 +41,30 @@ def cfg():
     ],
 )
 def test_layouts_and_formats(tmp_path, cfg, name, splits, top, ext):
-    archive = make_mnist_archive(tmp_path / name, splits=splits, top=top, ext=ext, per_class=(4, 2))
-    images = mnist.read_archive(archive, 28)
-    x, y = images["train"]
+    make_mnist_archive(tmp_path / name, splits=splits, top=top, ext=ext, per_class=(4, 2))
+    found, stats = read(tmp_path, cfg)
+    x, y = found["train"]
     assert x.shape == (40, 28, 28) and x.dtype == np.uint8
     assert np.bincount(y).tolist() == [4] * 10
-    assert images["test"][0].shape == (20, 28, 28)
+    assert found["test"][0].shape == (20, 28, 28)
     # the fixture draws a bright bar whose row depends on the class
     assert x[y == 1][0][7:11, 2:12].min() > 150
+    # the classes are the digits, label i the digit i
+    assert stats["class_names"] == mnist.DIGITS and stats["num_classes"] == 10
+    assert (stats["input"], stats["image_size"], stats["color"], stats["reader"]) == ("images", 28, "grey", "digits")
 
 
-def test_colour_images_are_converted_to_grayscale(tmp_path):
-    archive = make_mnist_archive(tmp_path / "rgb.tar.gz", mode="RGB", per_class=(1, 1))
-    x, _ = mnist.read_archive(archive, 28)["train"]
+def test_colour_images_are_converted_to_grayscale(tmp_path, cfg):
+    make_mnist_archive(tmp_path / "rgb.tar.gz", mode="RGB", per_class=(1, 1))
+    x, _ = read(tmp_path, cfg)[0]["train"]
     assert x.ndim == 3 and x[1][7:11, 2:12].min() > 150
 
 
 def test_prepare_holds_out_validation_and_counts_classes(tmp_path, cfg):
-    archive = make_mnist_archive(tmp_path / "a.tar.gz", per_class=(10, 3))
-    splits, stats = mnist.split(mnist.read_archive(archive, 28), cfg)
+    make_mnist_archive(tmp_path / "a.tar.gz", per_class=(10, 3))
+    splits, stats, _ = mnist.prepare(tmp_path, cfg, WHERE)
     assert stats["samples"] == {"train": 90, "val": 10, "test": 30}
+    assert {k: len(v[1]) for k, v in splits.items()} == stats["samples"]
     assert stats["class_counts"]["test"] == [3] * 10
     total = np.add(stats["class_counts"]["train"], stats["class_counts"]["val"])
     assert total.tolist() == [10] * 10
@@ -63,48 +80,63 @@ def bad_archive(tmp_path, name, data=None):
     return path
 
 
-def test_non_digit_class_folder(tmp_path):
-    path = bad_archive(tmp_path, "d/train/cat/1.png")
-    with pytest.raises(DataError, match=r"d/train/cat/1.png: class folder 'cat' is not a digit 0-9"):
-        mnist.read_archive(path, 28)
+def test_non_digit_class_folder(tmp_path, cfg):
+    img = encode(np.zeros((28, 28), np.uint8))
+    write_archive(
+        tmp_path / "bad.tar.gz", {f"d/{split}/{c}/0.png": img for split in ("train", "test") for c in ("3", "cat")}
+    )
+    with pytest.raises(
+        DataError,
+        match=r"^\S*bad.tar.gz: class folder 'cat' is not a digit 0-9 \(the reader digits of preprocess.mnist\)$",
+    ):
+        mnist.prepare(tmp_path, cfg, WHERE)
 
 
-def test_unreadable_image_is_named(tmp_path):
-    path = bad_archive(tmp_path, "d/test/3/broken.png", b"\x89PNG\r\n\x1a\nnot really")
+def test_unreadable_image_is_named(tmp_path, cfg):
+    bad_archive(tmp_path, "d/test/3/broken.png", b"\x89PNG\r\n\x1a\nnot really")
     with pytest.raises(DataError, match=r"d/test/3/broken.png: unreadable image"):
-        mnist.read_archive(path, 28)
+        mnist.prepare(tmp_path, cfg, WHERE)
 
 
-def test_non_image_file_in_a_class_folder(tmp_path):
-    path = bad_archive(tmp_path, "d/test/3/notes.txt", b"hello")
+def test_non_image_file_in_a_class_folder(tmp_path, cfg):
+    bad_archive(tmp_path, "d/test/3/notes.txt", b"hello")
     with pytest.raises(DataError, match=r"d/test/3/notes.txt: not a PNG or JPEG image"):
-        mnist.read_archive(path, 28)
+        mnist.prepare(tmp_path, cfg, WHERE)
 
 
-def test_wrong_size_image(tmp_path):
-    path = bad_archive(tmp_path, "d/train/4/big.png", encode(np.zeros((32, 32), np.uint8)))
-    with pytest.raises(DataError, match=r"d/train/4/big.png: expected a 28x28 image, got 32x32"):
-        mnist.read_archive(path, 28)
+def test_a_picture_of_another_size_is_resized_bilinearly(tmp_path, cfg):
+    from PIL import Image
+
+    big = np.random.RandomState(1).randint(0, 256, (32, 32)).astype(np.uint8)
+    bad_archive(tmp_path, "d/train/4/big.png", encode(big))
+    x, y = read(tmp_path, cfg)[0]["train"]
+    assert x.shape == (11, 28, 28)
+    resized = np.asarray(Image.fromarray(big, "L").resize((28, 28), Image.Resampling.BILINEAR))
+    assert any(np.array_equal(img, resized) for img in x[y == 4])
 
 
-def test_missing_split(tmp_path):
-    path = tmp_path / "only_train.zip"
-    make_mnist_archive(path, per_class=(1, 0), splits=("train", "test"))
-    with pytest.raises(DataError, match=r"no test images: expected a folder named test or testing"):
-        mnist.read_archive(path, 28)
+def test_missing_split(tmp_path, cfg):
+    make_mnist_archive(tmp_path / "only_train.zip", per_class=(1, 0), splits=("train", "test"))
+    with pytest.raises(DataError, match=r"no test pictures: expected a folder named test or testing"):
+        mnist.prepare(tmp_path, cfg, WHERE)
 
 
-def test_truncated_archive(tmp_path):
+def test_truncated_archive(tmp_path, cfg):
     good = make_mnist_archive(tmp_path / "good.tar.gz", per_class=(3, 1))
-    bad = tmp_path / "bad.tar.gz"
+    (tmp_path / "raw").mkdir()
+    bad = tmp_path / "raw" / "bad.tar.gz"
     bad.write_bytes(good.read_bytes()[:-2000])
     with pytest.raises(DataError, match="bad.tar.gz: truncated or corrupt archive"):
-        mnist.read_archive(bad, 28)
+        mnist.prepare(tmp_path / "raw", cfg, WHERE)
 
 
-def test_find_archive_needs_exactly_one(tmp_path):
-    with pytest.raises(DataError, match="expected exactly one archive"):
-        mnist.find_archive(tmp_path)
+def test_the_download_folder_holds_one_archive_at_most(tmp_path, cfg):
+    make_mnist_archive(tmp_path / "a.tar.gz", per_class=(1, 1))
+    make_mnist_archive(tmp_path / "b.zip", per_class=(1, 1))
+    with pytest.raises(DataError, match=r"expected one archive or a folder of pictures, found 2 archives"):
+        mnist.prepare(tmp_path, cfg, WHERE)
+    with pytest.raises(DataError, match=r"nowhere: missing; run the download stage first"):
+        mnist.prepare(tmp_path / "nowhere", cfg, WHERE)
 
 
 def gnu_tar(tmp_path, prepare_tree):
@@ -116,12 +148,13 @@ def gnu_tar(tmp_path, prepare_tree):
     with tarfile.open(make_mnist_archive(tmp_path / "src.tar.gz", per_class=(3, 1))) as tf:
         tf.extractall(tree, filter="data")
     prepare_tree(tree / "mnist_png")
-    out = tmp_path / "mnist_png.tar.gz"
+    (tmp_path / "raw").mkdir()
+    out = tmp_path / "raw" / "mnist_png.tar.gz"
     subprocess.run(["tar", "-czf", str(out), "-C", str(tree), "mnist_png"], check=True)
     return out
 
 
-def test_hard_linked_copies_from_gnu_tar_are_read_not_dropped(tmp_path):
+def test_hard_linked_copies_from_gnu_tar_are_read_not_dropped(tmp_path, cfg):
     def link(root):
         # an identical image stored twice: GNU tar writes the second as a hard link
         copy = root / "training" / "4" / "4999.png"
@@ -133,63 +166,67 @@ def test_hard_linked_copies_from_gnu_tar_are_read_not_dropped(tmp_path):
 
     with tarfile.open(archive) as tf:
         assert any(m.islnk() for m in tf) and any(m.issym() for m in tf)
-    x, y = mnist.read_archive(archive, 28)["train"]
+    x, y = read(archive.parent, cfg)[0]["train"]
     assert np.bincount(y).tolist() == [3, 3, 3, 3, 4, 4, 3, 3, 3, 3]
     assert np.array_equal(x[y == 4][0], x[y == 4][-1])  # 4000.png and its linked copy 4999.png
 
 
-def test_a_member_that_is_not_a_file_is_an_error(tmp_path):
+def test_a_member_that_is_not_a_file_is_an_error(tmp_path, cfg):
     import os
 
     archive = gnu_tar(tmp_path, lambda root: os.mkfifo(root / "training" / "3" / "pipe.png"))
     with pytest.raises(DataError, match=r"mnist_png/training/3/pipe.png: not a file but a FIFO"):
-        mnist.read_archive(archive, 28)
+        mnist.prepare(archive.parent, cfg, WHERE)
 
 
-def test_a_link_to_a_file_the_archive_lacks_is_an_error(tmp_path):
+def test_a_link_to_a_file_the_archive_lacks_is_an_error(tmp_path, cfg):
     def dangle(root):
         (root / "training" / "2" / "2999.png").symlink_to("/nowhere/2.png")
 
     archive = gnu_tar(tmp_path, dangle)
     with pytest.raises(DataError, match=r"2999.png: a link to '/nowhere/2.png', which the archive does not hold"):
-        mnist.read_archive(archive, 28)
+        mnist.prepare(archive.parent, cfg, WHERE)
 
 
 @pytest.mark.parametrize("name", ["mnist.zip", "mnist_png.tar.gz"])
-def test_corrupt_compressed_data_is_one_error(tmp_path, name):
+def test_corrupt_compressed_data_is_one_error(tmp_path, cfg, name):
     good = make_mnist_archive(tmp_path / name, per_class=(3, 1))
     data = bytearray(good.read_bytes())
     for offset in range(len(data) // 3, len(data) // 3 + 64):
         data[offset] ^= 0x5A  # inside the compressed stream
-    bad = tmp_path / f"bad-{name}"
+    (tmp_path / "raw").mkdir()
+    bad = tmp_path / "raw" / f"bad-{name}"
     bad.write_bytes(bytes(data))
     with pytest.raises(DataError, match=rf"bad-{name}: truncated or corrupt archive: \S"):
-        mnist.read_archive(bad, 28)
+        mnist.prepare(tmp_path / "raw", cfg, WHERE)
 
 
 def test_the_images_digest_is_what_the_archive_holds_not_how_it_is_packed(tmp_path):
     """Any faithful re-packing of the same images (another format, other file names, another
     order) shares the digest; one pixel or one label changed does not."""
-    packed = mnist.read_archive(make_mnist_archive(tmp_path / "a.tar.gz", per_class=(3, 1)), 28)
+    (tmp_path / "a").mkdir()
+    make_mnist_archive(tmp_path / "a" / "a.tar.gz", per_class=(3, 1))
+    packed = images.read_splits(tmp_path / "a", 28, "grey")[1]
     members = {}
     for split, (x, y) in packed.items():
         for i in reversed(range(len(y))):
             members[f"other/{'train' if split == 'train' else 'test'}/{y[i]}/img{i:04d}.png"] = encode(x[i])
-    write_archive(tmp_path / "b.zip", members)
-    repacked = mnist.read_archive(tmp_path / "b.zip", 28)
-    assert mnist.images_digest(repacked) == mnist.images_digest(packed)
+    (tmp_path / "b").mkdir()
+    write_archive(tmp_path / "b" / "b.zip", members)
+    repacked = images.read_splits(tmp_path / "b", 28, "grey")[1]
+    assert images.images_digest(repacked) == images.images_digest(packed)
     x, y = packed["train"]
     flipped = x.copy()
     flipped[0, 0, 0] ^= 1
-    assert mnist.images_digest({**packed, "train": (flipped, y)}) != mnist.images_digest(packed)
+    assert images.images_digest({**packed, "train": (flipped, y)}) != images.images_digest(packed)
     relabelled = y.copy()
     relabelled[0] = (relabelled[0] + 1) % 10
-    assert mnist.images_digest({**packed, "train": (x, relabelled)}) != mnist.images_digest(packed)
+    assert images.images_digest({**packed, "train": (x, relabelled)}) != images.images_digest(packed)
     moved = {
         "train": (x[1:], y[1:]),
         "test": (np.concatenate([packed["test"][0], x[:1]]), np.concatenate([packed["test"][1], y[:1]])),
     }
-    assert mnist.images_digest(moved) != mnist.images_digest(packed)  # an image in the other split
+    assert images.images_digest(moved) != images.images_digest(packed)  # an image in the other split
 
 
 def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing_written(tmp_path):
@@ -201,7 +238,7 @@ def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing
     assert out.stderr.strip().splitlines() == [
         "error: raw/mnist_png.tar.gz: its images are not the ones preprocess.mnist.images_sha256 "
         f"pins (expected {fixture_images_sha256()}, got "
-        f"{mnist.images_digest(mnist.read_archive(tmp_path / 'raw' / 'mnist_png.tar.gz', 28))}): "
+        f"{images.images_digest(images.read_splits(tmp_path / 'raw', 28, 'grey')[1])}): "
         "another archive was downloaded"
     ]
     assert not (tmp_path / "prepared").exists()
@@ -209,5 +246,5 @@ def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing
     write_params(tmp_path, {"preprocess.mnist.images_sha256": None})
     out = run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    digest = mnist.images_digest(mnist.read_archive(tmp_path / "raw" / "mnist_png.tar.gz", 28))
+    digest = images.images_digest(images.read_splits(tmp_path / "raw", 28, "grey")[1])
     assert f"images sha256 {digest} (not checked: set preprocess.mnist.images_sha256" in out.stderr

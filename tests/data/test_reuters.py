@@ -1,16 +1,25 @@
+"""pipeline/data/reuters.py: the reader `keras` of labelled texts (Keras' reuters.npz and word
+index), with the encoding every dataset of texts shares (pipeline/data/texts.py)."""
+
+import json
+
 import numpy as np
 import pytest
-from fixtures import make_reuters_npz
+from fixtures import make_reuters_npz, make_reuters_raw
 from helpers import ROOT
 
 from pipeline.config.loader import load_params
-from pipeline.data import reuters
+from pipeline.config.schema import ReutersPreprocessConfig
+from pipeline.data import reuters, texts
 from pipeline.errors import DataError
 
 
 @pytest.fixture(scope="module")
 def cfg():
-    return load_params(ROOT / "params.yaml", "reuters").preprocess
+    preprocess = load_params(ROOT / "params.yaml", "reuters").preprocess
+    assert isinstance(preprocess, ReutersPreprocessConfig)
+    assert (preprocess.kind, preprocess.reader) == ("labelled_texts", "keras")
+    return preprocess
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +37,10 @@ def with_(cfg, **changes):
 
 def test_pad_and_truncate_on_each_side():
     seqs = [np.array([1, 2, 3, 4, 5]), np.array([7])]
-    assert reuters.pad(seqs, 3, "pre", "pre").tolist() == [[3, 4, 5], [0, 0, 7]]
-    assert reuters.pad(seqs, 3, "post", "post").tolist() == [[1, 2, 3], [7, 0, 0]]
-    assert reuters.pad(seqs, 3, "pre", "post").tolist() == [[1, 2, 3], [0, 0, 7]]
-    assert reuters.pad(seqs, 3, "pre", "pre").dtype == np.int32
+    assert texts.pad(seqs, 3, "pre", "pre").tolist() == [[3, 4, 5], [0, 0, 7]]
+    assert texts.pad(seqs, 3, "post", "post").tolist() == [[1, 2, 3], [7, 0, 0]]
+    assert texts.pad(seqs, 3, "pre", "post").tolist() == [[1, 2, 3], [0, 0, 7]]
+    assert texts.pad(seqs, 3, "pre", "pre").dtype == np.int32
 
 
 def test_split_follows_keras(raw, cfg):
@@ -48,6 +57,25 @@ def test_split_follows_keras(raw, cfg):
     assert row[-len(expected) :].tolist() == expected
     assert splits["test"][1][0] == ys[first_test]
     assert stats["num_classes"] == 46
+    # the 46 topics in Keras' order name the classes; the word index is the reader's own file
+    assert stats["class_names"] == list(reuters.LABELS) and stats["class_names"][3] == "earn"
+    assert stats["word_index"] == reuters.WORD_INDEX_NAME
+
+
+def test_prepare_gives_the_splits_the_stats_and_keras_word_index(tmp_path, cfg):
+    raw = make_reuters_raw(tmp_path / "raw", n=200)
+    splits, stats, assets = reuters.prepare(raw, cfg, "preprocess.reuters")
+    assert set(splits) == {"train", "val", "test"} and stats["input"] == "sequences"
+    assert assets == {reuters.WORD_INDEX_NAME: json.loads((raw / reuters.WORD_INDEX_NAME).read_text())}
+    (raw / reuters.WORD_INDEX_NAME).unlink()
+    with pytest.raises(DataError, match=r"reuters_word_index.json: missing; run the download stage first"):
+        reuters.prepare(raw, cfg, "preprocess.reuters")
+
+
+def test_fewer_labels_than_the_topics_are_named_by_their_number(cfg):
+    xs = [np.array([5, 6, 7]), np.array([8, 9]), np.array([10]), np.array([11, 12])] * 5
+    _, stats = reuters.split_and_pad(xs, np.array([0, 1, 2, 1] * 5), cfg)
+    assert stats["num_classes"] == 3 and stats["class_names"] == ["0", "1", "2"]
 
 
 def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
@@ -66,7 +94,7 @@ def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
     splits, stats = reuters.split_and_pad(xs, ys, with_(cfg, num_words=50))
     everything = np.concatenate([x.ravel() for x, _ in splits.values()])
     assert everything.max() < 50
-    assert (everything == reuters.OOV).any()
+    assert (everything == texts.OOV).any()
     assert stats["vocab_size"] == 50
 
 

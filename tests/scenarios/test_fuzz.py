@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import MnistPreprocessConfig, ReutersPreprocessConfig
+from pipeline.config.schema import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
 from pipeline.data import arrays, mnist, reuters
 from pipeline.errors import ConfigError, DataError
 
@@ -155,11 +155,11 @@ def test_damaged_image_archives_prepare_or_fail_in_one_line(tmp_path_factory, na
     folder = tmp_path_factory.mktemp("raw")
     (folder / name).write_bytes(damaged(FIXTURES[name], cut, flips))
     preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
-    assert isinstance(preprocess, MnistPreprocessConfig)
+    assert isinstance(preprocess, ImageFoldersPreprocessConfig)
     cfg = dataclasses.replace(preprocess, images_sha256=None)  # decoding, not the digest
     out = folder / "prepared"
     try:
-        arrays.save_prepared(out, *mnist.prepare(folder, cfg))
+        arrays.save_prepared(out, *mnist.prepare(folder, cfg, "preprocess.mnist"))
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
         assert not out.exists() and sorted(p.name for p in folder.iterdir()) == [name]
@@ -177,7 +177,7 @@ def test_damaged_reuters_npz_prepares_or_fails_in_one_line(tmp_path_factory, cut
     cfg = load_params(ROOT / "params.yaml", "reuters").preprocess
     assert isinstance(cfg, ReutersPreprocessConfig)
     try:
-        splits, _ = reuters.prepare(folder, cfg)
+        splits, _, _ = reuters.prepare(folder, cfg, "preprocess.reuters")
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
         return
@@ -237,13 +237,13 @@ def test_archive_member_types(tmp_path_factory, kinds):
             info.size = len(payload) if payload is not None else 0
             dst.addfile(info, io.BytesIO(payload) if payload is not None else None)
     preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
-    assert isinstance(preprocess, MnistPreprocessConfig)
+    assert isinstance(preprocess, ImageFoldersPreprocessConfig)
     cfg = dataclasses.replace(preprocess, images_sha256=None)  # decoding, not the digest
     try:
-        splits, _ = mnist.prepare(folder, cfg)
+        splits, _, _ = mnist.prepare(folder, cfg, "preprocess.mnist")
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
-        assert set(kinds) & {"dangling", "fifo", "chrdev", "dir"}
+        assert set(kinds) & {"dangling", "fifo", "chrdev"}  # a folder inside a class folder is passed over
         return
     assert not set(kinds) & {"dangling", "fifo", "chrdev"}
     readable = sum(kind in ("file", "hardlink", "symlink") for kind in kinds)

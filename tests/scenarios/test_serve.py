@@ -142,16 +142,16 @@ def test_promote_names_the_version_and_the_server_holds_the_alias(served):
 
 
 def test_a_newswire_as_text_is_classified_as_the_offline_model_does(served, offline):
-    from pipeline.data import reuters
+    from pipeline.data import reuters, texts
     from pipeline.io import read_json
 
     data = served["project"] / "data" / "prepared" / "reuters"
     x, probs = offline["reuters"]
-    index = reuters.load_word_index(data / reuters.WORD_INDEX_NAME)
+    index = texts.load_word_index(data / reuters.WORD_INDEX_NAME)
     offset = read_json(data / "stats.json")["encoding"]["index_from"]
     rows = list(range(12))
-    texts = [t.capitalize() + "." for t in reuters.texts(x[rows], index, offset)]
-    status, answer = request(served["urls"]["reuters"], {"dataframe_records": [{"text": t} for t in texts]})
+    written = [t.capitalize() + "." for t in texts.texts(x[rows], index, offset)]
+    status, answer = request(served["urls"]["reuters"], {"dataframe_records": [{"text": t} for t in written]})
     assert status == 200, answer
     predictions = answer["predictions"]
     import keras
@@ -231,7 +231,7 @@ def test_digit_pictures_are_classified_as_the_offline_model_does(served, offline
 @pytest.mark.parametrize(
     "dataset,body,reason",
     [
-        ("reuters", {"inputs": [{"text": ""}]}, "row 0: text: expected a newswire's words, got an empty text"),
+        ("reuters", {"inputs": [{"text": ""}]}, "row 0: text: expected a text's words, got an empty text"),
         ("reuters", {"inputs": [{"txt": "grain"}]}, "expected a column 'text' or 'ids', got no columns"),
         ("reuters", {"inputs": {"text": ["grain", "oil"]}}, "row 0: text: expected a string, got a list of 2"),
         (
@@ -334,13 +334,13 @@ def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_a
         not {"dvc", "optuna", "psycopg", "psycopg-binary", "nvidia-ml-py", "click-didyoumean"} & requirements["reuters"]
     )
     x, probs = offline["reuters"]
-    from pipeline.data import reuters
+    from pipeline.data import reuters, texts
     from pipeline.io import read_json
 
     data = served["project"] / "data" / "prepared" / "reuters"
-    text = reuters.texts(
+    text = texts.texts(
         x[:1],
-        reuters.load_word_index(data / reuters.WORD_INDEX_NAME),
+        texts.load_word_index(data / reuters.WORD_INDEX_NAME),
         read_json(data / "stats.json")["encoding"]["index_from"],
     )[0]
     ((label, png),) = list(digits(served["project"]).values())[:1]

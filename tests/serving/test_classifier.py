@@ -1,6 +1,7 @@
-"""Raw inputs to model inputs, by the training's own code: a newswire's text becomes the very
-sequence the prepared split holds; a digit's picture of any size, the dataset's kind of image;
-a request's rows are read or refused with one line. The served model itself: test_serve.py."""
+"""Raw inputs to model inputs, by the training's own code: a text becomes the very sequence the
+prepared split holds; a digit's picture of any size, the dataset's kind of image, and any
+picture of image folders the prepared pictures' size and colour; a request's rows are read or
+refused with one line. The served model itself: test_serve.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from helpers import ROOT
 from PIL import Image
 
 from pipeline.config.loader import load_params
-from pipeline.data import mnist, reuters
+from pipeline.data import images, mnist, reuters, texts
 from pipeline.errors import DataError
 from pipeline.serving.classifier import Classifier, RequestError, answers
 
@@ -45,49 +46,51 @@ def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     preprocess stage wrote for it, whatever the vocabulary cap, sides and length."""
     cfg = preprocess_cfg(**changes)
     sequences, labels = reuters.load_raw(raw)
-    index = reuters.assets(raw)[reuters.WORD_INDEX_NAME]
+    index = texts.load_word_index(raw / reuters.WORD_INDEX_NAME)
     cfg_nosplit = dataclasses.replace(cfg, test_split=0.5, validation_split=0.0)
     splits, stats = reuters.split_and_pad(sequences, labels, cfg_nosplit)
     order = np.arange(len(sequences))
     np.random.RandomState(cfg.split_seed).shuffle(order)
     test_rows = order[int(len(sequences) * 0.5) :]
-    texts = [text_of(sequences[i], index) for i in test_rows]
-    encoded = reuters.encode_texts(texts, index, cfg_nosplit, stats["vocab_size"])
+    written = [text_of(sequences[i], index) for i in test_rows]
+    encoded = texts.encode_texts(written, index, cfg_nosplit, stats["vocab_size"])
     np.testing.assert_array_equal(encoded, splits["test"][0])
     # and Keras' own sequences as load_data gives them (start mark, shifted ids; capped by
     # load_data's num_words, or not: the model caps them as the splits were)
-    keras_form = [np.concatenate(([reuters.START], sequences[i] + cfg.index_from)) for i in test_rows]
+    keras_form = [np.concatenate(([texts.START], sequences[i] + cfg.index_from)) for i in test_rows]
     np.testing.assert_array_equal(
-        reuters.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]), splits["test"][0]
+        texts.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]), splits["test"][0]
     )
     np.testing.assert_array_equal(
-        reuters.encode_sequences(list(splits["test"][0]), cfg_nosplit, stats["vocab_size"]), splits["test"][0]
+        texts.encode_sequences(list(splits["test"][0]), cfg_nosplit, stats["vocab_size"]), splits["test"][0]
     )
 
 
 def test_words_the_index_lacks_are_out_of_vocabulary():
     cfg = preprocess_cfg(max_len=6)
     index = {"oil": 1, "prices": 2, "u.s.": 3}
-    (row,) = reuters.encode_texts(["OIL prices (firmer) in U.S."], index, cfg, vocab_size=100)
+    (row,) = texts.encode_texts(["OIL prices (firmer) in U.S."], index, cfg, vocab_size=100)
     # the start mark, then oil, prices, and four words the index lacks ("u.s." is two words,
     # as Keras split the texts); seven ids truncated to six on the front
-    assert row.tolist() == [1 + 3, 2 + 3, reuters.OOV, reuters.OOV, reuters.OOV, reuters.OOV]
-    assert reuters.words("Hudson's shares, up 5.5 pct") == ["hudson's", "shares", "up", "5", "5", "pct"]
+    assert row.tolist() == [1 + 3, 2 + 3, texts.OOV, texts.OOV, texts.OOV, texts.OOV]
+    assert texts.words("Hudson's shares, up 5.5 pct") == ["hudson's", "shares", "up", "5", "5", "pct"]
 
 
 def test_the_word_index_is_checked(tmp_path):
     (tmp_path / reuters.WORD_INDEX_NAME).write_text('{"oil": "one"}')
     with pytest.raises(DataError, match="reuters_word_index.json: expected a JSON object of words and their ranks"):
-        reuters.assets(tmp_path)
+        reuters.prepare(tmp_path, preprocess_cfg(), "preprocess.reuters")
+    with pytest.raises(DataError, match="reuters_word_index.json: expected a JSON object of words and their ranks"):
+        texts.load_word_index(tmp_path / reuters.WORD_INDEX_NAME)
     with pytest.raises(DataError, match=r"missing; run the download stage first"):
-        reuters.assets(tmp_path / "nowhere")
+        reuters.prepare(tmp_path / "nowhere", preprocess_cfg(), "preprocess.reuters")
 
 
 def test_a_digit_of_any_size_and_kind_becomes_a_dataset_image():
     rng = np.random.RandomState(0)
     digit = digit_image(3, rng)
     same = mnist.read_digit(encode(digit), "d.png", 28)
-    np.testing.assert_array_equal(same, mnist.decode_image(encode(digit), "d.png", 28))
+    np.testing.assert_array_equal(same, images.picture(encode(digit), "d.png", 28, "grey"))
     # photographed: dark ink on light paper, colour, 4x larger, JPEG
     photo = Image.fromarray(255 - digit, "L").resize((112, 112), Image.Resampling.NEAREST).convert("RGB")
     buf = io.BytesIO()
@@ -104,7 +107,7 @@ def test_a_digit_of_any_size_and_kind_becomes_a_dataset_image():
     assert (drawn[digit > 128] > 200).all() and (drawn[digit <= 128] < 50).all()
     huge = io.BytesIO()
     Image.new("L", (5000, 4000)).save(huge, format="PNG")
-    with pytest.raises(DataError, match=r"^h: a 5000x4000 image; expected one digit, at most 4096x4096 pixels$"):
+    with pytest.raises(DataError, match=r"^h: a 5000x4000 image; expected at most 4096x4096 pixels$"):
         mnist.read_digit(huge.getvalue(), "h", 28)
     with pytest.raises(DataError, match=r"^x: unreadable image: not a PNG or JPEG file$"):
         mnist.read_digit(b"GIF89a not really", "x", 28)
@@ -114,7 +117,7 @@ def test_a_digit_of_any_size_and_kind_becomes_a_dataset_image():
         mnist.read_digit(gif.getvalue(), "g", 28)
 
 
-def classifier(dataset: str, word_index=None) -> Classifier:
+def classifier(dataset: str, word_index=None, color: str = "grey") -> Classifier:
     """The pyfunc as MLflow loads it, minus the Keras model (reading rows needs none)."""
     model = Classifier()
     if dataset == "reuters":
@@ -132,13 +135,26 @@ def classifier(dataset: str, word_index=None) -> Classifier:
                 "vocab_size": 50,
             },
         }
-    else:
+    elif dataset == "mnist":
         model.settings = {
             "dataset": "mnist",
             "input": "images",
             "labels": [str(d) for d in range(10)],
             "top_k": 3,
             "image_size": 28,
+            "color": "grey",
+            "reader": "digits",
+            "model_image_size": 32,
+        }
+    else:  # image folders of another dataset
+        model.settings = {
+            "dataset": dataset,
+            "input": "images",
+            "labels": ["circle", "square"],
+            "top_k": 1,
+            "image_size": 16,
+            "color": color,
+            "reader": "folders",
             "model_image_size": 32,
         }
     model.word_index = word_index
@@ -150,10 +166,10 @@ def test_request_rows_are_read_or_refused_in_one_line():
 
     model = classifier("reuters", {"grain": 1, "wheat": 2})
     x = model._inputs(pd.DataFrame({"text": ["Wheat, grain!", None], "ids": [None, [1, 4, 99]]}))
-    assert x.tolist() == [[0, 0, 1, 5, 4], [0, 0, 1, 4, reuters.OOV]]
+    assert x.tolist() == [[0, 0, 1, 5, 4], [0, 0, 1, 4, texts.OOV]]
     refusals = {
-        "row 0: text: expected a newswire's words, got an empty text": pd.DataFrame({"text": ["  "]}),
-        "row 0: text: expected a newswire's words, got '...!'": pd.DataFrame({"text": ["...!"]}),
+        "row 0: text: expected a text's words, got an empty text": pd.DataFrame({"text": ["  "]}),
+        "row 0: text: expected a text's words, got '...!'": pd.DataFrame({"text": ["...!"]}),
         "row 1: expected exactly one of 'text' and 'ids', got neither": pd.DataFrame({"text": ["grain", None]}),
         "row 0: expected exactly one of 'text' and 'ids', got 'text' and 'ids'": pd.DataFrame(
             {"text": ["grain"], "ids": [[1, 2]]}
@@ -209,6 +225,33 @@ def test_images_come_as_bytes_base64_or_pixels():
         r"got 2x2 values 0..300$",
     ):
         model._inputs(pd.DataFrame({"pixels": [[[0, 1], [2, 300]]]}))
+
+
+def test_pictures_of_image_folders_are_read_as_the_prepared_ones_in_their_colour():
+    """The reader folders: no inversion (a dark shape on a light ground stays so), the
+    prepared pictures' colour and size (bilinear), and pixels of that shape."""
+    import pandas as pd
+
+    rng = np.random.RandomState(2)
+    rgb = rng.randint(0, 256, (24, 24, 3)).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(buf, format="PNG")
+    expected = np.asarray(Image.fromarray(rgb, "RGB").resize((16, 16), Image.Resampling.BILINEAR))
+    coloured = classifier("shapes", color="rgb")
+    x = coloured._inputs(pd.DataFrame({"image": [buf.getvalue(), None], "pixels": [None, expected.tolist()]}))
+    assert x.shape == (2, 16, 16, 3) and (x[0] == expected).all() and (x[1] == expected).all()
+    with pytest.raises(RequestError, match=r"^row 0: pixels: expected a 16x16x3 array of RGB values 0-255, got a list"):
+        coloured._inputs(pd.DataFrame({"pixels": [np.zeros((16, 16), int).tolist()]}))  # grey
+    with pytest.raises(
+        RequestError, match=r"^row 0: pixels: expected a 16x16x3 array of RGB .*, got 8x8x3 values 0..0$"
+    ):
+        coloured._inputs(pd.DataFrame({"pixels": [np.zeros((8, 8, 3), int).tolist()]}))
+    grey = classifier("shapes", color="grey")
+    light = np.full((16, 16), 230, np.uint8)  # a light ground is not inverted, unlike a digit's
+    (row,) = grey._inputs(pd.DataFrame({"image": [encode(light)]}))
+    assert row.shape == (16, 16) and (row == 230).all()
+    grey_of_rgb = np.asarray(Image.fromarray(rgb, "RGB").convert("L").resize((16, 16), Image.Resampling.BILINEAR))
+    assert (grey._inputs(pd.DataFrame({"image": [buf.getvalue()]}))[0] == grey_of_rgb).all()
 
 
 def test_answers_name_the_class_with_its_probability_and_the_top_k():

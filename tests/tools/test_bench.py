@@ -66,7 +66,7 @@ def test_measures_and_logs_a_benchmark_run(prepared, tmp_path):
     assert figures["percent_of_peak"] == pytest.approx(100 * figures["gflops"] / figures["peak_gflops"])
     # the terminal: what was measured, then the table, then the peak
     headline, header, row, peak = result.stdout.splitlines()
-    assert headline.startswith("reuters: reuters_conv1d, fit, DefaultStrategy on /device:CPU:0; global batch 32")
+    assert headline.startswith("reuters: conv1d, fit, DefaultStrategy on /device:CPU:0; global batch 32")
     assert headline.endswith(f"; {3 * forward / 1e6:.1f} MFLOP per training sample")
     assert header.split()[:4] == ["replicas", "samples/s", "per", "replica"] and "GFLOP/s" in header
     assert row.split()[1] == f"{figures['samples_per_second']:,.0f}"

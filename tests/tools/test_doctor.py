@@ -140,6 +140,9 @@ def test_an_experiment_whose_artifacts_dvc_deleted_is_reported_with_a_repair_tha
     )
     code, checks, _ = doctor(clone)
     assert checks["artifacts"]["status"] == "pass", checks["artifacts"]
+    assert (
+        checks["artifacts"]["detail"] == "no experiment of reuters or mnist keeps its artifacts in a DVC temporary copy"
+    )
 
 
 @pytest.mark.distributed

@@ -46,13 +46,37 @@ def test_experiments_are_tagged_as_model_training_and_a_users_kind_is_kept(tmp_p
 
 def test_runs_pages_link_each_experiment_to_its_runs_table(tmp_path, monkeypatch):
     uri = use_sqlite(tmp_path, monkeypatch)
-    assert store.runs_pages("http://127.0.0.1:5000", ["reuters"], uri) == []  # no store yet
+    assert store.runs_pages("http://127.0.0.1:5000", uri) == []  # no store yet
     assert not (tmp_path / "mlflow.db").exists()
-    experiment = store.use_experiment("reuters")
-    assert store.runs_pages("http://127.0.0.1:5000/", ["reuters", "mnist"], uri) == [
-        ("reuters", f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?workflowType=machine_learning")
+    reuters = store.use_experiment("reuters")
+    shapes = store.use_experiment("shapes")  # any dataset a params file declares, or a study's
+    mnist = store.use_experiment("mnist")
+
+    def page(experiment):
+        return f"http://127.0.0.1:5000/#/experiments/{experiment}/runs?workflowType=machine_learning"
+
+    # every experiment by name, but MLflow's own Default (which the store holds too)
+    assert store.runs_pages("http://127.0.0.1:5000/", uri) == [
+        ("mnist", page(mnist)),
+        ("reuters", page(reuters)),
+        ("shapes", page(shapes)),
     ]
-    assert store.runs_pages("http://127.0.0.1:5000", ["reuters"], "http://127.0.0.1:5999") == []
+    assert store.runs_pages("http://127.0.0.1:5000", "http://127.0.0.1:5999") == []
+
+
+def test_misplaced_artifacts_are_looked_for_in_the_experiments_named_or_every_one(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    assert store.misplaced_artifacts(uri=uri) == []  # no store yet
+    client = MlflowClient(uri)
+    store.use_experiment("reuters")  # its artifacts beside mlflow.db
+    lost = tmp_path / ".dvc" / "tmp" / "exps" / "run" / "a1b2c3" / "mlruns" / "1"
+    shapes = client.create_experiment("shapes", artifact_location=lost.as_uri())
+    assert store.misplaced_artifacts(uri=uri) == [(shapes, "shapes", lost.as_uri())]
+    assert store.misplaced_artifacts(["reuters", "shapes"], uri) == [(shapes, "shapes", lost.as_uri())]
+    # once renamed as the doctor's fix says, the dataset's experiment is no longer misplaced
+    assert store.misplaced_artifacts(["reuters", "mnist"], uri) == []
 
 
 TRAININGS = 3

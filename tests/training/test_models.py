@@ -7,7 +7,7 @@ import pytest
 from helpers import ROOT, reuters_model
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import MnistTrainConfig, ReutersTrainConfig
+from pipeline.config.schema import ImagesTrainConfig, TextsTrainConfig
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
 
 def test_the_reuters_layers_follow_their_params():
     reuters_cfg = load_params(ROOT / "params.yaml", "reuters").train
-    assert isinstance(reuters_cfg, ReutersTrainConfig)
+    assert isinstance(reuters_cfg, TextsTrainConfig)
     cfg = dataclasses.replace(
         reuters_cfg,
         conv_filters=(16, 8, 4),
@@ -96,7 +96,7 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
 
 def test_the_mnist_model_follows_its_width_multiplier():
     cfg = load_params(ROOT / "params.yaml", "mnist").train
-    assert isinstance(cfg, MnistTrainConfig)
+    assert isinstance(cfg, ImagesTrainConfig)
     stats = {"num_classes": 10, "input": "images"}
     widths = {}
     for alpha in (1.0, 0.5):

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from fixtures import make_reuters_npz
+from fixtures import make_reuters_raw
 from helpers import ROOT
 
 from pipeline.config.loader import load_params
@@ -30,10 +30,12 @@ def test_lr_decay_schedule():
 
 
 def test_short_training_run_records_each_epoch(tmp_path):
-    make_reuters_npz(tmp_path / "reuters.npz", n=200)
+    make_reuters_raw(tmp_path, n=200)
     params = load_params(ROOT / "params.yaml", "reuters")
     assert isinstance(params.preprocess, ReutersPreprocessConfig)
-    splits, stats = reuters.prepare(tmp_path, dataclasses.replace(params.preprocess, max_len=60))
+    splits, stats, _ = reuters.prepare(
+        tmp_path, dataclasses.replace(params.preprocess, max_len=60), "preprocess.reuters"
+    )
     cfg = dataclasses.replace(
         params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16, learning_rate=1e-3
     )

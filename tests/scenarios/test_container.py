@@ -34,7 +34,7 @@ from helpers import (
     write_params,
 )
 from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, STANDIN_PY312, STANDIN_TF, run, wait_for_images
-from readme import shell_blocks
+from readme import README, shell_blocks
 
 from pipeline.runtime import environment
 
@@ -694,7 +694,7 @@ def test_compose_up_runs_the_pipeline_once_the_server_is_healthy(stack, repro):
 
 def readme_block(containing: str) -> str:
     """The README's bash block holding `containing`, as a user would paste it."""
-    (block,) = [b.code for b in shell_blocks() if b.syntax == "bash" and containing in b.code]
+    (block,) = [b.code for b in shell_blocks(README) if b.syntax == "bash" and containing in b.code]
     return block
 
 

@@ -97,14 +97,23 @@ def picture(data: bytes, name: str, image_size: int, color: str) -> np.ndarray:
     from PIL import Image
 
     with opened(data, name) as img:
-        if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
-            flat = Image.new("RGBA", img.size, "white")
-            flat.alpha_composite(img.convert("RGBA"))
-            img = flat
+        img = on_white(img)
         img = img.convert(MODES[color]) if img.mode != MODES[color] else img
         if img.size != (image_size, image_size):
             img = img.resize((image_size, image_size), Image.Resampling.BILINEAR)
         return np.asarray(img, dtype=np.uint8)
+
+
+def on_white(img):
+    """A picture with transparency laid on white (drawn on a transparent canvas: the ink over
+    white paper, not over black); any other as it is."""
+    from PIL import Image
+
+    if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
+        flat = Image.new("RGBA", img.size, "white")
+        flat.alpha_composite(img.convert("RGBA"))
+        return flat
+    return img
 
 
 @contextlib.contextmanager
@@ -126,11 +135,10 @@ def opened(data: bytes, name: str):
         yield img
 
 
-def read_splits(raw_dir: Path | str, image_size: int, color: str, decode=None) -> tuple[Path, dict, list[str]]:
+def read_splits(raw_dir: Path | str, image_size: int, color: str) -> tuple[Path, dict, list[str]]:
     """(the archive or folder, {'train': (x, y), 'test': (x, y)}, class names): every picture
-    decoded by `decode(data, name)` (`picture` by default), sorted by class then path."""
+    decoded by `picture`, sorted by class then path."""
     where = source(raw_dir)
-    decode = decode or (lambda data, name: picture(data, name, image_size, color))
     found: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {"train": {}, "test": {}}
     folders: dict[tuple[str, str], str] = {}  # each class folder's path, for messages
     with reading(where, "truncated or corrupt archive"):
@@ -145,11 +153,12 @@ def read_splits(raw_dir: Path | str, image_size: int, color: str, decode=None) -
                 continue
             if not filename.lower().endswith(IMAGE_SUFFIXES):
                 raise DataError(f"{where}: {name}: not a PNG or JPEG image")
-            pictures.append((name, decode(handle.read(), f"{where}: {name}")))
+            pictures.append((name, picture(handle.read(), f"{where}: {name}", image_size, color)))
     classes = _classes(where, found, folders)
+    index = {label: i for i, label in enumerate(classes)}
     out = {}
     for split, per_class in found.items():
-        items = sorted((classes.index(label), name, x) for label, pictures in per_class.items() for name, x in pictures)
+        items = sorted((index[label], name, x) for label, pictures in per_class.items() for name, x in pictures)
         out[split] = (np.stack([t[2] for t in items]), np.array([t[0] for t in items], dtype=np.uint8))
     return where, out, classes
 
@@ -177,16 +186,21 @@ def _classes(where: Path, found: dict, folders: dict) -> list[str]:
     return train
 
 
-def prepare(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig, where: str) -> tuple[dict, dict, dict]:
+def prepare(
+    raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig, where: str, check_classes=None
+) -> tuple[dict, dict, dict]:
     """The download folder -> ({split: (x, y)}, stats, assets): every reader's entry point
-    (`where`: the params section, preprocess.<dataset>). The pictures are checked against
-    `cfg.images_sha256` first, when it is set."""
+    (`where`: the params section, preprocess.<dataset>). `check_classes(folder, classes,
+    where)` (a reader's own, as the digits') sees the class names first; then the pictures are
+    checked against `cfg.images_sha256`, when it is set."""
     folder, images, classes = read_splits(raw_dir, cfg.image_size, cfg.color)
-    splits = check_pinned(folder, images, cfg, where)
-    return splits, finish_stats(splits, stats_of(cfg, classes)), {}
+    if check_classes is not None:
+        check_classes(folder, classes, where)
+    splits = _pinned_splits(folder, images, cfg, where)
+    return splits, _stats(splits, cfg, classes), {}
 
 
-def check_pinned(folder: Path, images: dict, cfg: ImageFoldersPreprocessConfig, where: str) -> dict:
+def _pinned_splits(folder: Path, images: dict, cfg: ImageFoldersPreprocessConfig, where: str) -> dict:
     """`images` split with a validation hold-out, once their digest is the pinned one."""
     digest = images_digest(images)
     pinned = cfg.images_sha256
@@ -206,7 +220,7 @@ def check_pinned(folder: Path, images: dict, cfg: ImageFoldersPreprocessConfig, 
     }
 
 
-def stats_of(cfg: ImageFoldersPreprocessConfig, classes: list[str]) -> dict:
+def _stats(splits: dict, cfg: ImageFoldersPreprocessConfig, classes: list[str]) -> dict:
     return {
         "input": "images",  # uint8 [n, size, size(, 3)]: the input pipeline scales and resizes them
         "num_classes": len(classes),
@@ -214,16 +228,8 @@ def stats_of(cfg: ImageFoldersPreprocessConfig, classes: list[str]) -> dict:
         "image_size": cfg.image_size,
         "color": cfg.color,
         "reader": cfg.reader,
-    }
-
-
-def finish_stats(splits: dict, stats: dict) -> dict:
-    """The stats with each split's samples and class counts."""
-    n = stats["num_classes"]
-    return {
-        **stats,
         "samples": {k: int(len(v[1])) for k, v in splits.items()},
-        "class_counts": {k: class_counts(v[1], n) for k, v in splits.items()},
+        "class_counts": {k: class_counts(v[1], len(classes)) for k, v in splits.items()},
     }
 
 

@@ -27,12 +27,13 @@ DIGITS = [str(d) for d in range(10)]
 def prepare(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig, where: str) -> tuple[dict, dict, dict]:
     """The download folder -> ({split: (x, y)}, stats, assets), as `images.prepare`, once every
     class folder is a digit."""
-    folder, found, classes = images.read_splits(raw_dir, cfg.image_size, cfg.color)
+    return images.prepare(raw_dir, cfg, where, check_classes=_digits_only)
+
+
+def _digits_only(folder: Path, classes: list[str], where: str) -> None:
     odd = [c for c in classes if c not in DIGITS]
     if odd:
         raise DataError(f"{folder}: class folder {odd[0]!r} is not a digit 0-9 (the reader digits of {where})")
-    splits = images.check_pinned(folder, found, cfg, where)
-    return splits, images.finish_stats(splits, images.stats_of(cfg, classes)), {}
 
 
 def read_digit(data: bytes, name: str, image_size: int) -> np.ndarray:
@@ -44,11 +45,7 @@ def read_digit(data: bytes, name: str, image_size: int) -> np.ndarray:
     from PIL import Image
 
     with images.opened(data, name) as img:
-        if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
-            # drawn on a transparent canvas: the ink over white paper, not over black
-            flat = Image.new("RGBA", img.size, "white")
-            flat.alpha_composite(img.convert("RGBA"))
-            img = flat
+        img = images.on_white(img)
         gray = np.asarray(img if img.mode == "L" else img.convert("L"), dtype=np.uint8)
     border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
     if border.mean() > 127:

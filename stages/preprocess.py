@@ -1,5 +1,6 @@
-"""preprocess: raw files -> compact arrays (int32 sequences, uint8 images), a stats file, and
-what a model needs to read raw inputs (a dataset of texts' word index)."""
+"""preprocess: raw files -> each split as shards of compact records (int32 sequences, uint8
+images), streamed, a description (stats.json), and what a model needs to read raw inputs (a
+dataset of texts' word index)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,10 @@ from stages._common import dataset_argument, params_option, path_option
 @click.command("preprocess")
 @dataset_argument
 @path_option("--raw", "Folder written by the download stage.")
-@path_option("--out", "Folder to write train/val/test .npz files and stats.json to.")
+@path_option("--out", "Folder to write the train/val/test shards and stats.json to.")
 @params_option
 def command(dataset, raw, out, params_path):
-    """Turn downloaded files into train/val/test arrays."""
-    from pipeline.data import arrays  # NumPy: after the config is checked
-
+    """Turn downloaded files into train/val/test shards."""
     cfg = load_params(params_path, dataset).preprocess
-    splits, stats, assets = datasets.of(cfg, dataset).prepare(raw, cfg)
-    arrays.save_prepared(out, splits, stats, assets)
-    log.result(f"{dataset}: " + ", ".join(f"{k} {v}" for k, v in stats["samples"].items()))
+    found = datasets.of(cfg, dataset).prepare(raw, out, cfg)
+    log.result(f"{dataset}: " + ", ".join(f"{k} {s.samples}" for k, s in found.splits.items()))

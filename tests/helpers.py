@@ -168,12 +168,19 @@ def fixture_images_sha256() -> str:
 
     from fixtures import make_mnist_archive
 
+    from pipeline.config.loader import load_params
+    from pipeline.config.schema import ImageFoldersPreprocessConfig
     from pipeline.data import images
 
+    cfg = load_params(ROOT / "params.yaml", "mnist").preprocess
+    assert isinstance(cfg, ImageFoldersPreprocessConfig)
     with tempfile.TemporaryDirectory() as tmp:
-        make_mnist_archive(Path(tmp) / "mnist_png.tar.gz")
-        _, found, _ = images.read_splits(tmp, 28, "grey")
-    return images.images_digest(found)
+        (Path(tmp) / "raw").mkdir()
+        make_mnist_archive(Path(tmp) / "raw" / "mnist_png.tar.gz")
+        found = images.prepare(
+            Path(tmp) / "raw", Path(tmp) / "out", dataclasses.replace(cfg, images_sha256=None), "preprocess.mnist"
+        )
+    return found.details["images_sha256"]
 
 
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
@@ -399,10 +406,15 @@ def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     assert isinstance(cfg, TextsTrainConfig)
-    return models.build_model(
-        dataclasses.replace(cfg, embedding_dim=embedding_dim),
-        {"max_len": max_len, "vocab_size": vocab_size, "num_classes": 46},
-    )
+    return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim), described(max_len, vocab_size))
+
+
+def described(max_len: int, vocab_size: int, num_classes: int = 46):
+    """The description of a prepared dataset of texts that has no files: what a model is sized from."""
+    from pipeline.data.prepared import Prepared
+
+    names = [str(c) for c in range(num_classes)]
+    return Prepared(Path(), "sequences", (max_len,), names, {}, {"vocab_size": vocab_size})
 
 
 def marker_env(python: str, machine: str) -> dict:

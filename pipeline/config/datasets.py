@@ -35,7 +35,7 @@ COMMON = {
 
 @dataclass(frozen=True)
 class Reader:
-    module: str  # of pipeline.data: prepare(raw_dir, cfg, where) -> ({split: (x, y)}, stats, assets)
+    module: str  # of pipeline.data: prepare(raw_dir, out, cfg, where) -> the prepared folder's description
     preprocess: type  # the preprocess section's class
 
 
@@ -88,10 +88,11 @@ class Dataset:
         # imported when asked: NumPy and Pillow stay off the paths that only read the config
         return importlib.import_module(KINDS[self.kind].readers[self.reader].module)
 
-    def prepare(self, raw_dir: Path | str, cfg: PreprocessConfig) -> tuple[dict, dict, dict]:
-        """The splits ({split: (x, y)}), stats (with the class names) and assets ({file name:
-        JSON document}, as a word index) of the download folder `raw_dir`."""
-        return self.module().prepare(raw_dir, cfg, f"preprocess.{self.name}")
+    def prepare(self, raw_dir: Path | str, out: Path | str, cfg: PreprocessConfig):
+        """The download folder `raw_dir` -> the prepared folder `out` (its splits' shards, the
+        description with the class names, and the kind's assets, as a word index), streamed;
+        the description (`pipeline.data.prepared.Prepared`)."""
+        return self.module().prepare(raw_dir, out, cfg, f"preprocess.{self.name}")
 
 
 def of(cfg: PreprocessConfig, name: str) -> Dataset:

@@ -281,9 +281,11 @@ class TrainConfig:
         "a number in (0, 1]", lambda v: 0 < v <= 1, help="The factor of each step of lr_decay_epochs."
     )
     shuffle_buffer: int = _spec(
-        "a non-negative integer (0: the whole training set)",
-        lambda v: v >= 0,
-        help="Shuffle buffer of the input pipeline (a new order every epoch); 0: the whole training set.",
+        "a positive integer",
+        lambda v: v >= 1,
+        help="Samples held by the shuffle buffer of the input pipeline (a new order every epoch, drawn from "
+        "the shards read in a new order): its memory is this many samples, whatever the size of the training "
+        "split; at least the split's size shuffles it whole.",
     )
     seed: int = _non_negative_int(help="Seed of weight initialisation and shuffling.")
     strategy: Literal["auto", "mirrored", "multi_worker", "one_device", "default"] = _spec(

@@ -22,13 +22,14 @@ import io
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Optional
 
 import numpy as np
 
-from pipeline.data import archives
-from pipeline.data.arrays import class_counts, split_validation
+from pipeline.data import archives, prepared
+from pipeline.data.prepared import Prepared, split_validation
 from pipeline.errors import DataError
 from pipeline.io import reading
 
@@ -135,11 +136,22 @@ def opened(data: bytes, name: str):
         yield img
 
 
-def read_splits(raw_dir: Path | str, image_size: int, color: str) -> tuple[Path, dict, list[str]]:
-    """(the archive or folder, {'train': (x, y), 'test': (x, y)}, class names): every picture
-    decoded by `picture`, sorted by class then path."""
+@dataclass(frozen=True)
+class Listing:
+    """What the first pass over an archive or folder finds: each split's pictures (member
+    name, class index) in the prepared order (by class, then path), and the class names."""
+
+    where: Path
+    classes: list[str]
+    pictures: dict[str, list[tuple[str, int]]]
+
+
+def list_pictures(raw_dir: Path | str) -> Listing:
+    """The first pass: every picture's member name and class, nothing decoded; the errors of
+    the layout (a file that is not a picture, a class folder with none, a class one split
+    lacks) before any picture is read."""
     where = source(raw_dir)
-    found: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {"train": {}, "test": {}}
+    found: dict[str, dict[str, list[str]]] = {"train": {}, "test": {}}
     folders: dict[tuple[str, str], str] = {}  # each class folder's path, for messages
     with reading(where, "truncated or corrupt archive"):
         for name, handle in entries(where):
@@ -153,14 +165,87 @@ def read_splits(raw_dir: Path | str, image_size: int, color: str) -> tuple[Path,
                 continue
             if not filename.lower().endswith(IMAGE_SUFFIXES):
                 raise DataError(f"{where}: {name}: not a PNG or JPEG image")
-            pictures.append((name, picture(handle.read(), f"{where}: {name}", image_size, color)))
+            pictures.append(name)
     classes = _classes(where, found, folders)
     index = {label: i for i, label in enumerate(classes)}
-    out = {}
-    for split, per_class in found.items():
-        items = sorted((index[label], name, x) for label, pictures in per_class.items() for name, x in pictures)
-        out[split] = (np.stack([t[2] for t in items]), np.array([t[0] for t in items], dtype=np.uint8))
-    return where, out, classes
+    ordered = {
+        split: sorted((index[label], name) for label, names in per_class.items() for name in names)
+        for split, per_class in found.items()
+    }
+    return Listing(where, classes, {split: [(name, c) for c, name in items] for split, items in ordered.items()})
+
+
+def _places(listing: Listing, cfg: ImageFoldersPreprocessConfig) -> dict[str, tuple[str, int, int]]:
+    """Each picture's (prepared split, place in it, class): the validation hold-out drawn
+    from the training pictures by `validation_seed`; the training split in an order drawn
+    from the same seed, so that a bounded shuffle buffer draws every class from the first
+    batch on; validation and test in the listing's order."""
+    train = listing.pictures["train"]
+    train_idx, val_idx = split_validation(len(train), cfg.validation_split, cfg.validation_seed)
+    order = training_order(len(train_idx), cfg.validation_seed)
+    places = {}
+    for place, i in zip(order, train_idx):
+        places[train[i][0]] = ("train", int(place), train[i][1])
+    for place, i in enumerate(val_idx):
+        places[train[i][0]] = ("val", place, train[i][1])
+    for place, (name, label) in enumerate(listing.pictures["test"]):
+        places[name] = ("test", place, label)
+    return places
+
+
+def training_order(n: int, seed: int) -> np.ndarray:
+    """The place of each of `n` training samples (in the listing's order) in the prepared
+    training split: a permutation drawn from `seed`, apart from the hold-out's draw."""
+    return np.random.default_rng([seed, 1]).permutation(n)
+
+
+def prepare(
+    raw_dir: Path | str, out: Path | str, cfg: ImageFoldersPreprocessConfig, where: str, check_classes=None
+) -> Prepared:
+    """The download folder -> the prepared folder `out`, streamed: every reader's entry point
+    (`where`: the params section, preprocess.<dataset>). The first pass lists the pictures;
+    `check_classes(folder, classes, where)` (a reader's own, as the digits') sees the class
+    names; the second decodes each picture once into its split's shards. The pictures are
+    checked against `cfg.images_sha256`, when it is set, before the folder appears."""
+    listing = list_pictures(raw_dir)
+    if check_classes is not None:
+        check_classes(listing.where, listing.classes, where)
+    places = _places(listing, cfg)
+    shape = (cfg.image_size, cfg.image_size) + ((3,) if cfg.color == "rgb" else ())
+    num_classes = len(listing.classes)
+    counts = {"train": 0, "val": 0, "test": 0}
+    for split, _, _ in places.values():
+        counts[split] += 1
+    hashes: dict[str, list[str]] = {"train": [], "test": []}
+    with prepared.Writer(out) as writer:
+        splits = {name: writer.split(name, n, shape, "images", num_classes) for name, n in counts.items()}
+        with reading(listing.where, "truncated or corrupt archive"):
+            for name, handle in entries(listing.where):
+                if handle is None or name not in places:
+                    continue
+                split, place, label = places.pop(name)
+                x = picture(handle.read(), f"{listing.where}: {name}", cfg.image_size, cfg.color)
+                splits[split].add(place, label, x)
+                hashes["test" if split == "test" else "train"].append(sample_hash(label, x))
+        if places:  # the archive changed between the passes
+            raise DataError(f"{listing.where}: {next(iter(places))}: listed, then not found; download it again")
+        digest = _check_pinned(listing.where, hashes, shape, cfg, where)
+        return writer.finish(
+            {name: split.close() for name, split in splits.items()},
+            input_="images",
+            shape=shape,
+            class_names=listing.classes,
+            details={
+                "image_size": cfg.image_size,
+                "color": cfg.color,
+                "reader": cfg.reader,
+                "images_sha256": digest,
+            },
+        )
+
+
+def sample_hash(label: int, x: np.ndarray) -> str:
+    return f"{int(label)} {hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()}\n"
 
 
 def _classes(where: Path, found: dict, folders: dict) -> list[str]:
@@ -186,23 +271,10 @@ def _classes(where: Path, found: dict, folders: dict) -> list[str]:
     return train
 
 
-def prepare(
-    raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig, where: str, check_classes=None
-) -> tuple[dict, dict, dict]:
-    """The download folder -> ({split: (x, y)}, stats, assets): every reader's entry point
-    (`where`: the params section, preprocess.<dataset>). `check_classes(folder, classes,
-    where)` (a reader's own, as the digits') sees the class names first; then the pictures are
-    checked against `cfg.images_sha256`, when it is set."""
-    folder, images, classes = read_splits(raw_dir, cfg.image_size, cfg.color)
-    if check_classes is not None:
-        check_classes(folder, classes, where)
-    splits = _pinned_splits(folder, images, cfg, where)
-    return splits, _stats(splits, cfg, classes), {}
-
-
-def _pinned_splits(folder: Path, images: dict, cfg: ImageFoldersPreprocessConfig, where: str) -> dict:
-    """`images` split with a validation hold-out, once their digest is the pinned one."""
-    digest = images_digest(images)
+def _check_pinned(folder: Path, hashes: dict, shape: tuple, cfg: ImageFoldersPreprocessConfig, where: str) -> str:
+    """The pictures' digest (`images_digest`), checked against `cfg.images_sha256` when it is
+    set."""
+    digest = images_digest(hashes, shape)
     pinned = cfg.images_sha256
     if pinned and digest != pinned.lower():
         raise DataError(
@@ -211,40 +283,17 @@ def _pinned_splits(folder: Path, images: dict, cfg: ImageFoldersPreprocessConfig
         )
     if not pinned:
         log.info("images sha256 %s (not checked: set %s.images_sha256 to it to pin them)", digest, where)
-    x_train, y_train = images["train"]
-    train_idx, val_idx = split_validation(len(y_train), cfg.validation_split, cfg.validation_seed)
-    return {
-        "train": (x_train[train_idx], y_train[train_idx]),
-        "val": (x_train[val_idx], y_train[val_idx]),
-        "test": images["test"],
-    }
+    return digest
 
 
-def _stats(splits: dict, cfg: ImageFoldersPreprocessConfig, classes: list[str]) -> dict:
-    return {
-        "input": "images",  # uint8 [n, size, size(, 3)]: the input pipeline scales and resizes them
-        "num_classes": len(classes),
-        "class_names": classes,
-        "image_size": cfg.image_size,
-        "color": cfg.color,
-        "reader": cfg.reader,
-        "samples": {k: int(len(v[1])) for k, v in splits.items()},
-        "class_counts": {k: class_counts(v[1], len(classes)) for k, v in splits.items()},
-    }
-
-
-def images_digest(images: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+def images_digest(hashes: dict[str, list[str]], shape: tuple) -> str:
     """What an archive holds, not how it is packed: the sha256 of, per split (train, then
-    test), its image size and count, then each image's label and the sha256 of its pixels,
-    sorted. File names, their order, compression and the archive's format do not count, so
-    any faithful re-packing of the same images shares it."""
+    test), its image size and count, then each image's label and the sha256 of its pixels
+    (`sample_hash`), sorted. File names, their order, compression and the archive's format
+    do not count, so any faithful re-packing of the same images shares it."""
     digest = hashlib.sha256()
     for name in ("train", "test"):
-        x, y = images[name]
-        entries = sorted(
-            f"{int(label)} {hashlib.sha256(np.ascontiguousarray(img).tobytes()).hexdigest()}\n"
-            for img, label in zip(x, y)
-        )
-        digest.update(f"{name} {'x'.join(map(str, x.shape[1:]))} {len(entries)}\n".encode())
+        entries = sorted(hashes[name])
+        digest.update(f"{name} {'x'.join(map(str, shape))} {len(entries)}\n".encode())
         digest.update("".join(entries).encode())
     return digest.hexdigest()

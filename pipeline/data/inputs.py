@@ -1,4 +1,6 @@
-"""tf.data input pipelines: shuffle (a new order every epoch), batch, prefetch.
+"""tf.data input pipelines over the prepared shards: read (in parallel), shuffle in a bounded
+buffer (a new order every epoch), batch, prefetch. Memory holds the shuffle buffer and a few
+batches, whatever the size of the split.
 
 Images stay uint8 at their prepared size until here: scaling, resizing and the grey-to-RGB expansion
 run per batch inside the pipeline, on the accelerator's side of the prefetch.
@@ -6,47 +8,108 @@ run per batch inside the pipeline, on the accelerator's side of the prefetch.
 
 from __future__ import annotations
 
-from typing import Optional
+import logging
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import tensorflow as tf
 
+if TYPE_CHECKING:
+    from pipeline.data.prepared import Prepared
+
+log = logging.getLogger("pipeline")
+# shards read at once when the order is shuffled
+PARALLEL_READS = 4
+
+
+def worker_ranges(prepared: Prepared, split: str, worker: int, workers: int) -> list[tuple[str, int, int]]:
+    """(shard path, first record, record count) of the records worker `worker` of `workers`
+    reads: an equal, contiguous share of the split (the last `n % workers` records are read by
+    none, so that every worker takes the same number of steps)."""
+    n = prepared.samples(split)
+    share = n // workers
+    start, stop = worker * share, (worker + 1) * share
+    ranges, offset = [], 0
+    for shard, path in zip(prepared.split(split).shards, prepared.shard_paths(split)):
+        lo, hi = max(start, offset), min(stop, offset + shard.samples)
+        if lo < hi:
+            ranges.append((str(path), lo - offset, hi - lo))
+        offset += shard.samples
+    return ranges
+
 
 def make_dataset(
-    x: np.ndarray,
-    y: np.ndarray,
+    prepared: Prepared,
+    split: str,
     *,
     batch_size: int,
     shuffle: bool,
     seed: int = 0,
-    shuffle_buffer: int = 0,
+    shuffle_buffer: int = 1,
     image_size: Optional[int] = None,
     drop_remainder: bool = False,
+    worker: int = 0,
+    workers: int = 1,
+    limit: Optional[int] = None,
 ) -> tf.data.Dataset:
-    """A batched dataset of (features, labels); `batch_size` is the global batch."""
-    # No cache(): the arrays are in memory already, and a cached dataset that Keras reads only
-    # in part (fit takes one batch to build the model) makes tf.data warn on every run.
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    """A batched dataset of (features, labels) of a prepared split; `batch_size` is the
+    global batch. Across workers (MultiWorkerMirroredStrategy) each reads its own share of the
+    records (`worker_ranges`) and tf.data's own sharding is off. `limit`: the first samples
+    only."""
+    ranges = worker_ranges(prepared, split, worker, workers)
+    if workers > 1:
+        left_out = prepared.samples(split) % workers
+        if left_out:
+            log.info("%s: %d sample(s) read by no worker, so that each of %d reads as many", split, left_out, workers)
+    size = prepared.record_bytes
+    paths, firsts, counts = (list(column) for column in zip(*ranges)) if ranges else ([], [], [])
+    pieces = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(paths, tf.string), tf.constant(firsts, tf.int64), tf.constant(counts, tf.int64))
+    )
+    if shuffle:  # the shards in a new order every epoch, several read at once
+        pieces = pieces.shuffle(max(1, len(ranges)), seed=seed, reshuffle_each_iteration=True)
+    ds = pieces.interleave(
+        lambda path, first, count: tf.data.FixedLengthRecordDataset(
+            path, size, header_bytes=first * size, buffer_size=1 << 20
+        ).take(count),
+        cycle_length=min(PARALLEL_READS, len(ranges)) if shuffle and ranges else 1,
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    if limit is not None:
+        ds = ds.take(limit)
+    ds = ds.map(_decoder(prepared), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if shuffle:
-        buffer = shuffle_buffer or len(y)
-        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(max(1, shuffle_buffer), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if image_size is not None:
         ds = ds.map(
             lambda images, labels: (prepare_images(images, image_size), labels), num_parallel_calls=tf.data.AUTOTUNE
         )
-    # Across workers (MultiWorkerMirroredStrategy) the data are sharded by element (DATA): they
-    # are in-memory arrays, with no files to divide, and every worker builds the same seeded
-    # order, so each takes its own share of every global batch.
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.OFF if workers > 1 else tf.data.experimental.AutoShardPolicy.AUTO
+    )
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
-def image_size_for(stats: dict, model) -> Optional[int]:
+def _decoder(prepared: Prepared):
+    dtype = tf.as_dtype(prepared.dtype.newbyteorder("="))
+    label_dtype = tf.uint8 if prepared.input == "images" else tf.int32
+    shape = list(prepared.shape)
+
+    def decode(record):
+        values = tf.io.decode_raw(record, dtype, little_endian=True)
+        return tf.reshape(values[1:], shape), tf.cast(values[0], label_dtype)
+
+    return decode
+
+
+def image_size_for(prepared: Prepared, model) -> Optional[int]:
     """The size a dataset's images are resized to for `model` (its input's), or None when the
-    dataset is not images: the preprocess stats say which it is."""
-    return int(model.input_shape[1]) if stats["input"] == "images" else None
+    dataset is not images: the prepared data's description says which it is."""
+    return int(model.input_shape[1]) if prepared.input == "images" else None
 
 
 def model_inputs(x: np.ndarray, image_size: Optional[int]) -> np.ndarray:

@@ -20,14 +20,15 @@ from pipeline.errors import DataError
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
     from pipeline.config.schema import ImageFoldersPreprocessConfig
+    from pipeline.data.prepared import Prepared
 
 DIGITS = [str(d) for d in range(10)]
 
 
-def prepare(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig, where: str) -> tuple[dict, dict, dict]:
-    """The download folder -> ({split: (x, y)}, stats, assets), as `images.prepare`, once every
+def prepare(raw_dir: Path | str, out: Path | str, cfg: ImageFoldersPreprocessConfig, where: str) -> Prepared:
+    """The download folder -> the prepared folder `out`, as `images.prepare`, once every
     class folder is a digit."""
-    return images.prepare(raw_dir, cfg, where, check_classes=_digits_only)
+    return images.prepare(raw_dir, out, cfg, where, check_classes=_digits_only)
 
 
 def _digits_only(folder: Path, classes: list[str], where: str) -> None:

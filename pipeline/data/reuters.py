@@ -18,12 +18,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.data.texts import START, index_sequence, load_word_index, pad, sequence_stats, split_order, splits_of
+from pipeline.data import prepared
+from pipeline.data.texts import (
+    START,
+    Lengths,
+    index_sequence,
+    load_word_index,
+    pad,
+    sequence_details,
+    split_order,
+    splits_of,
+)
 from pipeline.errors import DataError
 from pipeline.io import reading
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
     from pipeline.config.schema import ReutersPreprocessConfig
+    from pipeline.data.prepared import Prepared
 
 NPZ_NAME = "reuters.npz"
 WORD_INDEX_NAME = "reuters_word_index.json"
@@ -62,27 +73,34 @@ def load_raw(raw_dir: Path | str) -> tuple[list[np.ndarray], np.ndarray]:
     return sequences, ys.astype(np.int64)
 
 
-def prepare(raw_dir: Path | str, cfg: ReutersPreprocessConfig, where: str) -> tuple[dict, dict, dict]:
-    """The download folder -> ({split: (x, y)}, stats, assets): every reader's entry point. The
-    assets: Keras' word index (checked), for a model that reads text."""
+def prepare(raw_dir: Path | str, out: Path | str, cfg: ReutersPreprocessConfig, where: str) -> Prepared:
+    """The download folder -> the prepared folder `out`: every reader's entry point. Keras'
+    arrays are one file, read whole as Keras reads it (a few MB); the splits keep Keras'
+    seeded order. The assets: Keras' word index (checked), for a model that reads text."""
     path = Path(raw_dir) / WORD_INDEX_NAME
     if not path.is_file():
         raise DataError(f"{path}: missing; run the download stage first")
     word_index = load_word_index(path)
-    splits, stats = split_and_pad(*load_raw(raw_dir), cfg)
-    return splits, stats, {WORD_INDEX_NAME: word_index}
+    splits, classes, details = split_and_pad(*load_raw(raw_dir), cfg)
+    return prepared.write_arrays(
+        out, splits, input_="sequences", class_names=classes, details=details, assets={WORD_INDEX_NAME: word_index}
+    )
 
 
-def split_and_pad(sequences: list[np.ndarray], labels: np.ndarray, cfg: ReutersPreprocessConfig) -> tuple[dict, dict]:
-    """Split, index, cap and pad. Returns ({split: (x, y)}, stats)."""
+def split_and_pad(
+    sequences: list[np.ndarray], labels: np.ndarray, cfg: ReutersPreprocessConfig
+) -> tuple[dict, list[str], dict]:
+    """Split, index, cap and pad. Returns ({split: (x, y)}, class names, the facts of texts)."""
     n = len(sequences)
     order, n_train_all, train_idx, val_idx = split_order(n, cfg)
     largest = max((int(sequences[i].max()) + cfg.index_from for i in order if len(sequences[i])), default=START)
     vocab_size = cfg.num_words if cfg.num_words else largest + 1
     shifted = [index_sequence(sequences[i], cfg, vocab_size) for i in order]
-    lengths = np.array([len(s) for s in shifted])
+    lengths = Lengths(cfg.max_len)
+    for seq in shifted:
+        lengths.add(len(seq))
     x = pad(shifted, cfg.max_len, cfg.padding, cfg.truncating)
     splits = splits_of(x, labels[order], n_train_all, train_idx, val_idx)
     num_classes = int(labels.max()) + 1 if n else 0
     classes = list(LABELS) if num_classes == len(LABELS) else [str(c) for c in range(num_classes)]
-    return splits, sequence_stats(splits, lengths, cfg, vocab_size, classes, word_index=WORD_INDEX_NAME)
+    return splits, classes, sequence_details(lengths, cfg, vocab_size, word_index=WORD_INDEX_NAME)

@@ -19,16 +19,17 @@ are errors naming the file and line.
 from __future__ import annotations
 
 import csv
-import io
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from pipeline.data.arrays import class_counts, split_validation
+from pipeline.data import prepared
+from pipeline.data.prepared import Prepared, split_validation
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
 
@@ -153,23 +154,34 @@ def splits_of(x: np.ndarray, labels: np.ndarray, n_train_all: int, train_idx, va
     }
 
 
-def sequence_stats(
-    splits: dict, lengths: np.ndarray, enc: Encoding, vocab_size: int, classes: list[str], **more
-) -> dict:
-    """stats.json of a dataset of texts: its classes, vocabulary and encoding (`encode_texts`'s
-    keys, besides vocab_size and max_len), and the word index's file name."""
-    n = len(lengths)
+class Lengths:
+    """The texts' lengths in ids (the start mark included), summed as they stream by."""
+
+    def __init__(self, max_len: int):
+        self.max_len, self.n, self.total, self.longest, self.truncated = max_len, 0, 0, 0, 0
+
+    def add(self, length: int) -> None:
+        self.n += 1
+        self.total += length
+        self.longest = max(self.longest, length)
+        self.truncated += length > self.max_len
+
+    def stats(self) -> dict:
+        return {
+            "length_mean": self.total / self.n if self.n else 0.0,
+            "length_max": int(self.longest),
+            "truncated_fraction": self.truncated / self.n if self.n else 0.0,
+        }
+
+
+def sequence_details(lengths: Lengths, enc: Encoding, vocab_size: int, **more) -> dict:
+    """The facts stats.json holds of a dataset of texts besides the common ones: the vocabulary
+    and encoding (`encode_texts`'s keys, besides vocab_size and max_len), the lengths, and the
+    word index's file name."""
     return {
-        "input": "sequences",
-        "num_classes": len(classes),
-        "class_names": classes,
         "vocab_size": int(vocab_size),
         "max_len": enc.max_len,
-        "samples": {k: int(len(v[1])) for k, v in splits.items()},
-        "class_counts": {k: class_counts(v[1], len(classes)) for k, v in splits.items()},
-        "length_mean": float(lengths.mean()) if n else 0.0,
-        "length_max": int(lengths.max()) if n else 0,
-        "truncated_fraction": float((lengths > enc.max_len).mean()) if n else 0.0,
+        **lengths.stats(),
         "encoding": {
             "index_from": enc.index_from,
             "skip_top": enc.skip_top,
@@ -194,36 +206,53 @@ def find_table(raw_dir: Path | str) -> Path:
     return found[0]
 
 
-def read_table(path: Path, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
-    """(texts, labels) of every row, in the file's order."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})") from None
-    rows = _csv_rows(path, text) if TABLE_SUFFIXES[path.suffix.lower()] == "csv" else _jsonl_rows(path, text)
-    texts, labels = [], []
-    for line, row in rows:
-        for column in (text_column, label_column):
-            if column not in row:
-                raise DataError(f"{path}:{line}: no column {column!r} (its columns: {', '.join(map(str, row))})")
-        value, label = row[text_column], row[label_column]
-        if not isinstance(value, str) or not words(value):
-            raise DataError(f"{path}:{line}: {text_column}: expected a text of words, got {json.dumps(value)[:40]}")
-        if isinstance(label, bool) or not isinstance(label, (str, int)) or str(label).strip() == "":
-            raise DataError(
-                f"{path}:{line}: {label_column}: expected a label (text or integer), got {json.dumps(label)}"
-            )
-        texts.append(value)
-        labels.append(str(label).strip())
-    if not texts:
+def table_rows(path: Path, text_column: str, label_column: str) -> Iterator[tuple[str, str]]:
+    """(text, label) of every row, in the file's order, read as a stream (one line at a time):
+    each checked, an error naming the file and line otherwise."""
+    with open(path, "rb") as handle:
+        lines = _utf8_lines(path, handle)
+        rows = _csv_rows(path, lines) if TABLE_SUFFIXES[path.suffix.lower()] == "csv" else _jsonl_rows(path, lines)
+        empty = True
+        for line, row in rows:
+            for column in (text_column, label_column):
+                if column not in row:
+                    raise DataError(f"{path}:{line}: no column {column!r} (its columns: {', '.join(map(str, row))})")
+            value, label = row[text_column], row[label_column]
+            if not isinstance(value, str) or not words(value):
+                raise DataError(f"{path}:{line}: {text_column}: expected a text of words, got {json.dumps(value)[:40]}")
+            if isinstance(label, bool) or not isinstance(label, (str, int)) or str(label).strip() == "":
+                raise DataError(
+                    f"{path}:{line}: {label_column}: expected a label (text or integer), got {json.dumps(label)}"
+                )
+            empty = False
+            yield value, str(label).strip()
+    if empty:
         raise DataError(f"{path}: no texts: expected a header line and a row per text")
-    return texts, labels
 
 
-def _csv_rows(path: Path, text: str):
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+def read_table(path: Path, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
+    """(texts, labels) of every row, in the file's order, as lists (`table_rows`, gathered)."""
+    rows = list(table_rows(path, text_column, label_column))
+    return [t for t, _ in rows], [label for _, label in rows]
+
+
+def _utf8_lines(path: Path, handle) -> Iterator[str]:
+    """The file's lines as text (a BOM at the start dropped), an error naming the line and
+    offset of the first byte that is not UTF-8."""
+    offset = 0
+    for number, raw in enumerate(handle, 1):
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(
+                f"{path}:{number}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {offset + exc.start})"
+            ) from None
+        offset += len(raw)
+        yield text
+
+
+def _csv_rows(path: Path, lines: Iterator[str]):
+    reader = csv.DictReader(lines)
     with reading(path, "not a CSV file"):
         for row in reader:
             if None in row or None in row.values():
@@ -233,8 +262,8 @@ def _csv_rows(path: Path, text: str):
             yield reader.line_num, row
 
 
-def _jsonl_rows(path: Path, text: str):
-    for line, content in enumerate(text.splitlines(), 1):
+def _jsonl_rows(path: Path, lines: Iterator[str]):
+    for line, content in enumerate(lines, 1):
         if not content.strip():
             continue
         try:
@@ -274,24 +303,79 @@ def class_order(labels: set[str]) -> list[str]:
     return sorted(labels)
 
 
-def prepare(raw_dir: Path | str, cfg: TextTablePreprocessConfig, where: str) -> tuple[dict, dict, dict]:
-    """The download folder -> ({split: (x, y)}, stats, assets): every reader's entry point."""
+class _Words:
+    """Word counts of the training texts, streamed in the file's order: ranks by falling count,
+    ties by the training split's order (the first text of the split first), as
+    `build_word_index` ranks a list of the same texts."""
+
+    def __init__(self):
+        self.counts: Counter[str] = Counter()
+        self.first: dict[str, tuple[int, int]] = {}  # (the text's place, the word's place in it)
+
+    def add(self, place: int, text: str) -> None:
+        for i, word in enumerate(words(text)):
+            self.counts[word] += 1
+            seen = self.first.get(word)
+            if seen is None or (place, i) < seen:
+                self.first[word] = (place, i)
+
+    def index(self) -> dict[str, int]:
+        ranked = sorted(self.counts, key=lambda w: (-self.counts[w], self.first[w]))
+        return {word: rank for rank, word in enumerate(ranked, 1)}
+
+
+def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig, where: str) -> Prepared:
+    """The download folder -> the prepared folder `out`, streamed: every reader's entry point.
+    Three passes over the table, none holding its texts: the labels (so the classes and the
+    split), the training texts' words (so the word index), then each text encoded into its
+    split's shards."""
     path = find_table(raw_dir)
-    texts_, labels_ = read_table(path, cfg.text_column, cfg.label_column)
+    labels_ = [label for _, label in table_rows(path, cfg.text_column, cfg.label_column)]
     classes = class_order(set(labels_))
     if len(classes) < 2:
         raise DataError(f"{path}: {cfg.label_column}: one label ({classes[0]!r}); expected two or more")
-    order, n_train_all, train_idx, val_idx = split_order(len(texts_), cfg)
-    ordered = [texts_[i] for i in order]
-    word_index = build_word_index([ordered[i] for i in train_idx])
+    places = _places(len(labels_), cfg)
+    counter = _Words()
+    for row, (text, _) in enumerate(table_rows(path, cfg.text_column, cfg.label_column)):
+        split, place = places[row]
+        if split == "train":
+            counter.add(place, text)
+    word_index = counter.index()
     enc = SimpleNamespace(
         index_from=INDEX_FROM, skip_top=0, max_len=cfg.max_len, padding=cfg.padding, truncating=cfg.truncating
     )
     vocab_size = cfg.num_words or len(word_index) + INDEX_FROM + 1  # the rarest word's id, and one
-    x = encode_texts(ordered, word_index, enc, vocab_size)
-    lengths = np.array([len(words(t)) + 1 for t in ordered])
     position = {c: i for i, c in enumerate(classes)}
-    labels = np.array([position[labels_[i]] for i in order], dtype=np.int64)
-    splits = splits_of(x, labels, n_train_all, train_idx, val_idx)
-    stats = sequence_stats(splits, lengths, enc, vocab_size, classes, word_index=WORD_INDEX_NAME)
-    return splits, stats, {WORD_INDEX_NAME: word_index}
+    lengths = Lengths(cfg.max_len)
+    with prepared.Writer(out) as writer:
+        sizes = Counter(split for split, _ in places)
+        splits = {
+            name: writer.split(name, sizes[name], (cfg.max_len,), "sequences", len(classes))
+            for name in ("train", "val", "test")
+        }
+        for row, (text, label) in enumerate(table_rows(path, cfg.text_column, cfg.label_column)):
+            split, place = places[row]
+            lengths.add(len(words(text)) + 1)
+            splits[split].add(place, position[label], encode_texts([text], word_index, enc, vocab_size)[0])
+        return writer.finish(
+            {name: split.close() for name, split in splits.items()},
+            input_="sequences",
+            shape=(cfg.max_len,),
+            class_names=classes,
+            details=sequence_details(lengths, enc, vocab_size, word_index=WORD_INDEX_NAME),
+            assets={WORD_INDEX_NAME: word_index},
+        )
+
+
+def _places(n: int, cfg: Splitting) -> list[tuple[str, int]]:
+    """Each row's (split, place in it), as `split_order` splits the rows: the order a seeded
+    shuffle gives, the test share last, the validation share held out of the rest."""
+    order, n_train_all, train_idx, val_idx = split_order(n, cfg)
+    places: list[tuple[str, int]] = [("", 0)] * n
+    for place, i in enumerate(train_idx):
+        places[order[i]] = ("train", place)
+    for place, i in enumerate(val_idx):
+        places[order[i]] = ("val", place)
+    for place, row in enumerate(order[n_train_all:]):
+        places[row] = ("test", place)
+    return places

@@ -41,15 +41,15 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import Array, Object, Property
 
 import pipeline
-from pipeline.data import arrays, images, mnist, texts
+from pipeline.data import images, mnist, prepared, texts
 from pipeline.errors import ConfigError, DataError
-from pipeline.io import read_json
 from pipeline.runtime import environment, imports
 from pipeline.tracking.store import tracked
 from pipeline.training import model_folder
 
 if TYPE_CHECKING:
     from pipeline.config.schema import DatasetParams
+    from pipeline.data.prepared import Prepared
 
 # The distributions whose modules the served model's code (this module, pipeline.data's
 # readers, pipeline.runtime.imports) imports when MLflow loads it and it predicts: with their own
@@ -297,11 +297,12 @@ def raw_rows(data: Path, count: int) -> list[dict]:
     (`texts.texts`), pictures as PNG bytes. The input example; the load benchmark's."""
     from PIL import Image
 
-    x = arrays.load_split(data, "test")[0][:count]
-    stats = read_json(Path(data) / "stats.json")
-    if stats["input"] == "sequences":
-        index = texts.load_word_index(Path(data) / stats["word_index"])
-        offset = stats["encoding"]["index_from"]
+    found = prepared.read(data)
+    found.check("test", digests=False)
+    x = found.head("test", count)[0]
+    if found.input == "sequences":
+        index = texts.load_word_index(Path(data) / found.details["word_index"])
+        offset = found.details["encoding"]["index_from"]
         return [{"text": text} for text in texts.texts(x, index, offset)]
     rows = []
     for image in x:
@@ -320,21 +321,22 @@ def example(data: Path):
     return pd.DataFrame([row])
 
 
-def settings(dataset: str, model, stats: dict, top_k: int) -> dict:
+def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
     """What `Classifier` reads at load time besides the model."""
     from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
 
+    details = data.details
     found = {
         "dataset": dataset,
-        "input": stats["input"],
-        "labels": stats["class_names"],
-        "top_k": min(top_k, stats["num_classes"]),
+        "input": data.input,
+        "labels": data.class_names,
+        "top_k": min(top_k, data.num_classes),
     }
-    if stats["input"] == "sequences":
-        found["encoding"] = {**stats["encoding"], "max_len": stats["max_len"], "vocab_size": stats["vocab_size"]}
+    if data.input == "sequences":
+        found["encoding"] = {**details["encoding"], "max_len": details["max_len"], "vocab_size": details["vocab_size"]}
     else:
-        found.update(image_size=stats["image_size"], color=stats["color"], reader=stats["reader"])
-        found["model_image_size"] = image_size_for(stats, model)
+        found.update(image_size=details["image_size"], color=details["color"], reader=details["reader"])
+        found["model_image_size"] = image_size_for(data, model)
     return found
 
 
@@ -342,18 +344,13 @@ def check_inputs(data: Path, params: Optional[DatasetParams] = None, source: str
     """Read what `log_model` will read from the prepared folder besides the test split
     (stats.json, and for texts the word index the served model encodes them with), so that
     the evaluate stage fails on them before it writes any output, not after."""
-    stats = read_json(Path(data) / "stats.json")
-    missing = [k for k in ("input", "class_names", "num_classes") if k not in stats]
-    if missing:
-        raise DataError(
-            f"{Path(data) / 'stats.json'}: no {missing[0]!r}: an older version wrote it; run the preprocess stage"
-        )
-    if stats["input"] == "sequences":
-        texts.load_word_index(Path(data) / stats["word_index"])
+    found = prepared.read(data)
+    if found.input == "sequences":
+        texts.load_word_index(Path(data) / found.details["word_index"])
     for key, top_k in ((k, getattr(params, k).top_k) for k in ("evaluate", "serve") if params is not None):
-        if top_k is not None and top_k > stats["num_classes"]:
+        if top_k is not None and top_k > found.num_classes:
             assert params is not None
-            classes = stats["num_classes"]
+            classes = found.num_classes
             raise ConfigError(
                 f"{source}: {key}.{params.dataset}.top_k: expected at most {classes} ({params.dataset} has "
                 f"{classes} classes), got {top_k}"
@@ -381,14 +378,16 @@ def log_model(params: DatasetParams, model_dir: Path, data: Path, model=None):
     dataset, top_k = params.dataset, params.serve.top_k
     mlflow.log_param(f"serve.{dataset}.top_k", top_k)
 
-    stats = read_json(Path(data) / "stats.json")
+    description = prepared.read(data)
     model_path = Path(model_dir) / model_folder.MODEL_FILE
     with tempfile.TemporaryDirectory(prefix="pipeline-model-") as tmp:
-        found = settings(dataset, model if model is not None else model_folder.load_model(model_dir), stats, top_k)
+        found = settings(
+            dataset, model if model is not None else model_folder.load_model(model_dir), description, top_k
+        )
         (Path(tmp) / "serving.json").write_text(json.dumps(found, indent=2))
         artifacts = {MODEL_ARTIFACT: str(model_path), SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json")}
-        if stats["input"] == "sequences":
-            artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / stats["word_index"])
+        if description.input == "sequences":
+            artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / description.details["word_index"])
         # the check MLflow makes of the input example (loading the logged model) draws progress bars
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         return mlflow.pyfunc.log_model(

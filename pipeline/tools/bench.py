@@ -52,12 +52,11 @@ def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> di
     cfg = params.train
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
-    from pipeline.data import arrays
+    from pipeline.data import prepared as prepared_data
     from pipeline.training import trainer  # TensorFlow: only once it trains
 
-    splits, stats = arrays.load_prepared(data, ("train",))
     strategy = setup.strategy
-    prepared = trainer.prepare(cfg, splits=splits, stats=stats, strategy=strategy)
+    prepared = trainer.prepare(cfg, data=prepared_data.read(data), strategy=strategy)
     batch, dataset = full_batches(prepared)
     model = prepared.model
     flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])

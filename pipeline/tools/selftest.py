@@ -215,11 +215,11 @@ def _train(params: DatasetParams, strategy, spec: dict, stem: Path) -> dict:
     keras.utils.set_random_seed(cfg.seed)
     keras.mixed_precision.set_dtype_policy(cfg.precision)
     global_batch = BATCH_PER_REPLICA * split
-    stats, x, y = _synthetic(params, global_batch * spec["steps"])
+    data = _synthetic(params, global_batch * spec["steps"], Path(f"{stem}-data"))
     with strategy.scope():
-        model = build_model(cfg, stats)
+        model = build_model(cfg, data)
         compile_model(model, cfg)
-    ds = make_dataset(x, y, batch_size=global_batch, shuffle=False, image_size=image_size_for(stats, model))
+    ds = make_dataset(data, "train", batch_size=global_batch, shuffle=False, image_size=image_size_for(data, model))
     replicas_stem = Path(spec["folder"]) / f"{params.dataset}-{split}"
     if strategy.num_replicas_in_sync == 1:
         losses = _replicas_emulated(model, ds, split, loss(), replicas_stem, stem)
@@ -294,22 +294,32 @@ def _replicas_emulated(model, ds, split: int, loss_fn, replicas_stem: Path, stem
     return losses
 
 
-def _synthetic(params: DatasetParams, n: int):
-    """Inputs of the dataset's shape and labels of SYNTHETIC_CLASSES classes (its own are known
-    only once it is prepared), the same in every process."""
+def _synthetic(params: DatasetParams, n: int, folder: Path):
+    """A prepared folder (written at `folder`) of `n` inputs of the dataset's shape and labels
+    of SYNTHETIC_CLASSES classes (its own are known only once it is prepared), the same in
+    every process: read as a training reads its shards."""
     import numpy as np
+
+    from pipeline.data import prepared
 
     rng = np.random.RandomState(0)
     cfg = params.preprocess
-    stats: dict = {"input": datasets.of(cfg, params.dataset).inputs, "num_classes": SYNTHETIC_CLASSES}
+    details: dict = {}
     if isinstance(cfg, ImageFoldersPreprocessConfig):
         channels = (3,) if cfg.color == "rgb" else ()
         x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype(np.uint8)
     else:  # sequences of word ids
         vocab = cfg.num_words or 10000
-        stats.update(max_len=cfg.max_len, vocab_size=vocab)
+        details.update(max_len=cfg.max_len, vocab_size=vocab)
         x = rng.randint(1, vocab, (n, cfg.max_len)).astype(np.int32)
-    return stats, x, rng.randint(0, SYNTHETIC_CLASSES, n).astype(np.int32)
+    y = rng.randint(0, SYNTHETIC_CLASSES, n).astype(np.int32)
+    return prepared.write_arrays(
+        folder,
+        {"train": (x, y)},
+        input_=datasets.of(cfg, params.dataset).inputs,
+        class_names=[str(c) for c in range(SYNTHETIC_CLASSES)],
+        details=details,
+    )
 
 
 def _all_reduce(cfg: TrainConfig, info, strategy, replicas: int) -> dict:

@@ -12,12 +12,15 @@ import subprocess
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import yaml
 
 from pipeline.runtime import environment
 from pipeline.tracking import store
+
+if TYPE_CHECKING:  # a type alone: the data wing's description
+    from pipeline.data.prepared import Prepared
 
 
 def source_tags(stage: str, dataset: str) -> dict[str, str]:
@@ -137,10 +140,10 @@ def framework_tags() -> dict[str, str]:
     }
 
 
-def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path] = None) -> None:
-    """The prepared data a run read, as MLflow dataset inputs: named `<dataset>-<split>`,
-    sourced at the DVC path, with the md5 dvc.lock records for it as digest (so MLflow
-    does not hash the arrays again)."""
+def log_inputs(dataset: str, data: Path | str, prepared: Prepared, splits, root: Optional[Path] = None) -> None:
+    """The prepared data a run read (`splits` of the description `prepared`), as MLflow
+    dataset inputs: named `<dataset>-<split>`, sourced at the DVC path, with the md5 dvc.lock
+    records for it as digest, and the samples' schema (the shards are not read again)."""
     root = Path(root or Path.cwd())
     rel = os.path.normpath(os.path.relpath(Path(data).resolve(), root.resolve()))
     digest = _dvc_hashes([data], root).get(f"dvc.data.{rel}", "")[:32] or None
@@ -149,19 +152,29 @@ def log_inputs(dataset: str, data: Path | str, splits: dict, root: Optional[Path
     # one sqlite store both insert, and one fails (UNIQUE constraint): take turns.
     path = store.sqlite_path(store.tracking_uri())
     with store.store_lock(path) if path is not None else contextlib.nullcontext():
-        _log_splits(dataset, splits, rel, digest, contexts)
+        _log_splits(dataset, prepared, splits, rel, digest, contexts)
 
 
-def _log_splits(dataset: str, splits: dict, rel: str, digest, contexts: dict) -> None:
+def _log_splits(dataset: str, prepared: Prepared, splits, rel: str, digest, contexts: dict) -> None:
     import mlflow
-    import mlflow.data
+    import numpy as np
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.types.schema import Schema, TensorSpec
 
-    for split, (x, y) in splits.items():
+    x, y = prepared.head(splits[0], 0)
+    schema = Schema(
+        [
+            TensorSpec(np.dtype(x.dtype), (-1, *prepared.shape), "features"),
+            TensorSpec(np.dtype(y.dtype), (-1,), "targets"),
+        ]
+    )
+    for split in splits:
         with warnings.catch_warnings():
             # a relative path matches two of MLflow's local source types; both read it alike
             warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
-            # mlflow.data imports from_numpy lazily: its stubs do not have it
-            ds = mlflow.data.from_numpy(  # type: ignore[attr-defined]
-                x, targets=y, source=rel, name=f"{dataset}-{split}", digest=digest
-            )
+            source = resolve_dataset_source(rel)
+        ds = MetaDataset(  # type: ignore[abstract]  # its stub says profile is abstract; it is defined
+            source, name=f"{dataset}-{split}", digest=digest or prepared.shards_digest(split), schema=schema
+        )
         mlflow.log_input(ds, context=contexts.get(split, split))

@@ -13,6 +13,7 @@ from pipeline.tracking.store import tracked
 
 if TYPE_CHECKING:
     from pipeline.config.schema import DatasetParams
+    from pipeline.data.prepared import Prepared
 
 # System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few
 # seconds: MLflow's default of 10 s leaves a short training with one or two points.
@@ -138,7 +139,7 @@ class TrainingRun:
         return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
 
     @tracked("the run's params and tags")
-    def log_setup(self, params: DatasetParams, figures: dict, data: Path, splits: dict) -> None:
+    def log_setup(self, params: DatasetParams, figures: dict, data: Path, prepared: Prepared) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
         lineage and framework tags, and the prepared data as dataset inputs."""
         if self._active is None:
@@ -149,7 +150,7 @@ class TrainingRun:
             {
                 **params.flat(),
                 **device_params(figures),
-                **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()},
+                **{f"data.{split}_samples": prepared.samples(split) for split in ("train", "val")},
             }
         )
         unpinned = params.unpinned()
@@ -163,7 +164,7 @@ class TrainingRun:
                 **warned,
             }
         )
-        lineage.log_inputs(params.dataset, data, splits)
+        lineage.log_inputs(params.dataset, data, prepared, ("train", "val"))
 
     @tracked("an epoch's metrics")
     def log_epoch(self, epoch: int, row: dict) -> None:
@@ -203,7 +204,7 @@ class TrainingRun:
             return
         import mlflow
 
-        lineage.log_inputs(dataset, data, {"test": (evaluation.x, evaluation.y_true)})
+        lineage.log_inputs(dataset, data, evaluation.data, ("test",))
         mlflow.log_metrics({k: v for k, v in evaluation.metrics.items() if k != "test_samples"})
         report = evaluation.report
         mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")

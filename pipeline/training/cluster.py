@@ -127,3 +127,16 @@ def is_chief(strategy) -> bool:
 def task_name(strategy) -> str:
     resolver, _ = cluster_of(strategy)
     return "local" if resolver is None else f"{resolver.task_type}-{resolver.task_id}"
+
+
+def input_worker(strategy) -> tuple[int, int]:
+    """(this worker's place, the number of workers) among the workers that read input: the
+    chief first when the cluster has one, then the workers by index; (0, 1) on one host."""
+    resolver, spec = cluster_of(strategy)
+    if resolver is None:
+        return 0, 1
+    chiefs = len(spec.get("chief", []))
+    workers = chiefs + len(spec.get("worker", []))
+    if resolver.task_type == "chief":
+        return 0, max(workers, 1)
+    return chiefs + int(resolver.task_id), max(workers, 1)

@@ -3,19 +3,19 @@ trained model, and the files they are written to."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from pipeline.data import arrays
-from pipeline.io import atomic_outputs, read_json, write_csv, write_json
+from pipeline.data import prepared
+from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.training import model_folder, plots
 
 if TYPE_CHECKING:
     from pipeline.config.schema import EvaluateConfig
+    from pipeline.data.prepared import Prepared
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Evaluation:
     metrics: dict  # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
     report: list[dict]  # per class: precision, recall, support, predicted
     matrix: np.ndarray  # counts[actual, predicted]
-    x: np.ndarray  # the test split, as prepared
+    data: Prepared  # the prepared folder's description
     y_true: np.ndarray
     y_pred: np.ndarray
     test_data: str  # the test split's digest: versions compare on the same data
@@ -31,29 +31,21 @@ class Evaluation:
 
 
 def evaluate(model_dir: Path, data: Path, cfg: EvaluateConfig) -> Evaluation:
-    """Run the train stage's model over the prepared test split (an EvaluateConfig's batch
-    size and top k)."""
+    """Run the train stage's model over the prepared test split, streamed (an EvaluateConfig's
+    batch size and top k)."""
     from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
 
     model = model_folder.load_model(model_dir)
-    x, y = arrays.load_split(data, "test")
-    stats = read_json(Path(data) / "stats.json")
-    logits = predict_logits(model, x, batch_size=cfg.batch_size, image_size=image_size_for(stats, model))
+    found = prepared.read(data)
+    found.check("test")
+    digest, y = found.digest("test")
+    logits = predict_logits(model, found, batch_size=cfg.batch_size, image_size=image_size_for(found, model))
     metrics = metrics_from_logits(logits, y, cfg.top_k)
     y_pred = logits.argmax(axis=1)
-    matrix = confusion_matrix(y, y_pred, stats["num_classes"])
+    matrix = confusion_matrix(y, y_pred, found.num_classes)
     report = per_class_report(matrix)
     metrics.update(macro_averages(report))
-    return Evaluation(metrics, report, matrix, x, y, y_pred, test_digest(x, y), model)
-
-
-def test_digest(x: np.ndarray, y: np.ndarray) -> str:
-    """sha256 of the test split's samples and labels (shape, type and bytes), as a short hex."""
-    digest = hashlib.sha256()
-    for array in (x, y):
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()[:16]
+    return Evaluation(metrics, report, matrix, found, y, y_pred, digest, model)
 
 
 def write_outputs(
@@ -72,14 +64,12 @@ def write_outputs(
         plots.confusion(ev.matrix, png_tmp, title)
 
 
-def predict_logits(model, x: np.ndarray, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:
+def predict_logits(model, data: Prepared, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:
     """Logits for every test sample, in order, through the same input pipeline as training."""
     from pipeline.data.inputs import make_dataset  # TensorFlow: only when this runs
 
-    ds = make_dataset(x, np.zeros(len(x), np.int32), batch_size=batch_size, shuffle=False, image_size=image_size).map(
-        lambda features, _: features
-    )
-    return np.asarray(model.predict(ds, verbose=0))
+    ds = make_dataset(data, "test", batch_size=batch_size, shuffle=False, image_size=image_size)
+    return np.asarray(model.predict(ds.map(lambda features, _: features), verbose=0))
 
 
 def metrics_from_logits(logits: np.ndarray, y: np.ndarray, top_k: Optional[int] = None) -> dict:

@@ -11,6 +11,7 @@ import keras
 
 if TYPE_CHECKING:
     from pipeline.config.schema import AnyTrainConfig, TrainConfig
+    from pipeline.data.prepared import Prepared as PreparedData
 
 
 def conv1d(
@@ -89,13 +90,13 @@ def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:
     return layer.__class__.from_config(layer.get_config())
 
 
-def build_model(cfg: AnyTrainConfig, stats: dict) -> keras.Model:
-    """Build the model that `cfg.model` names, sized from the preprocess stats."""
+def build_model(cfg: AnyTrainConfig, data: PreparedData) -> keras.Model:
+    """Build the model that `cfg.model` names, sized from the prepared data's description."""
     if cfg.model == "conv1d":
         return conv1d(
-            max_len=stats["max_len"],
-            vocab_size=stats["vocab_size"],
-            num_classes=stats["num_classes"],
+            max_len=data.shape[0],
+            vocab_size=data.details["vocab_size"],
+            num_classes=data.num_classes,
             embedding_dim=cfg.embedding_dim,
             conv_filters=cfg.conv_filters,
             conv_kernel_sizes=cfg.conv_kernel_sizes,
@@ -104,7 +105,7 @@ def build_model(cfg: AnyTrainConfig, stats: dict) -> keras.Model:
     if cfg.model == "mobilenet_v2":
         return mobilenet_v2(
             img_size=cfg.img_size,
-            num_classes=stats["num_classes"],
+            num_classes=data.num_classes,
             alpha=cfg.alpha,
             dense_units=cfg.dense_units,
             batchnorm_momentum=cfg.batchnorm_momentum,

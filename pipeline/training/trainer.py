@@ -17,7 +17,7 @@ import tensorflow as tf
 from pipeline.data.inputs import image_size_for, make_dataset
 from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.runtime import usage
-from pipeline.training import model_folder, plots
+from pipeline.training import cluster, model_folder, plots
 from pipeline.training.custom_loop import CustomLoop
 from pipeline.training.early_stopping import BestEpoch
 from pipeline.training.models import build_model, compile_model
@@ -25,6 +25,7 @@ from pipeline.training.resume import Backup
 
 if TYPE_CHECKING:
     from pipeline.config.schema import AnyTrainConfig, TrainConfig
+    from pipeline.data.prepared import Prepared as PreparedData
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +106,12 @@ class Prepared:
     step_batch: int  # the batch a training step takes: the global batch, or a smaller split whole
 
 
-def prepare(cfg: AnyTrainConfig, *, splits: dict, stats: dict, strategy) -> Prepared:
+def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy) -> Prepared:
     """Seeds, precision, `cfg.model` built and compiled under `strategy`, and the training and
-    validation datasets: what a training and a benchmark (`pipeline.tools.bench`) share."""
+    validation datasets streamed from the prepared shards (`data`, checked first): what a
+    training and a benchmark (`pipeline.tools.bench`) share. Across workers each reads its own
+    share of the shards."""
+    data.check("train", "val")
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -115,37 +119,46 @@ def prepare(cfg: AnyTrainConfig, *, splits: dict, stats: dict, strategy) -> Prep
     replicas = strategy.num_replicas_in_sync
     global_batch = global_batch_size(cfg, replicas)
     with strategy.scope():
-        model = build_model(cfg, stats)
+        model = build_model(cfg, data)
         compile_model(model, cfg)
-    image_size = image_size_for(stats, model)
-    x_train, y_train = splits["train"]
-    batch, drop = train_batches(len(y_train), global_batch, replicas)
+    image_size = image_size_for(data, model)
+    worker, workers = cluster.input_worker(strategy)
+    # each worker reads an equal share (all of it on one host), in batches of the global size
+    # that tf.distribute splits among every replica
+    share = data.samples("train") // workers
+    batch, drop = train_batches(share, global_batch, replicas)
     if drop:
         log.info(
             "the last %d sample(s) of each shuffled epoch are left out, so that every one of %d "
             "replicas gets a sample in each step",
-            len(y_train) % batch,
+            share % batch,
             replicas,
         )
     train_ds = make_dataset(
-        x_train,
-        y_train,
+        data,
+        "train",
         batch_size=batch,
         shuffle=True,
         seed=cfg.seed,
         shuffle_buffer=cfg.shuffle_buffer,
         image_size=image_size,
         drop_remainder=drop,
+        worker=worker,
+        workers=workers,
     )
     val_ds = None
-    if "val" in splits and len(splits["val"][1]):
+    val_share = data.samples("val") // workers if "val" in data.splits else 0
+    if val_share:
         val_ds = make_dataset(
-            *splits["val"],
-            batch_size=even_batch(len(splits["val"][1]), global_batch, replicas),
+            data,
+            "val",
+            batch_size=even_batch(val_share, global_batch, replicas),
             shuffle=False,
             image_size=image_size,
+            worker=worker,
+            workers=workers,
         )
-    return Prepared(model, train_ds, val_ds, global_batch, len(y_train), batch)
+    return Prepared(model, train_ds, val_ds, global_batch, share * workers, batch)
 
 
 def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher) -> list:
@@ -171,8 +184,7 @@ def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher
 def train(
     cfg: AnyTrainConfig,
     *,
-    splits: dict,
-    stats: dict,
+    data: PreparedData,
     strategy,
     backup: Optional[Backup] = None,
     on_epoch=None,
@@ -187,7 +199,7 @@ def train(
     `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
     """
     backup = backup or Backup(None, strategy)
-    prepared = prepare(cfg, splits=splits, stats=stats, strategy=strategy)
+    prepared = prepare(cfg, data=data, strategy=strategy)
     model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
     hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
     initial_epoch = hooks.initial_epoch

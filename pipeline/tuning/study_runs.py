@@ -16,6 +16,7 @@ from pipeline.tracking.store import tracked
 
 if TYPE_CHECKING:
     from pipeline.config.schema import DatasetParams
+    from pipeline.data.prepared import Prepared
 
 # Where a trial's run keeps the study's and the trial's identity (MLflow's own parent tag nests it).
 PARENT_TAG = "mlflow.parentRunId"
@@ -92,7 +93,7 @@ class TrialRun:
         values: dict,
         figures: dict,
         data: Path,
-        splits: dict,
+        data_description: Prepared,
         worker: str,
     ) -> TrialRun:
         """Start trial `number`'s run under the study's: every param the trial trains with
@@ -119,7 +120,7 @@ class TrialRun:
             **params.flat(),
             **device_params(figures),
             "tune.trial": number,
-            **{f"data.{split}_samples": len(y) for split, (_, y) in splits.items()},
+            **{f"data.{split}_samples": data_description.samples(split) for split in ("train", "val")},
         }
         items = [Param(k, str(v)) for k, v in flat.items()]
         for start in range(0, len(items), 100):  # MLflow's limit of params per batch

@@ -28,6 +28,7 @@ from pipeline.tuning import studies, study_runs
 
 if TYPE_CHECKING:
     from pipeline.config.schema import DatasetParams
+    from pipeline.data.prepared import Prepared
 
 
 @dataclass(frozen=True)
@@ -91,14 +92,14 @@ class Target:
 def prepare(target: Target) -> studies.Opened:
     """Before any worker starts: the params and data checked, the study created or joined (and
     checked against these params), its MLflow run made."""
-    from pipeline.data import arrays  # NumPy: after the config is checked
+    from pipeline.data import prepared  # NumPy: after the config is checked
 
     if cluster.detect_cluster() is not None:
         raise ConfigError(
             "pipeline tune: a worker trains its trials in one process; under Slurm or with "
             "TF_CONFIG, start one `pipeline tune` per task (deploy/slurm/tune.sbatch)"
         )
-    arrays.load_prepared(target.data, ("train", "val"))
+    prepared.read(target.data).check("train", "val")
     return studies.open_study(target.params, target.study, target.storage)
 
 
@@ -137,7 +138,7 @@ def work(target: Target, opened: Optional[studies.Opened] = None) -> None:
     """One worker: its devices and strategy once, then trials until the study has them all."""
     import optuna  # with SQLAlchemy: seconds, which --best and a config error never pay
 
-    from pipeline.data import arrays  # NumPy: after the config is checked
+    from pipeline.data import prepared  # NumPy: after the config is checked
 
     params = target.params
     opened = opened or studies.open_study(params, target.study, target.storage)
@@ -154,9 +155,9 @@ def work(target: Target, opened: Optional[studies.Opened] = None) -> None:
             time.sleep(min(cfg.heartbeat_seconds, 2))
             continue
         if setup is None:
-            splits, stats = arrays.load_prepared(target.data, ("train", "val"))
+            data = prepared.read(target.data)
             setup = distribute.setup(params.train, where=f"train.{target.dataset}")
-        Trial(target, opened, setup, splits, stats).run()
+        Trial(target, opened, setup, data).run()
     _record(target, opened)
 
 
@@ -180,8 +181,8 @@ class _Pruned(Exception):
 class Trial:
     """One trial: drawn, trained with a heartbeat, reported epoch by epoch, told to the study."""
 
-    def __init__(self, target: Target, opened: studies.Opened, setup, splits: dict, stats: dict):
-        self.target, self.opened, self.setup, self.splits, self.stats = target, opened, setup, splits, stats
+    def __init__(self, target: Target, opened: studies.Opened, setup, data: Prepared):
+        self.target, self.opened, self.setup, self.data = target, opened, setup, data
         self.cfg = target.params.tune
         self.last: dict = {}
 
@@ -229,7 +230,7 @@ class Trial:
             values=values,
             figures=self.setup.figures(),
             data=Path(self.target.data),
-            splits=self.splits,
+            data_description=self.data,
             worker=f"{socket.gethostname()}:{os.getpid()}",
         )
         trial.set_user_attr(studies.RUN_ATTR, run.run_id)
@@ -254,8 +255,7 @@ class Trial:
             with _Heartbeat(self.opened.study, trial):
                 return trainer.train(
                     params.train,
-                    splits=self.splits,
-                    stats=self.stats,
+                    data=self.data,
                     strategy=self.setup.strategy,
                     on_epoch=on_epoch,
                     verbose=0,

@@ -23,11 +23,34 @@ from pipeline.errors import DataError
 SHADES = {"zebra": 200, "ant": 40, "Bee": 120}
 
 
-@pytest.fixture(scope="module")
-def cfg() -> ImageFoldersPreprocessConfig:
+def pics_config() -> ImageFoldersPreprocessConfig:
     preprocess = load_params(ROOT / "params.yaml", "mnist").preprocess
     assert isinstance(preprocess, ImageFoldersPreprocessConfig)
     return dataclasses.replace(preprocess, reader="folders", image_size=8, color="grey", images_sha256=None)
+
+
+@pytest.fixture(scope="module")
+def cfg() -> ImageFoldersPreprocessConfig:
+    return pics_config()
+
+
+def read_splits(raw: Path, size: int, color: str) -> tuple[str, dict, list[str]]:
+    """(the pictures' digest, {'train': (x, y), 'test': (x, y)} by class, the class names):
+    what preprocess prepares of the download folder `raw`, with no hold-out."""
+    cfg = dataclasses.replace(pics_config(), image_size=size, color=color, validation_split=0.0)
+    found = images.prepare(raw, raw.parent / f"prepared-{size}-{color}", cfg, "preprocess.pics")
+    out = {}
+    for split in ("train", "test"):
+        x, y = found.head(split, 10**6)
+        order = np.argsort(y, kind="stable")
+        out[split] = (x[order], y[order])
+    return found.details["images_sha256"], out, found.class_names
+
+
+def prepare(raw: Path, cfg: ImageFoldersPreprocessConfig):
+    """({split: (x, y)}, the description) of what preprocess prepares of `raw`."""
+    found = images.prepare(raw, raw.parent / "prepared", cfg, "preprocess.pics")
+    return {split: found.head(split, 10**6) for split in found.splits}, found
 
 
 def png(img: np.ndarray | Image.Image, fmt: str = "PNG") -> bytes:
@@ -87,22 +110,38 @@ def raw_with(tmp_path: Path, files: dict, name: str = "pics.tar.gz") -> Path:
 
 
 def test_classes_are_the_sorted_folder_names_and_labels_match(tmp_path, cfg):
-    splits, stats, assets = images.prepare(raw_with(tmp_path, members()), cfg, "preprocess.pics")
-    assert stats["class_names"] == ["Bee", "ant", "zebra"] and stats["num_classes"] == 3
-    assert assets == {}
+    splits, found = prepare(raw_with(tmp_path, members()), cfg)
+    assert found.class_names == ["Bee", "ant", "zebra"] and found.num_classes == 3
+    assert sorted(p.name for p in found.folder.iterdir() if not p.name.endswith(".bin")) == ["stats.json"]
     for x, y in splits.values():
-        for label, name in enumerate(stats["class_names"]):
+        for label, name in enumerate(found.class_names):
             # each picture's grey level tells its folder: the label must be that folder's index
             assert set(np.unique(x[y == label]).tolist()) <= {SHADES[name] + i for i in range(3)}
-    assert stats["samples"] == {"train": 8, "val": 1, "test": 6}
-    assert stats["class_counts"]["test"] == [2, 2, 2]
-    assert np.add(stats["class_counts"]["train"], stats["class_counts"]["val"]).tolist() == [3, 3, 3]
+    assert {k: s.samples for k, s in found.splits.items()} == {"train": 8, "val": 1, "test": 6}
+    assert found.split("test").class_counts == [2, 2, 2]
+    assert np.add(found.split("train").class_counts, found.split("val").class_counts).tolist() == [3, 3, 3]
+
+
+def test_the_training_split_is_in_a_seeded_order_not_by_class(tmp_path, cfg):
+    """A bounded shuffle buffer draws from the shards in order: a training split by class
+    would give batches of one class. The order is drawn from validation_seed, the same on
+    every run; validation and test keep the listing's order (by class)."""
+    files = {f"{split}/{label}/{i}.png": flat(shade + i) for split, n in (("train", 20), ("test", 2))
+             for label, shade in SHADES.items() for i in range(n)}  # fmt: skip
+    raw = raw_with(tmp_path, files)
+    splits, _ = prepare(raw, cfg)
+    labels = splits["train"][1].tolist()
+    assert labels != sorted(labels) and len(set(labels[:12])) == 3
+    again = images.prepare(raw, tmp_path / "again", cfg, "preprocess.pics")
+    assert again.head("train", 100)[1].tolist() == labels
+    assert splits["test"][1].tolist() == sorted(splits["test"][1].tolist())
+    assert images.training_order(5, 7).tolist() == images.training_order(5, 7).tolist() != list(range(5))
 
 
 @pytest.mark.parametrize("names", [("train", "test"), ("training", "testing"), ("Training", "TEST")])
 def test_split_folder_names(tmp_path, names):
     raw = raw_with(tmp_path, members(splits=names, per_class=(2, 1), top="top/"), "x.zip")
-    _, found, classes = images.read_splits(raw, 8, "grey")
+    _, found, classes = read_splits(raw, 8, "grey")
     assert classes == ["Bee", "ant", "zebra"]
     assert len(found["train"][1]) == 6 and len(found["test"][1]) == 3
 
@@ -113,9 +152,10 @@ def test_tar_zip_and_plain_folder_give_the_same_arrays(tmp_path):
     for name in ["pics.tar.gz", "pics.zip", ""]:
         folder = tmp_path / (name or "folder")
         folder.mkdir()
-        results.append(images.read_splits(raw_with(folder, files, name), 8, "grey"))
+        results.append(read_splits(raw_with(folder, files, name), 8, "grey"))
     (_, first, classes), *others = results
-    assert results[0][0].name == "pics.tar.gz" and results[2][0].is_dir()
+    assert images.source(tmp_path / "pics.tar.gz" / "raw").name == "pics.tar.gz"
+    assert images.source(tmp_path / "folder" / "raw").is_dir()
     for _, found, other_classes in others:
         assert other_classes == classes
         for split in ("train", "test"):
@@ -129,7 +169,7 @@ def test_a_larger_non_square_picture_is_resized_bilinear(tmp_path):
     wide[:, 20:] = 250
     files = members(per_class=(1, 1))
     files["train/ant/wide.png"] = png(wide)
-    _, found, classes = images.read_splits(raw_with(tmp_path, files), 8, "grey")
+    _, found, classes = read_splits(raw_with(tmp_path, files), 8, "grey")
     x, y = found["train"]
     assert x.shape == (4, 8, 8)
     resized = next(img for img, label in zip(x, y) if classes[label] == "ant" and img.max() > 200)
@@ -148,8 +188,8 @@ def test_grey_and_rgb_shapes_and_values(tmp_path):
         for label, color in (("red", (255, 0, 0)), ("blue", (0, 0, 255))):
             files[f"{split}/{label}/0.png"] = png(Image.new("RGB", (12, 12), color))
     raw = raw_with(tmp_path, files)
-    _, grey, classes = images.read_splits(raw, 6, "grey")
-    _, rgb, _ = images.read_splits(raw, 6, "rgb")
+    _, grey, classes = read_splits(raw, 6, "grey")
+    _, rgb, _ = read_splits(raw, 6, "rgb")
     assert classes == ["blue", "red"]
     assert grey["train"][0].shape == (2, 6, 6) and grey["train"][0].dtype == np.uint8
     assert rgb["train"][0].shape == (2, 6, 6, 3) and rgb["train"][0].dtype == np.uint8
@@ -185,7 +225,7 @@ def test_images_digest_is_stable_across_repacking(tmp_path):
     for i, (name, content) in enumerate([("a.tar.gz", files), ("b.zip", renamed), ("", files)]):
         folder = tmp_path / str(i)
         folder.mkdir()
-        digests.append(images.images_digest(images.read_splits(raw_with(folder, content, name), 8, "grey")[1]))
+        digests.append(read_splits(raw_with(folder, content, name), 8, "grey")[0])
     assert len(set(digests)) == 1 and len(digests[0]) == 64
     # one pixel changed: another digest
     changed = dict(files)
@@ -193,18 +233,19 @@ def test_images_digest_is_stable_across_repacking(tmp_path):
     img[3, 3] += 1
     changed["test/ant/0.png"] = png(img)
     (tmp_path / "c").mkdir()
-    other = images.images_digest(images.read_splits(raw_with(tmp_path / "c", changed), 8, "grey")[1])
+    other = read_splits(raw_with(tmp_path / "c", changed), 8, "grey")[0]
     assert other != digests[0]
 
 
 def test_a_pinned_images_sha256_is_checked(tmp_path, cfg):
     raw = raw_with(tmp_path, members())
-    digest = images.images_digest(images.read_splits(raw, 8, "grey")[1])
-    splits, _, _ = images.prepare(raw, dataclasses.replace(cfg, images_sha256=digest.upper()), "preprocess.pics")
+    digest = read_splits(raw, 8, "grey")[0]
+    splits, _ = prepare(raw, dataclasses.replace(cfg, images_sha256=digest.upper()))
     assert len(splits["test"][1]) == 6
     wrong = "0" * 64
     with pytest.raises(DataError) as caught:
-        images.prepare(raw, dataclasses.replace(cfg, images_sha256=wrong), "preprocess.pics")
+        images.prepare(raw, tmp_path / "pinned", dataclasses.replace(cfg, images_sha256=wrong), "preprocess.pics")
+    assert not (tmp_path / "pinned").exists()
     message = str(caught.value)
     assert message.startswith(f"{raw / 'pics.tar.gz'}: ")
     assert "preprocess.pics.images_sha256" in message and wrong in message and digest in message
@@ -215,7 +256,7 @@ def test_an_empty_class_folder_is_seen_in_a_zip_and_a_folder(tmp_path, name):
     # the CLI case below packs it as a tar; a class with no picture would be a class never learnt
     raw = raw_with(tmp_path, {**members(), "test/cat/": None, "train/cat/0.png": flat(9)}, name)
     with pytest.raises(DataError, match=r"test/cat/: a class folder with no PNG or JPEG picture"):
-        images.read_splits(raw, 8, "grey")
+        read_splits(raw, 8, "grey")
 
 
 # --------------------------------------------------------------------------- through the CLI
@@ -266,5 +307,5 @@ def test_the_good_archive_of_the_cli_cases_is_prepared(tmp_path):
     params = write_pics_params(tmp_path)
     preprocess = load_params(params, "pics").preprocess
     assert isinstance(preprocess, ImageFoldersPreprocessConfig) and preprocess.reader == "folders"
-    _, stats, _ = images.prepare(raw, preprocess, "preprocess.pics")
-    assert stats["samples"]["test"] == 3 and stats["class_names"] == ["Bee", "ant", "zebra"]
+    _, found = prepare(raw, preprocess)
+    assert found.samples("test") == 3 and found.class_names == ["Bee", "ant", "zebra"]

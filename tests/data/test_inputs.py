@@ -1,4 +1,4 @@
-"""tf.data input pipelines, and how a dataset's samples reach its model."""
+"""tf.data input pipelines over the prepared shards, and how a dataset's samples reach its model."""
 
 import numpy as np
 import pytest
@@ -6,44 +6,99 @@ import pytest
 pytestmark = pytest.mark.slow
 
 import tensorflow as tf  # noqa: E402
-from helpers import reuters_model  # noqa: E402
+from helpers import described, reuters_model  # noqa: E402
 
-from pipeline.data.inputs import image_size_for, make_dataset, model_inputs, prepare_images  # noqa: E402
+from pipeline.data import prepared  # noqa: E402
+from pipeline.data.inputs import (  # noqa: E402
+    image_size_for,
+    make_dataset,
+    model_inputs,
+    prepare_images,
+    worker_ranges,
+)
 from pipeline.training import models  # noqa: E402
 
 
-def test_shuffle_gives_a_new_order_every_epoch_and_sees_every_sample():
-    x = np.arange(100, dtype=np.int32)
-    ds = make_dataset(x, x, batch_size=10, shuffle=True, seed=1)
-    first = np.concatenate([b[0].numpy() for b in ds])
-    second = np.concatenate([b[0].numpy() for b in ds])
+def numbers(folder, n=100, shard_records=None, monkeypatch=None):
+    """A prepared folder whose train split's sample i is [i, i] with label i % 4."""
+    if shard_records is not None:
+        monkeypatch.setattr(prepared, "SHARD_BYTES", shard_records * 12)
+    x = np.repeat(np.arange(n, dtype=np.int32)[:, None], 2, axis=1)
+    return prepared.write_arrays(
+        folder, {"train": (x, x[:, 0] % 4)}, input_="sequences", class_names=list("abcd"), details={}
+    )
+
+
+def samples(ds) -> list[int]:
+    return np.concatenate([b[0].numpy()[:, 0] for b in ds]).tolist()
+
+
+def test_shuffle_gives_a_new_order_every_epoch_and_sees_every_sample(tmp_path, monkeypatch):
+    data = numbers(tmp_path / "p", shard_records=30, monkeypatch=monkeypatch)
+    assert len(data.split("train").shards) == 4
+    ds = make_dataset(data, "train", batch_size=10, shuffle=True, seed=1, shuffle_buffer=8)
+    first, second = samples(ds), samples(ds)
     assert sorted(first) == sorted(second) == list(range(100))
-    assert first.tolist() != second.tolist()
-    unshuffled = np.concatenate([b[0].numpy() for b in make_dataset(x, x, batch_size=30, shuffle=False)])
-    assert unshuffled.tolist() == list(range(100))
+    assert first != second
+    again = samples(make_dataset(data, "train", batch_size=10, shuffle=True, seed=1, shuffle_buffer=8))
+    assert again == first  # seeded: the same order in another pipeline
+    assert samples(make_dataset(data, "train", batch_size=30, shuffle=False)) == list(range(100))
+    labels = np.concatenate([b[1].numpy() for b in ds])
+    assert labels.dtype == np.int32
 
 
-def test_images_are_scaled_resized_and_expanded_in_the_pipeline():
+def test_a_buffer_as_large_as_the_split_gives_the_order_of_a_whole_shuffle(tmp_path):
+    """A buffer at least the split's size shuffles it as one the exact size does: what keeps a
+    dataset's order when its buffer grows past it."""
+    data = numbers(tmp_path / "p", n=50)
+    exact = samples(make_dataset(data, "train", batch_size=50, shuffle=True, seed=3, shuffle_buffer=50))
+    larger = samples(make_dataset(data, "train", batch_size=50, shuffle=True, seed=3, shuffle_buffer=10000))
+    assert exact == larger
+
+
+def test_each_worker_reads_its_own_equal_share(tmp_path, monkeypatch):
+    data = numbers(tmp_path / "p", n=101, shard_records=40, monkeypatch=monkeypatch)
+    shards = [str(p) for p in data.shard_paths("train")]
+    assert worker_ranges(data, "train", 0, 2) == [(shards[0], 0, 40), (shards[1], 0, 10)]
+    assert worker_ranges(data, "train", 1, 2) == [(shards[1], 10, 30), (shards[2], 0, 20)]
+    first = samples(make_dataset(data, "train", batch_size=7, shuffle=False, worker=0, workers=2))
+    second = samples(make_dataset(data, "train", batch_size=7, shuffle=False, worker=1, workers=2))
+    assert first == list(range(50)) and second == list(range(50, 100))  # the 101st: read by none
+    ds = make_dataset(data, "train", batch_size=7, shuffle=True, seed=2, worker=1, workers=2)
+    assert sorted(samples(ds)) == list(range(50, 100))
+    assert ds.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
+
+
+def test_drop_remainder_and_limit(tmp_path):
+    data = numbers(tmp_path / "p", n=10)
+    batches = [
+        b[0].numpy()[:, 0].tolist()
+        for b in make_dataset(data, "train", batch_size=4, shuffle=False, drop_remainder=True)
+    ]
+    assert batches == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert samples(make_dataset(data, "train", batch_size=4, shuffle=False, limit=5)) == [0, 1, 2, 3, 4]
+
+
+def test_images_are_scaled_resized_and_expanded_in_the_pipeline(tmp_path):
     x = np.zeros((4, 28, 28), np.uint8)
     x[:, 0, 0] = 255
     out = prepare_images(tf.constant(x), 32).numpy()
     assert out.shape == (4, 32, 32, 3) and out.dtype == np.float32
     assert out.min() == -1.0 and out.max() <= 1.0 and out.max() > 0
+    data = prepared.write_arrays(
+        tmp_path / "img", {"test": (x, np.array([0, 1, 2, 1], np.uint8))}, input_="images",
+        class_names=list("abc"), details={},
+    )  # fmt: skip
+    ((batch, labels),) = list(make_dataset(data, "test", batch_size=4, shuffle=False, image_size=32))
+    assert np.allclose(batch.numpy(), out) and labels.numpy().tolist() == [0, 1, 2, 1]
 
 
-def test_drop_remainder_and_sharding_by_data():
-    x = np.arange(10, dtype=np.int32)
-    batches = [b[0].numpy().tolist() for b in make_dataset(x, x, batch_size=4, shuffle=False, drop_remainder=True)]
-    assert batches == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    ds = make_dataset(x, x, batch_size=4, shuffle=False)
-    assert ds.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.DATA
-
-
-def test_the_prepared_stats_say_whether_a_dataset_is_images():
+def test_the_prepared_description_says_whether_a_dataset_is_images():
     images = models.mobilenet_v2(img_size=32, num_classes=10, alpha=1.0, dense_units=8, batchnorm_momentum=0.9)
     sequences = reuters_model(max_len=20, vocab_size=50)
-    assert image_size_for({"input": "images"}, images) == 32
-    assert image_size_for({"input": "sequences"}, sequences) is None
+    pictures = prepared.Prepared(described(20, 50).folder, "images", (28, 28), list("ab"), {})
+    assert image_size_for(pictures, images) == 32
+    assert image_size_for(described(20, 50), sequences) is None
     digits = np.full((2, 28, 28), 255, np.uint8)
     assert model_inputs(digits, 32).shape == (2, 32, 32, 3)
     words = np.ones((2, 20), np.int32)

@@ -45,9 +45,9 @@ def test_pad_and_truncate_on_each_side():
 
 def test_split_follows_keras(raw, cfg):
     xs, ys = raw
-    splits, stats = reuters.split_and_pad(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
+    splits, classes, stats = reuters.split_and_pad(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
     n_train = int(len(ys) * (1 - cfg.test_split))
-    assert stats["samples"] == {"train": n_train, "val": 0, "test": len(ys) - n_train}
+    assert {k: len(v[1]) for k, v in splits.items()} == {"train": n_train, "val": 0, "test": len(ys) - n_train}
     # Keras: shuffle indices with RandomState(113), then 1 + (w + 3) for each word.
     order = np.arange(len(ys))
     np.random.RandomState(113).shuffle(order)
@@ -56,33 +56,41 @@ def test_split_follows_keras(raw, cfg):
     row = splits["test"][0][0]
     assert row[-len(expected) :].tolist() == expected
     assert splits["test"][1][0] == ys[first_test]
-    assert stats["num_classes"] == 46
+    assert len(classes) == 46
     # the 46 topics in Keras' order name the classes; the word index is the reader's own file
-    assert stats["class_names"] == list(reuters.LABELS) and stats["class_names"][3] == "earn"
+    assert classes == list(reuters.LABELS) and classes[3] == "earn"
     assert stats["word_index"] == reuters.WORD_INDEX_NAME
 
 
 def test_prepare_gives_the_splits_the_stats_and_keras_word_index(tmp_path, cfg):
     raw = make_reuters_raw(tmp_path / "raw", n=200)
-    splits, stats, assets = reuters.prepare(raw, cfg, "preprocess.reuters")
-    assert set(splits) == {"train", "val", "test"} and stats["input"] == "sequences"
-    assert assets == {reuters.WORD_INDEX_NAME: json.loads((raw / reuters.WORD_INDEX_NAME).read_text())}
+    found = reuters.prepare(raw, tmp_path / "out", cfg, "preprocess.reuters")
+    assert set(found.splits) == {"train", "val", "test"} and found.input == "sequences"
+    assert found.shape == (cfg.max_len,) and sum(s.samples for s in found.splits.values()) == 200
+    kept = json.loads((tmp_path / "out" / reuters.WORD_INDEX_NAME).read_text())
+    assert kept == json.loads((raw / reuters.WORD_INDEX_NAME).read_text())
+    # the splits keep Keras' order: what split_and_pad gives, record for record
+    splits, _, _ = reuters.split_and_pad(*reuters.load_raw(raw), cfg)
+    for name, (x, y) in splits.items():
+        got_x, got_y = found.head(name, 1000)
+        assert np.array_equal(got_x, x) and np.array_equal(got_y, y)
     (raw / reuters.WORD_INDEX_NAME).unlink()
     with pytest.raises(DataError, match=r"reuters_word_index.json: missing; run the download stage first"):
-        reuters.prepare(raw, cfg, "preprocess.reuters")
+        reuters.prepare(raw, tmp_path / "again", cfg, "preprocess.reuters")
+    assert not (tmp_path / "again").exists()
 
 
 def test_fewer_labels_than_the_topics_are_named_by_their_number(cfg):
     xs = [np.array([5, 6, 7]), np.array([8, 9]), np.array([10]), np.array([11, 12])] * 5
-    _, stats = reuters.split_and_pad(xs, np.array([0, 1, 2, 1] * 5), cfg)
-    assert stats["num_classes"] == 3 and stats["class_names"] == ["0", "1", "2"]
+    _, classes, stats = reuters.split_and_pad(xs, np.array([0, 1, 2, 1] * 5), cfg)
+    assert classes == ["0", "1", "2"]
 
 
 def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
     xs, ys = raw
-    splits, stats = reuters.split_and_pad(xs, ys, cfg)
-    assert sum(stats["samples"].values()) == len(ys)
-    assert stats["samples"]["val"] == round(int(len(ys) * 0.8) * cfg.validation_split)
+    splits, classes, stats = reuters.split_and_pad(xs, ys, cfg)
+    assert sum(len(v[1]) for v in splits.values()) == len(ys)
+    assert len(splits["val"][1]) == round(int(len(ys) * 0.8) * cfg.validation_split)
     train_rows = {tuple(r) for r in splits["train"][0]}
     assert not any(tuple(r) in train_rows for r in splits["val"][0])
     assert all(x.shape[1] == cfg.max_len for x, _ in splits.values())
@@ -91,7 +99,7 @@ def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
 
 def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
     xs, ys = raw
-    splits, stats = reuters.split_and_pad(xs, ys, with_(cfg, num_words=50))
+    splits, classes, stats = reuters.split_and_pad(xs, ys, with_(cfg, num_words=50))
     everything = np.concatenate([x.ravel() for x, _ in splits.values()])
     assert everything.max() < 50
     assert (everything == texts.OOV).any()
@@ -100,7 +108,7 @@ def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
 
 def test_whole_vocabulary_when_uncapped(raw, cfg):
     xs, ys = raw
-    _, stats = reuters.split_and_pad(xs, ys, cfg)
+    _, classes, stats = reuters.split_and_pad(xs, ys, cfg)
     assert stats["vocab_size"] == max(int(x.max()) for x in xs) + 3 + 1
 
 

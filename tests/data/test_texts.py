@@ -75,7 +75,13 @@ def write_table(folder: Path, records: list[dict], fmt: str = "csv") -> Path:
 
 
 def prepared(tmp_path: Path, cfg, records=None, fmt="csv"):
-    return texts.prepare(write_table(tmp_path / fmt, records or rows(), fmt).parent, cfg, "preprocess.notes")
+    """({split: (x, y)}, stats.json, {the word index's file name: the index}) of what
+    preprocess prepares of a table of `records`."""
+    out = tmp_path / f"prepared-{fmt}"
+    found = texts.prepare(write_table(tmp_path / fmt, records or rows(), fmt).parent, out, cfg, "preprocess.notes")
+    splits = {split: found.head(split, 10**6) for split in found.splits}
+    assets = {texts.WORD_INDEX_NAME: json.loads((out / texts.WORD_INDEX_NAME).read_text())}
+    return splits, json.loads((out / "stats.json").read_text()), assets
 
 
 def decoded(x: np.ndarray, word_index: dict) -> list[list[str]]:
@@ -88,7 +94,11 @@ def test_csv_and_jsonl_give_the_same_splits(tmp_path, cfg):
     for split in ("train", "val", "test"):
         assert np.array_equal(from_csv[0][split][0], from_jsonl[0][split][0])
         assert np.array_equal(from_csv[0][split][1], from_jsonl[0][split][1])
-    assert from_csv[1] == from_jsonl[1] and from_csv[2] == from_jsonl[2]
+    same = {k: v for k, v in from_csv[1].items() if k != "shards"}
+    assert same == {k: v for k, v in from_jsonl[1].items() if k != "shards"} and from_csv[2] == from_jsonl[2]
+    assert [s["sha256"] for s in from_csv[1]["shards"]["train"]] == [
+        s["sha256"] for s in from_jsonl[1]["shards"]["train"]
+    ]
     # the quoted comma and quotes of the CSV were read as the text's own
     assert {"said", "news", "of", "the", "day"} <= set(from_csv[2][texts.WORD_INDEX_NAME])
 
@@ -165,6 +175,9 @@ def test_the_split_is_seeded_and_deterministic(tmp_path, cfg):
 def test_stats_keys_and_values(tmp_path, cfg):
     splits, stats, assets = prepared(tmp_path, cfg)
     assert set(stats) == {
+        "format",
+        "shape",
+        "shards",
         "input",
         "num_classes",
         "class_names",
@@ -221,4 +234,5 @@ def test_the_table_must_be_one_file(tmp_path, cfg):
     write_table(tmp_path, rows(), "csv")
     write_table(tmp_path, rows(), "jsonl")
     with pytest.raises(DataError, match="expected one .csv or .jsonl file of labelled texts, found 2"):
-        texts.prepare(tmp_path, cfg, "preprocess.notes")
+        texts.prepare(tmp_path, tmp_path / "out", cfg, "preprocess.notes")
+    assert not (tmp_path / "out").exists()

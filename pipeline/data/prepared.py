@@ -1,0 +1,344 @@
+"""The prepared-data format shared by preprocess, train, evaluate, bench, selftest, tune and
+the served model's input example: each split as shards of fixed-length records on disk, and
+the folder's description (stats.json), written and read here alone.
+
+A record is one sample and its label in the split's dtype, little-endian: `[label, *sample]`,
+uint8 for pictures (at most 256 classes), int32 for sequences, so every record of a split has
+the same length and `tf.data.FixedLengthRecordDataset` streams the shards natively and in
+parallel (`pipeline.data.inputs`), with no decoding library; a worker of a multi-worker
+training reads its own records and no others. A shard holds at most `SHARD_BYTES`; the
+description records each shard's file, sample count and sha256, which every reader checks
+before it streams a split, so a shard that is missing, cut short or corrupt is one error
+naming it, never a silent wrong answer.
+
+The writer (`SplitWriter`) never holds a split: samples come in any order with their place
+in the split, are spilled to one file per shard, and each shard is put in order alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from pipeline.errors import DataError
+from pipeline.io import atomic_dir, file_sha256, read_json, write_json
+
+SPLITS = ("train", "val", "test")
+DESCRIPTION = "stats.json"
+FORMAT = "fixed-length-records/1"
+# a shard's size at most: large enough that reading one is a stream, small enough that putting
+# one in order (the writer) and checking one costs little memory
+SHARD_BYTES = 64 << 20
+DTYPES = {"images": "uint8", "sequences": "int32"}  # the dtype of each form of input
+CHUNK_RECORDS = 4096  # records read at once by the NumPy readers
+
+
+@dataclass(frozen=True)
+class Shard:
+    file: str  # its name in the prepared folder
+    samples: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Split:
+    samples: int
+    class_counts: list[int]
+    shards: tuple[Shard, ...]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prepared folder's description: what its samples are (`input`: images or sequences,
+    their shape and dtype), the classes, each split's shards, and the kind's own facts
+    (`details`: an image size and colour, or a vocabulary and encoding)."""
+
+    folder: Path
+    input: str
+    shape: tuple[int, ...]
+    class_names: list[str]
+    splits: dict[str, Split]
+    details: dict = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(DTYPES[self.input]).newbyteorder("<")
+
+    @property
+    def record_values(self) -> int:
+        return 1 + math.prod(self.shape)
+
+    @property
+    def record_bytes(self) -> int:
+        return self.record_values * self.dtype.itemsize
+
+    def samples(self, split: str) -> int:
+        return self.split(split).samples
+
+    def split(self, name: str) -> Split:
+        if name not in self.splits:
+            raise DataError(f"{self.folder / DESCRIPTION}: no split {name!r}; run the preprocess stage")
+        return self.splits[name]
+
+    def shard_paths(self, split: str) -> list[Path]:
+        return [self.folder / s.file for s in self.split(split).shards]
+
+    def check(self, *splits: str, digests: bool = True) -> None:
+        """Every shard of `splits` there, of its recorded length and (with `digests`) sha256:
+        a DataError naming the first that is not."""
+        for name in splits:
+            for shard in self.split(name).shards:
+                path = self.folder / shard.file
+                expected = shard.samples * self.record_bytes
+                if not path.is_file():
+                    raise DataError(f"{path}: missing; run the preprocess stage again")
+                size = path.stat().st_size
+                if size != expected:
+                    what = "cut short" if size < expected else "longer than recorded"
+                    raise DataError(
+                        f"{path}: {what} ({size} bytes, expected {expected}); run the preprocess stage again"
+                    )
+                if digests:
+                    found = file_sha256(path)
+                    if found != shard.sha256:
+                        raise DataError(
+                            f"{path}: corrupt (sha256 {found}, {DESCRIPTION} records {shard.sha256}); "
+                            "run the preprocess stage again"
+                        )
+
+    def chunks(self, split: str, limit: Optional[int] = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(x, y) of a split's samples, a few thousand at a time, in order (at most `limit`):
+        for what reads a split on the NumPy side (a digest, an input example)."""
+        left = self.samples(split) if limit is None else min(limit, self.samples(split))
+        for path in self.shard_paths(split):
+            with open(path, "rb") as handle:
+                while left > 0:
+                    count = min(CHUNK_RECORDS, left)
+                    values = np.fromfile(handle, dtype=self.dtype, count=count * self.record_values)
+                    if values.size == 0:
+                        break
+                    records = values.reshape(-1, self.record_values)
+                    left -= len(records)
+                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(_label_dtype(self.input))
+
+    def head(self, split: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first `count` samples of a split, as arrays."""
+        parts = list(self.chunks(split, count))
+        if not parts:
+            return np.zeros((0, *self.shape), self.dtype.newbyteorder("=")), np.zeros(0, _label_dtype(self.input))
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def digest(self, split: str) -> tuple[str, np.ndarray]:
+        """(sha256 of a split's samples then labels, each with its type and shape, as a short
+        hex: the same figure whatever the shards, so runs compare on the same data; the
+        labels), in one pass."""
+        n = self.samples(split)
+        x_type = self.dtype.newbyteorder("=").str
+        y_type = np.dtype(_label_dtype(self.input)).str
+        digest = hashlib.sha256(f"{x_type}{(n, *self.shape)}".encode())
+        labels = []
+        for x, y in self.chunks(split):
+            digest.update(np.ascontiguousarray(x, dtype=self.dtype.newbyteorder("=")).tobytes())
+            labels.append(y)
+        y_all = np.concatenate(labels) if labels else np.zeros(0, _label_dtype(self.input))
+        digest.update(f"{y_type}{y_all.shape}".encode())
+        digest.update(y_all.tobytes())
+        return digest.hexdigest()[:16], y_all
+
+    def shards_digest(self, split: str) -> str:
+        """sha256 of a split's shard digests, as a short hex: from the description alone."""
+        lines = "".join(f"{s.file} {s.sha256}\n" for s in self.split(split).shards)
+        return hashlib.sha256(lines.encode()).hexdigest()[:32]
+
+    def to_json(self) -> dict:
+        """stats.json: the description, with the kind's facts beside the common keys."""
+        return {
+            "format": FORMAT,
+            "input": self.input,
+            "shape": list(self.shape),
+            "num_classes": self.num_classes,
+            "class_names": self.class_names,
+            **self.details,
+            "samples": {k: s.samples for k, s in self.splits.items()},
+            "class_counts": {k: s.class_counts for k, s in self.splits.items()},
+            "shards": {k: [vars(shard) for shard in s.shards] for k, s in self.splits.items()},
+        }
+
+
+COMMON_KEYS = ("format", "input", "shape", "num_classes", "class_names", "samples", "class_counts", "shards")
+
+
+def _label_dtype(input_: str) -> str:
+    return "uint8" if input_ == "images" else "int32"
+
+
+def read(folder: Path | str) -> Prepared:
+    """The description of a prepared folder (stats.json), checked for what it must hold: a
+    DataError naming the file otherwise (an older format among them)."""
+    folder = Path(folder)
+    path = folder / DESCRIPTION
+    if not path.is_file():
+        raise DataError(f"{path}: missing; run the preprocess stage first")
+    raw = read_json(path)
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else None
+        raise DataError(
+            f"{path}: expected prepared data of format {FORMAT!r}, got {found!r} "
+            "(an older version wrote it); run the preprocess stage"
+        )
+    try:
+        splits = {
+            name: Split(
+                int(raw["samples"][name]),
+                [int(c) for c in raw["class_counts"][name]],
+                tuple(Shard(str(s["file"]), int(s["samples"]), str(s["sha256"])) for s in shards),
+            )
+            for name, shards in raw["shards"].items()
+        }
+        prepared = Prepared(
+            folder=folder,
+            input=str(raw["input"]),
+            shape=tuple(int(d) for d in raw["shape"]),
+            class_names=[str(c) for c in raw["class_names"]],
+            splits=splits,
+            details={k: v for k, v in raw.items() if k not in COMMON_KEYS},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"{path}: not a prepared folder's description ({type(exc).__name__}: {exc})") from None
+    if prepared.input not in DTYPES:
+        raise DataError(f"{path}: input: expected {' or '.join(map(repr, DTYPES))}, got {prepared.input!r}")
+    for name, split in splits.items():
+        if sum(s.samples for s in split.shards) != split.samples:
+            raise DataError(f"{path}: {name}: its shards hold another number of samples than {split.samples}")
+    return prepared
+
+
+class SplitWriter:
+    """One split's shards, written from samples that come in any order, each with its place
+    in the split (0 .. n-1, each once). Each sample is spilled to its shard's file with its
+    place at once; `close` puts each shard in order, alone: memory stays at one shard."""
+
+    def __init__(self, folder: Path, split: str, n: int, shape: tuple[int, ...], input_: str, num_classes: int):
+        self.folder, self.split, self.n, self.shape = Path(folder), split, n, tuple(shape)
+        self.dtype = np.dtype(DTYPES[input_]).newbyteorder("<")
+        self.values = 1 + math.prod(self.shape)
+        record = self.values * self.dtype.itemsize
+        self.per_shard = max(1, SHARD_BYTES // record)
+        self.count = math.ceil(n / self.per_shard)
+        self.seen = np.zeros(n, dtype=bool)
+        self.counts = np.zeros(num_classes, dtype=np.int64)
+        self.num_classes = num_classes
+        self._spills: dict[int, Any] = {}
+
+    def _spill(self, shard: int):
+        if shard not in self._spills:
+            self._spills[shard] = open(self.folder / f".{self.split}-{shard:05d}.spill", "wb")  # noqa: SIM115
+        return self._spills[shard]
+
+    def add(self, place: int, label: int, sample: np.ndarray) -> None:
+        if self.seen[place]:
+            raise ValueError(f"{self.split}: place {place} given twice")
+        if tuple(sample.shape) != self.shape or not 0 <= label < self.num_classes:
+            raise ValueError(f"{self.split}: a sample of shape {sample.shape}, label {label}")
+        self.seen[place] = True
+        self.counts[label] += 1
+        record = np.empty(self.values, self.dtype)
+        record[0] = label
+        record[1:] = sample.reshape(-1)
+        self._spill(place // self.per_shard).write(np.int64(place).tobytes() + record.tobytes())
+
+    def close(self) -> Split:
+        for handle in self._spills.values():
+            handle.close()
+        if not self.seen.all():
+            raise ValueError(f"{self.split}: {int((~self.seen).sum())} of {self.n} places not given")
+        shards = []
+        entry = np.dtype([("place", "<i8"), ("record", self.dtype, (self.values,))])
+        for i in range(self.count):
+            spill = self.folder / f".{self.split}-{i:05d}.spill"
+            items = np.fromfile(spill, dtype=entry)
+            records = items["record"][np.argsort(items["place"], kind="stable")]
+            name = f"{self.split}-{i:05d}-of-{self.count:05d}.bin"
+            data = np.ascontiguousarray(records).tobytes()
+            (self.folder / name).write_bytes(data)
+            os.unlink(spill)
+            shards.append(Shard(name, len(records), hashlib.sha256(data).hexdigest()))
+        return Split(self.n, self.counts.tolist(), tuple(shards))
+
+
+class Writer:
+    """A prepared folder, written atomically: `split(...)` gives each split's writer, `close`
+    writes the description and the kind's assets, then the folder appears whole."""
+
+    def __init__(self, out: Path | str):
+        self.out = Path(out)
+        self._context = atomic_dir(out)
+        self.tmp: Path = Path()
+        self.splits: dict[str, Split] = {}
+
+    def __enter__(self) -> Writer:
+        self.tmp = self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> Optional[bool]:
+        return self._context.__exit__(*exc)
+
+    def split(self, name: str, n: int, shape: tuple[int, ...], input_: str, num_classes: int) -> SplitWriter:
+        return SplitWriter(self.tmp, name, n, shape, input_, num_classes)
+
+    def finish(
+        self,
+        splits: dict[str, Split],
+        *,
+        input_: str,
+        shape: tuple[int, ...],
+        class_names: list[str],
+        details: dict,
+        assets: Optional[dict] = None,
+    ) -> Prepared:
+        prepared = Prepared(self.out, input_, tuple(shape), list(class_names), splits, details)
+        write_json(self.tmp / DESCRIPTION, prepared.to_json())
+        for name, document in (assets or {}).items():
+            write_json(self.tmp / name, document)
+        return prepared
+
+
+def write_arrays(
+    out: Path | str,
+    splits: dict[str, tuple[np.ndarray, np.ndarray]],
+    *,
+    input_: str,
+    class_names: list[str],
+    details: dict,
+    assets: Optional[dict] = None,
+) -> Prepared:
+    """A prepared folder from splits in memory ({split: (x, y)}), each in its order: for a
+    reader whose source is itself one array file (Keras' Reuters), and for tests."""
+    with Writer(out) as writer:
+        done = {}
+        shape: tuple[int, ...] = ()
+        for name, (x, y) in splits.items():
+            shape = tuple(x.shape[1:])
+            split = writer.split(name, len(y), shape, input_, len(class_names))
+            for place, (sample, label) in enumerate(zip(x, y)):
+                split.add(place, int(label), sample)
+            done[name] = split.close()
+        return writer.finish(done, input_=input_, shape=shape, class_names=class_names, details=details, assets=assets)
+
+
+def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, validation) for a seeded random hold-out; each keeps the original order."""
+    n_val = int(round(n * fraction))
+    perm = np.random.RandomState(seed).permutation(n)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])

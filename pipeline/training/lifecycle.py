@@ -1,0 +1,108 @@
+"""A training run from start to end, as the train stage runs it: the checks that need no
+TensorFlow, the devices and strategy, the MLflow run (resumed with the backup of a killed
+run), the training, and on the chief the outputs and the run's results. The stage parses its
+paths and calls `run`.
+
+On several workers (MultiWorkerMirroredStrategy) every worker trains on its own share of the
+shards, and only the chief logs to MLflow and writes the outputs. A killed run resumes from its
+last finished epoch (kept in the backup folder, not a DVC out) and continues the same MLflow run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from pipeline import log
+from pipeline.data import prepared
+from pipeline.runtime import environment
+from pipeline.tracking import probe, runs
+from pipeline.training import cluster, distribute
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams
+    from pipeline.training.trainer import TrainResult
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The train stage's files (`measurements` and `machine` optional)."""
+
+    model_dir: Path
+    history: Path
+    summary: Path
+    curves: Path
+    measurements: Optional[Path] = None
+    machine: Optional[Path] = None
+
+
+def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Optional[Path]) -> None:
+    """Train `params.dataset` on the prepared folder `data` and write `outputs` (chief)."""
+    dataset, cfg = params.dataset, params.train
+    # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
+    # cannot take the run (a single process logs: it is the chief), stops the stage at once
+    distribute.check_before_tensorflow(cfg, where=f"train.{dataset}")
+    description = prepared.read(data)
+    description.check("train", "val", digests=False)
+    if cluster.detect_cluster() is None:
+        probe.check_tracking()
+    from pipeline.training import resume, trainer  # TensorFlow: only once it trains
+
+    setup = distribute.setup(cfg, where=f"train.{dataset}")  # before any tensor
+    facts = setup.facts
+    name = runs.run_name(dataset, cfg.loop, facts["replicas"], facts["workers"], cfg.precision)
+    backup = resume.Backup(backup_dir, setup.strategy)
+    fingerprint = json.dumps(params.flat(), sort_keys=True, default=str)
+    with backup.resume_or_start(
+        fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)
+    ) as training_run:
+        training_run.log_setup(params, setup.figures(), data, description)
+        result = trainer.train(
+            cfg,
+            data=description,
+            strategy=setup.strategy,
+            backup=backup,
+            on_epoch=training_run.log_epoch,
+            verbose=2 if log.shows_progress() else 0,
+        )
+        digest = trainer.weights_digest(result.model)
+        if facts["workers"] > 1:  # the same final weights on every worker
+            log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
+        if setup.chief:
+            model_sha256 = trainer.write_outputs(
+                result,
+                figures=setup.figures(),
+                run_ids=training_run.ids,
+                model_dir=outputs.model_dir,
+                history=outputs.history,
+                summary=outputs.summary,
+                curves=outputs.curves,
+                title=f"{dataset}: {name}",
+                measurements=outputs.measurements,
+                machine=outputs.machine,
+                machine_facts=environment.machine() if outputs.machine else None,
+            )
+            training_run.log_training(
+                result,
+                weights_sha256=digest,
+                model_sha256=model_sha256,
+                history=outputs.history,
+                curves=outputs.curves,
+            )
+    backup.finish()
+    if setup.chief:
+        log.result(result_line(dataset, cfg.epochs, facts, result, training_run.run_id))
+
+
+def result_line(dataset: str, epochs: int, facts: dict, result: TrainResult, run_id: Optional[str]) -> str:
+    """The line the train stage ends with: where it trained, how fast, its best epoch."""
+    best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
+    stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
+    val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
+    return (
+        f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
+        f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
+        f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run_id}"
+    )

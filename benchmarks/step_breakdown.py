@@ -74,12 +74,11 @@ def main() -> None:
     setup = distribute.setup(cfg, where=f"train.{opts.dataset}")
     import tensorflow as tf
 
-    from pipeline.data import arrays
+    from pipeline.data import prepared as prepared_data
     from pipeline.training import trainer
 
     data = opts.data or ROOT / "data" / "prepared" / opts.dataset
-    splits, stats = arrays.load_prepared(data, ("train",))
-    prepared = trainer.prepare(cfg, splits=splits, stats=stats, strategy=setup.strategy)
+    prepared = trainer.prepare(cfg, data=prepared_data.read(data), strategy=setup.strategy)
     model = prepared.model
     batch, dataset = bench.full_batches(prepared)
     x, y = next(iter(dataset))

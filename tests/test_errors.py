@@ -25,17 +25,21 @@ def test_a_data_error_is_one_line_and_exit_1(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_prepared_array_cut_short_stops_train_in_one_line(tmp_path):
+def test_a_prepared_shard_cut_short_stops_train_in_one_line(tmp_path):
     import numpy as np
+
+    from pipeline.data.prepared import write_arrays
 
     write_params(tmp_path)
     prepared = tmp_path / "prepared"
-    prepared.mkdir()
-    for split in ("train", "val"):
-        np.savez(prepared / f"{split}.npz", x=np.ones((40, 30), np.int32), y=np.arange(40) % 46)
-    (prepared / "stats.json").write_text('{"max_len": 30, "vocab_size": 10, "num_classes": 46, "input": "sequences"}')
-    whole = (prepared / "train.npz").read_bytes()
-    (prepared / "train.npz").write_bytes(whole[: len(whole) // 2])  # an interrupted copy
+    x, y = np.ones((40, 30), np.int32), np.arange(40, dtype=np.int32) % 46
+    names = [str(c) for c in range(46)]
+    found = write_arrays(
+        prepared, {"train": (x, y), "val": (x, y)}, input_="sequences", class_names=names, details={"vocab_size": 10}
+    )
+    shard = found.shard_paths("train")[0]
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[: len(whole) // 2])  # an interrupted copy
     result = run_pipeline(
         "train",
         "reuters",
@@ -54,8 +58,8 @@ def test_a_prepared_array_cut_short_stops_train_in_one_line(tmp_path):
     )
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()
-    assert line.startswith(
-        f"error: {prepared / 'train.npz'}: cannot read (cut short or corrupt? run the preprocess stage again): "
+    assert line == (
+        f"error: {shard}: cut short ({len(whole) // 2} bytes, expected {len(whole)}); run the preprocess stage again"
     ), line
     assert not (tmp_path / "model").exists()
 
@@ -69,9 +73,9 @@ def test_a_prepared_array_cut_short_stops_train_in_one_line(tmp_path):
             "error: params.yaml: train.reuters.epochs: expected a positive integer, got 0",
         ),
         (
-            'errors.DataError("data/prepared/reuters/train.npz: missing")',
+            'errors.DataError("data/prepared/reuters/train-00000-of-00001.bin: missing")',
             1,
-            "error: data/prepared/reuters/train.npz: missing",
+            "error: data/prepared/reuters/train-00000-of-00001.bin: missing",
         ),
         ("KeyboardInterrupt()", 130, "error: interrupted"),
         (

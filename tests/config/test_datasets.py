@@ -27,17 +27,20 @@ def test_every_shipped_dataset_prepares_what_its_kind_says(tmp_path, name):
     cfg = load_params(write_params(tmp_path), name).preprocess  # MNIST's digest: the test archive's
     dataset = datasets.of(cfg, name)
     assert isinstance(cfg, dataset.classes()["preprocess"])
-    splits, stats, assets = dataset.prepare(downloaded(name, tmp_path), cfg)
-    assert set(splits) == {"train", "val", "test"}
+    found = dataset.prepare(downloaded(name, tmp_path), tmp_path / "prepared", cfg)
+    assert set(found.splits) == {"train", "val", "test"}
+    splits = {split: found.head(split, 10**6) for split in found.splits}
     for x, y in splits.values():
         assert len(x) == len(y) > 0 and y.dtype.kind in "iu"  # integer labels
-    assert stats["input"] == dataset.inputs == {"reuters": "sequences", "mnist": "images"}[name]
+    assert found.input == dataset.inputs == {"reuters": "sequences", "mnist": "images"}[name]
     labels = np.concatenate([y for _, y in splits.values()])
-    assert labels.min() >= 0 and labels.max() < stats["num_classes"] == len(stats["class_names"])
-    assert len(set(stats["class_names"])) == stats["num_classes"]
-    assert set(assets) == ({"reuters_word_index.json"} if name == "reuters" else set())
+    assert labels.min() >= 0 and labels.max() < found.num_classes == len(found.class_names)
+    assert len(set(found.class_names)) == found.num_classes
+    assets = {p.name for p in found.folder.iterdir()} - {"stats.json"} - {s.file for s in found.split("train").shards}
+    assets -= {s.file for split in ("val", "test") for s in found.split(split).shards}
+    assert assets == ({"reuters_word_index.json"} if name == "reuters" else set())
     if name == "mnist":
-        assert stats["class_names"] == [str(d) for d in range(10)]
+        assert found.class_names == [str(d) for d in range(10)]
 
 
 def test_the_shipped_files_declare_the_two_datasets_in_the_same_order():

@@ -217,13 +217,10 @@ def test_a_top_k_past_the_prepared_classes_stops_evaluate_before_it_writes_anyth
     from fixtures import make_reuters_raw
 
     from pipeline.config import datasets
-    from pipeline.data import arrays
 
     params = write_params(tmp_path, {"evaluate.reuters.top_k": 47})
     cfg = load_params(params, "reuters").preprocess
-    arrays.save_prepared(
-        tmp_path / "data", *datasets.of(cfg, "reuters").prepare(make_reuters_raw(tmp_path / "raw"), cfg)
-    )
+    datasets.of(cfg, "reuters").prepare(make_reuters_raw(tmp_path / "raw"), tmp_path / "data", cfg)
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "model.keras").write_bytes(b"a stand-in: evaluate stops before it reads it")
     outputs = ["--metrics", "m.json", "--per-class", "p.csv", "--confusion", "c.csv", "--confusion-png", "c.png"]

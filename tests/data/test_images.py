@@ -5,6 +5,7 @@ inputs through the real `pipeline preprocess` command."""
 import dataclasses
 import io
 import tarfile
+import typing
 import zipfile
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def cfg() -> ImageFoldersPreprocessConfig:
     return pics_config()
 
 
-def read_splits(raw: Path, size: int, color: str) -> tuple[str, dict, list[str]]:
+def read_splits(raw: Path, size: int, color: typing.Literal["grey", "rgb"]) -> tuple[str, dict, list[str]]:
     """(the pictures' digest, {'train': (x, y), 'test': (x, y)} by class, the class names):
     what preprocess prepares of the download folder `raw`, with no hold-out."""
     cfg = dataclasses.replace(pics_config(), image_size=size, color=color, validation_split=0.0)

@@ -56,7 +56,7 @@ def test_repro_downloads_over_http_and_writes_every_output(repo):
     for dataset in ("reuters", "mnist"):
         for out in (
             f"data/raw/{dataset}",
-            f"data/prepared/{dataset}/train.npz",
+            f"data/prepared/{dataset}/train-00000-of-00001.bin",
             f"models/{dataset}/model.keras",
             f"reports/{dataset}/history.csv",
             f"reports/{dataset}/confusion.png",
@@ -208,10 +208,10 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     ]
     metrics = json.loads((repo["path"] / "reports" / "reuters" / "metrics.json").read_text())
     assert float(registered.tags["test_accuracy"]) == pytest.approx(metrics["test_accuracy"], rel=1e-9)
-    from pipeline.data.arrays import load_split
-    from pipeline.training.evaluation import test_digest
+    from pipeline.data import prepared
 
-    assert registered.tags["test_data"] == test_digest(*load_split(repo["path"] / "data/prepared/reuters", "test"))
+    test_data = prepared.read(repo["path"] / "data/prepared/reuters").digest("test")[0]
+    assert registered.tags["test_data"] == test_data
     assert registered.tags["dvc.experiment"] == ""
     (mnist_run,) = runs_of(repo["server"], "mnist")
     assert mnist_run.data.params["distribute.replicas"] == "1"

@@ -154,9 +154,14 @@ NEW_OUTPUTS = {
 READS = {
     "download": ["params:download.reuters"],
     "preprocess": ["raw/reuters.npz", "raw/reuters_word_index.json", "params:preprocess.reuters"],
-    "train": ["prepared/train.npz", "prepared/val.npz", "prepared/stats.json", "params:train.reuters"],
+    "train": [
+        "prepared/train-00000-of-00001.bin",
+        "prepared/val-00000-of-00001.bin",
+        "prepared/stats.json",
+        "params:train.reuters",
+    ],
     "evaluate": [
-        "prepared/test.npz",
+        "prepared/test-00000-of-00001.bin",
         "prepared/stats.json",
         "prepared/reuters_word_index.json",
         "model/model.keras",
@@ -192,13 +197,13 @@ MNIST_READS = {
     "download": ["params:download.mnist"],
     "preprocess": ["data/raw/mnist/mnist_png.tar.gz", "params:preprocess.mnist"],
     "train": [
-        "data/prepared/mnist/train.npz",
-        "data/prepared/mnist/val.npz",
+        "data/prepared/mnist/train-00000-of-00001.bin",
+        "data/prepared/mnist/val-00000-of-00001.bin",
         "data/prepared/mnist/stats.json",
         "params:train.mnist",
     ],
     "evaluate": [
-        "data/prepared/mnist/test.npz",
+        "data/prepared/mnist/test-00000-of-00001.bin",
         "data/prepared/mnist/stats.json",
         "models/mnist/model.keras",
         "params:evaluate.mnist",

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from pipeline.config.loader import load_params
 from pipeline.config.schema import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
-from pipeline.data import arrays, mnist, reuters
+from pipeline.data import mnist, prepared, reuters
 from pipeline.errors import ConfigError, DataError
 
 EXAMPLES = int(os.environ.get("PIPELINE_FUZZ_EXAMPLES") or "40")
@@ -139,14 +139,18 @@ def fixture_bytes(name):
     folder = Path(tempfile.mkdtemp())
     if name == "reuters.npz":
         make_reuters_npz(folder / name, n=60)
-    elif name == "prepared.npz":
-        np.savez(folder / name, x=np.arange(60, dtype=np.int32).reshape(20, 3), y=np.arange(20) % 4)
+    elif name == "prepared":
+        x, y = np.arange(60, dtype=np.int32).reshape(20, 3), np.arange(20, dtype=np.int32) % 4
+        found = prepared.write_arrays(
+            folder / name, {"train": (x, y)}, input_="sequences", class_names=list("abcd"), details={}
+        )
+        return (found.shard_paths("train")[0]).read_bytes()
     else:
         make_mnist_archive(folder / name, per_class=(2, 1))
     return (folder / name).read_bytes()
 
 
-FIXTURES = {name: fixture_bytes(name) for name in ("mnist_png.tar.gz", "mnist.zip", "reuters.npz", "prepared.npz")}
+FIXTURES = {name: fixture_bytes(name) for name in ("mnist_png.tar.gz", "mnist.zip", "reuters.npz", "prepared")}
 
 
 @fuzz
@@ -159,13 +163,13 @@ def test_damaged_image_archives_prepare_or_fail_in_one_line(tmp_path_factory, na
     cfg = dataclasses.replace(preprocess, images_sha256=None)  # decoding, not the digest
     out = folder / "prepared"
     try:
-        arrays.save_prepared(out, *mnist.prepare(folder, cfg, "preprocess.mnist"))
+        found = mnist.prepare(folder, out, cfg, "preprocess.mnist")
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
         assert not out.exists() and sorted(p.name for p in folder.iterdir()) == [name]
         return
-    splits, stats = arrays.load_prepared(out)
-    assert sum(len(y) for _, y in splits.values()) == 30  # every image, none dropped
+    assert sum(s.samples for s in found.splits.values()) == 30  # every image, none dropped
+    found.check(*found.splits)
 
 
 @fuzz
@@ -177,24 +181,35 @@ def test_damaged_reuters_npz_prepares_or_fails_in_one_line(tmp_path_factory, cut
     cfg = load_params(ROOT / "params.yaml", "reuters").preprocess
     assert isinstance(cfg, ReutersPreprocessConfig)
     try:
-        splits, _, _ = reuters.prepare(folder, cfg, "preprocess.reuters")
+        found = reuters.prepare(folder, folder / "prepared", cfg, "preprocess.reuters")
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
+        assert not (folder / "prepared").exists()
         return
-    assert sum(len(y) for _, y in splits.values()) == 60
+    assert sum(s.samples for s in found.splits.values()) == 60
 
 
 @fuzz
 @given(**damage)
-def test_damaged_prepared_arrays_load_or_fail_in_one_line(tmp_path_factory, cut, flips):
+def test_a_damaged_shard_is_checked_or_fails_in_one_line(tmp_path_factory, cut, flips):
+    """A shard cut short or with bytes flipped: the check before a split is read names it in
+    one line, unless the damage left it as it was."""
     folder = tmp_path_factory.mktemp("prepared")
-    (folder / "train.npz").write_bytes(damaged(FIXTURES["prepared.npz"], cut, flips))
+    x, y = np.arange(60, dtype=np.int32).reshape(20, 3), np.arange(20, dtype=np.int32) % 4
+    found = prepared.write_arrays(
+        folder / "p", {"train": (x, y)}, input_="sequences", class_names=list("abcd"), details={}
+    )
+    shard = found.shard_paths("train")[0]
+    data = damaged(FIXTURES["prepared"], cut, flips)
+    shard.write_bytes(data)
     try:
-        x, y = arrays.load_split(folder, "train")
+        found.check("train")
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
+        assert str(shard) in str(exc)
         return
-    assert len(x) == len(y)
+    assert data == FIXTURES["prepared"]  # only an undamaged shard passes
+    assert found.head("train", 100)[0].tolist() == x.tolist()
 
 
 @fuzz
@@ -240,11 +255,11 @@ def test_archive_member_types(tmp_path_factory, kinds):
     assert isinstance(preprocess, ImageFoldersPreprocessConfig)
     cfg = dataclasses.replace(preprocess, images_sha256=None)  # decoding, not the digest
     try:
-        splits, _, _ = mnist.prepare(folder, cfg, "preprocess.mnist")
+        found = mnist.prepare(folder, folder.parent / f"{folder.name}-prepared", cfg, "preprocess.mnist")
     except Exception as exc:  # noqa: BLE001
         one_line_error(exc, DataError)
         assert set(kinds) & {"dangling", "fifo", "chrdev"}  # a folder inside a class folder is passed over
         return
     assert not set(kinds) & {"dangling", "fifo", "chrdev"}
     readable = sum(kind in ("file", "hardlink", "symlink") for kind in kinds)
-    assert sum(len(y) for _, y in splits.values()) == 30 + readable  # none dropped
+    assert sum(s.samples for s in found.splits.values()) == 30 + readable  # none dropped

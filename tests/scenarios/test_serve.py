@@ -112,21 +112,19 @@ def served(trained_project, tmp_path_factory):
 @pytest.fixture(scope="module")
 def offline(served):
     """The Keras models' answers on the prepared test splits, through the evaluate stage's code."""
-    from pipeline.data import arrays
+    from pipeline.data import prepared
     from pipeline.data.inputs import image_size_for
-    from pipeline.io import read_json
     from pipeline.serving.classifier import probabilities
     from pipeline.training import model_folder
     from pipeline.training.evaluation import predict_logits
 
     found: dict[str, tuple] = {}
     for dataset in ("reuters", "mnist"):
-        data = served["project"] / "data" / "prepared" / dataset
+        data = prepared.read(served["project"] / "data" / "prepared" / dataset)
         model = model_folder.load_model(served["project"] / "models" / dataset)
-        x, _ = arrays.load_split(data, "test")
-        stats = read_json(data / "stats.json")
-        size = image_size_for(stats, model)
-        found[dataset] = (x, probabilities(predict_logits(model, x, batch_size=64, image_size=size)))
+        x, _ = data.head("test", 10**6)
+        size = image_size_for(data, model)
+        found[dataset] = (x, probabilities(predict_logits(model, data, batch_size=64, image_size=size)))
         found[f"{dataset}-model"] = (model, size)
     return found
 
@@ -213,13 +211,13 @@ def test_digit_pictures_are_classified_as_the_offline_model_does(served, offline
     assert from_pixels["probability"] == pytest.approx(float(probs[0].max()), abs=1e-5)
     # the photograph as the offline model sees it after the dataset's own reading of a digit
     from pipeline.data import mnist
+    from pipeline.data.inputs import model_inputs
     from pipeline.serving.classifier import probabilities
-    from pipeline.training.evaluation import predict_logits
 
     model, size = offline["mnist-model"]
     seen = mnist.read_digit(jpeg.getvalue(), "photo.jpg", 28)
     assert np.abs(seen.astype(int) - first.astype(int)).mean() < 3  # the digit, back from the photograph
-    photo_probs = probabilities(predict_logits(model, seen[None], batch_size=1, image_size=size))[0]
+    photo_probs = probabilities(np.asarray(model.predict_on_batch(model_inputs(seen[None], size))))[0]
     assert from_photo["class"] == int(photo_probs.argmax())
     assert from_photo["probability"] == pytest.approx(float(photo_probs.max()), abs=1e-5)
     # a batch of 32 in one request

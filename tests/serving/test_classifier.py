@@ -48,7 +48,7 @@ def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     sequences, labels = reuters.load_raw(raw)
     index = texts.load_word_index(raw / reuters.WORD_INDEX_NAME)
     cfg_nosplit = dataclasses.replace(cfg, test_split=0.5, validation_split=0.0)
-    splits, stats = reuters.split_and_pad(sequences, labels, cfg_nosplit)
+    splits, _, stats = reuters.split_and_pad(sequences, labels, cfg_nosplit)
     order = np.arange(len(sequences))
     np.random.RandomState(cfg.split_seed).shuffle(order)
     test_rows = order[int(len(sequences) * 0.5) :]
@@ -79,11 +79,11 @@ def test_words_the_index_lacks_are_out_of_vocabulary():
 def test_the_word_index_is_checked(tmp_path):
     (tmp_path / reuters.WORD_INDEX_NAME).write_text('{"oil": "one"}')
     with pytest.raises(DataError, match="reuters_word_index.json: expected a JSON object of words and their ranks"):
-        reuters.prepare(tmp_path, preprocess_cfg(), "preprocess.reuters")
+        reuters.prepare(tmp_path, tmp_path / "out", preprocess_cfg(), "preprocess.reuters")
     with pytest.raises(DataError, match="reuters_word_index.json: expected a JSON object of words and their ranks"):
         texts.load_word_index(tmp_path / reuters.WORD_INDEX_NAME)
     with pytest.raises(DataError, match=r"missing; run the download stage first"):
-        reuters.prepare(tmp_path / "nowhere", preprocess_cfg(), "preprocess.reuters")
+        reuters.prepare(tmp_path / "nowhere", tmp_path / "out", preprocess_cfg(), "preprocess.reuters")
 
 
 def test_a_digit_of_any_size_and_kind_becomes_a_dataset_image():

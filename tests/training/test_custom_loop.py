@@ -2,6 +2,8 @@
 each in its own process)."""
 
 import dataclasses
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ pytestmark = pytest.mark.slow
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from pipeline.data import prepared  # noqa: E402
 from pipeline.data.inputs import make_dataset  # noqa: E402
 from pipeline.training import models  # noqa: E402
 from pipeline.training.custom_loop import CustomLoop  # noqa: E402
@@ -44,8 +47,15 @@ def small_loop(seed=0):
     with strategy.scope():
         model = reuters_model(max_len=12, vocab_size=50)
         models.compile_model(model, cfg)
-    train = make_dataset(x, y, batch_size=8, shuffle=True, seed=seed)
-    val = make_dataset(x[:16], y[:16], batch_size=8, shuffle=False)
+    data = prepared.write_arrays(
+        Path(tempfile.mkdtemp(prefix="custom-loop-")),
+        {"train": (x, y), "val": (x[:16], y[:16])},
+        input_="sequences",
+        class_names=[str(c) for c in range(46)],
+        details={"vocab_size": 50},
+    )
+    train = make_dataset(data, "train", batch_size=8, shuffle=True, seed=seed, shuffle_buffer=40)
+    val = make_dataset(data, "val", batch_size=8, shuffle=False)
     return CustomLoop(model, strategy), train, val, (x[:16], y[:16])
 
 

@@ -1,13 +1,15 @@
 """The two models, the shared loss and the optimizer set-up of both training loops."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, reuters_model
+from helpers import ROOT, described, reuters_model
 
 from pipeline.config.loader import load_params
 from pipeline.config.schema import ImagesTrainConfig, TextsTrainConfig
+from pipeline.data.prepared import Prepared
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +19,7 @@ from pipeline.training import models  # noqa: E402
 
 def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
     cfg = load_params(ROOT / "params.yaml", "reuters").train
-    model = models.build_model(cfg, {"max_len": 300, "vocab_size": 1000, "num_classes": 46})
+    model = models.build_model(cfg, described(300, 1000))
     kinds = [
         (type(layer).__name__, getattr(layer, "filters", None), getattr(layer, "kernel_size", None))
         for layer in model.layers[1:]
@@ -46,7 +48,7 @@ def test_the_reuters_layers_follow_their_params():
         conv_kernel_sizes=(3, 3, 2),
         pool_size=3,
     )
-    model = models.build_model(cfg, {"max_len": 100, "vocab_size": 50, "num_classes": 46})
+    model = models.build_model(cfg, described(100, 50))
     convs = [(layer.filters, layer.kernel_size) for layer in model.layers if type(layer).__name__ == "Conv1D"]
     pools = [layer.pool_size for layer in model.layers if type(layer).__name__ == "MaxPooling1D"]
     assert (convs, pools) == ([(16, (3,)), (8, (3,)), (4, (2,))], [(3,), (3,), (3,)])
@@ -97,7 +99,7 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
 def test_the_mnist_model_follows_its_width_multiplier():
     cfg = load_params(ROOT / "params.yaml", "mnist").train
     assert isinstance(cfg, ImagesTrainConfig)
-    stats = {"num_classes": 10, "input": "images"}
+    stats = Prepared(Path(), "images", (28, 28), [str(d) for d in range(10)], {})
     widths = {}
     for alpha in (1.0, 0.5):
         model = models.build_model(dataclasses.replace(cfg, alpha=alpha, dense_units=16), stats)
@@ -113,7 +115,7 @@ def test_the_mnist_model_follows_its_width_multiplier():
 
 def test_build_model_sizes_the_model_from_the_prepared_stats():
     cfg = load_params(ROOT / "params.yaml", "reuters").train
-    model = models.build_model(cfg, {"max_len": 40, "vocab_size": 300, "num_classes": 46, "input": "sequences"})
+    model = models.build_model(cfg, described(40, 300))
     assert model.input_shape == (None, 40) and model.output_shape == (None, 46)
     assert model.get_layer("embedding").input_dim == 300
 

@@ -33,17 +33,17 @@ def test_short_training_run_records_each_epoch(tmp_path):
     make_reuters_raw(tmp_path, n=200)
     params = load_params(ROOT / "params.yaml", "reuters")
     assert isinstance(params.preprocess, ReutersPreprocessConfig)
-    splits, stats, _ = reuters.prepare(
-        tmp_path, dataclasses.replace(params.preprocess, max_len=60), "preprocess.reuters"
+    data = reuters.prepare(
+        tmp_path, tmp_path / "prepared", dataclasses.replace(params.preprocess, max_len=60), "preprocess.reuters"
     )
+    test_x = data.head("test", 3)[0]
     cfg = dataclasses.replace(
         params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16, learning_rate=1e-3
     )
     seen = []
     result = trainer.train(
         cfg,
-        splits=splits,
-        stats=stats,
+        data=data,
         strategy=tf.distribute.get_strategy(),
         on_epoch=lambda epoch, row: seen.append(epoch),
         verbose=0,
@@ -56,7 +56,7 @@ def test_short_training_run_records_each_epoch(tmp_path):
         r["epoch_samples_per_second"] > 0 and r["epoch_seconds"] >= r["epoch_train_seconds"] for r in result.history
     )
     assert result.global_batch_size == 16
-    logits = result.model.predict(splits["test"][0][:3], verbose=0)
+    logits = result.model.predict(test_x, verbose=0)
     assert not np.allclose(logits.sum(axis=1), 1.0)
     figures = {
         "replicas": 1,
@@ -115,7 +115,7 @@ def test_short_training_run_records_each_epoch(tmp_path):
     for name in ("history.csv", "train.json", "curves.png", "model/model.keras"):
         assert (tmp_path / "again" / name).read_bytes() == (tmp_path / name).read_bytes(), name
     loaded = keras.models.load_model(model)
-    assert np.array_equal(loaded.predict(splits["test"][0][:3], verbose=0), logits)
+    assert np.array_equal(loaded.predict(test_x, verbose=0), logits)
 
 
 def test_evaluation_batches_split_evenly_and_leave_no_replica_empty():

@@ -37,6 +37,19 @@ def small_data(n=96, max_len=40, vocab=200, classes=46, seed=1):
     return x, y
 
 
+def small_prepared():
+    """A prepared folder (in a temporary folder) of `small_data`: 96 training and 32 validation
+    sequences of 40 ids, as a training reads its shards."""
+    import tempfile
+
+    from pipeline.data import prepared
+
+    splits = {"train": small_data(n=96), "val": small_data(n=32, seed=2)}
+    names = [str(c) for c in range(46)]
+    folder = Path(tempfile.mkdtemp(prefix="train-case-"))
+    return prepared.write_arrays(folder, splits, input_="sequences", class_names=names, details={"vocab_size": 200})
+
+
 def base_cfg(**changes):
     from pipeline.config.loader import load_params
 
@@ -57,7 +70,7 @@ def one_step(replicas: int, out: str) -> None:
     # (seen with Nadam on an AMD EPYC host).
     cfg = base_cfg(optimizer="sgd", learning_rate=0.1)
     with strategy.scope():
-        model = models.build_model(cfg, {"max_len": 40, "vocab_size": 200, "num_classes": 46})
+        model = models.build_model(cfg, small_prepared())
         rng = np.random.RandomState(0)
         model.set_weights([rng.normal(0, 0.1, w.shape).astype(np.float32) for w in model.get_weights()])
         models.compile_model(model, dataclasses.replace(cfg, loop="custom"))
@@ -76,9 +89,7 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
     from pipeline.training import trainer
 
     strategy = setup(replicas)
-    x, y = small_data(n=96)
-    xv, yv = small_data(n=32, seed=2)
-    stats = {"input": "sequences", "max_len": 40, "vocab_size": 200, "num_classes": 46}
+    data = small_prepared()
     # shuffle_buffer 1 keeps the order fixed: fit and the custom loop advance a reshuffling
     # dataset differently (seen: a different first-epoch order), which is not what is compared.
     cfg = base_cfg(
@@ -89,7 +100,7 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
         shuffle_buffer=1,
         **json.loads(extra),
     )
-    result = trainer.train(cfg, splits={"train": (x, y), "val": (xv, yv)}, stats=stats, strategy=strategy, verbose=0)
+    result = trainer.train(cfg, data=data, strategy=strategy, verbose=0)
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
     Path(out).write_text(
         json.dumps(
@@ -112,9 +123,8 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     from pipeline.training.resume import Backup
 
     strategy = setup(replicas)
-    x, y = small_data(n=96)
+    data = small_prepared()
     xv, yv = small_data(n=32, seed=2)
-    stats = {"input": "sequences", "max_len": 40, "vocab_size": 200, "num_classes": 46}
     stopping = EarlyStoppingConfig(
         monitor="loss", mode="max", patience=2, min_delta=0.0, restore_best_weights=restore == "true"
     )
@@ -129,8 +139,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     published = []
     result = trainer.train(
         cfg,
-        splits={"train": (x, y), "val": (xv, yv)},
-        stats=stats,
+        data=data,
         strategy=strategy,
         backup=Backup(backup_dir or None, strategy),
         on_epoch=lambda epoch, row: published.append(epoch),

@@ -4,7 +4,7 @@ Clones the committed project into a temporary folder (no data, no cache, no MLfl
 runs every stage in pipeline order with `dvc repro --single-item`, and prints each stage's
 wall time and its processes' peak memory, the total, and the metrics of both experiments.
 
-    PIPELINE_DATA_MIRROR=file:///path/to/datasets python scripts/bench_repro.py [-S key=value ...]
+    PIPELINE_DATA_MIRROR=file:///path/to/datasets python benchmarks/repro.py [-S key=value ...]
 
 `-S` values are applied to params.yaml of the clone before the run (as `dvc exp run -S` does).
 """

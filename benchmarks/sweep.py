@@ -7,7 +7,7 @@ preprocess@reuters`), then, for each mode in turn, queues the same grid of Reute
 next mode. Modes alternate (A, B, A, B, ...) so that a noisy host disturbs them alike; compare
 the medians side by side, not with figures from another run.
 
-    PIPELINE_DATA_MIRROR=file:///path/to/datasets python scripts/bench_sweep.py \\
+    PIPELINE_DATA_MIRROR=file:///path/to/datasets python benchmarks/sweep.py \\
         --epochs 3 --pairs 2 --mode 1 --mode 2 --mode 2:TF_NUM_INTRAOP_THREADS=1
 
 A mode is `J[:SETTING,...]`: J queue workers, and settings applied to that mode only: a

@@ -6,7 +6,7 @@ the first, which includes tracing; n/a with one epoch). Then kills a run in its 
 resumes it, and prints how much longer the two attempts took than one uninterrupted run: with
 --epochs 1 there is no second epoch to kill, and that part is skipped.
 
-    python scripts/bench_loops.py --data data/prepared/reuters [--dataset reuters] [--epochs 4]
+    python benchmarks/loops.py --data data/prepared/reuters [--dataset reuters] [--epochs 4]
 """
 
 from __future__ import annotations

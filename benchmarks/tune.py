@@ -23,7 +23,7 @@ start-up trials) so that the whole measurement takes about half an hour on 2 cor
 use params.yaml's. The host is noisy: compare modes side by side within one run of this
 script. It prints figures only: nothing here is a pass or fail.
 
-    cd /path/to/checkout && python scripts/bench_tune.py --data data/prepared/reuters \\
+    cd /path/to/checkout && python benchmarks/tune.py --data data/prepared/reuters \\
         --trials 10 --epochs 5 --startup-trials 3 --pruning-rounds 1 \\
         --worker-trials 6 --worker-epochs 3 --worker-rounds 2
 """

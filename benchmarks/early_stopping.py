@@ -5,7 +5,7 @@ process each, with a copy of params.yaml that changes the seed and the early-sto
 of the setting; MLflow logs to a store in a temporary folder. Prints one line per run, then
 each setting's mean and range of test accuracy.
 
-    python scripts/bench_early_stopping.py --data data/prepared/reuters [--dataset reuters]
+    python benchmarks/early_stopping.py --data data/prepared/reuters [--dataset reuters]
         [--seeds 42,1,2] [--settings last,restore,patience3]
 """
 

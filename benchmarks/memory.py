@@ -5,7 +5,7 @@ process with a throw-away MLflow store, and prints each run's peak RSS (as the s
 it in its summary, and as the operating system counts the whole process) and the growth per
 added epoch.
 
-    python scripts/bench_memory.py DATASET [--epochs 1,2,4] [--data data/prepared/DATASET] [-S key=value ...]
+    python benchmarks/memory.py DATASET [--epochs 1,2,4] [--data data/prepared/DATASET] [-S key=value ...]
 """
 
 from __future__ import annotations

@@ -11,53 +11,19 @@ added epoch.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from pipeline.config.loader import load_params  # noqa: E402
-from pipeline.config.params_doc import set_in_file  # noqa: E402
-from pipeline.errors import ConfigError  # noqa: E402
-from pipeline.runtime.usage import run_measured  # noqa: E402
+import harness
+from harness import ROOT
 
 
 def train(work: Path, dataset: str, data: Path, env: dict) -> tuple[float, float, dict]:
     """One train stage run: (wall seconds, whole-process peak RSS in MiB, its results and
     measurements)."""
-    args = [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "-q",
-        "train",
-        dataset,
-        "--data",
-        str(data.resolve()),
-        "--model-dir",
-        "model",
-        "--history",
-        "history.csv",
-        "--summary",
-        "summary.json",
-        "--curves",
-        "curves.png",
-        "--measurements",
-        "measurements.json",
-    ]
-    with open(work / "stderr.txt", "w") as err:
-        code, seconds, peak = run_measured(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    if code != 0:
-        sys.exit((work / "stderr.txt").read_text()[-3000:])
-    return (
-        seconds,
-        peak,
-        {**json.loads((work / "summary.json").read_text()), **json.loads((work / "measurements.json").read_text())},
-    )
+    run = harness.run(harness.train_argv(dataset, data, work), cwd=work, env=env)
+    return run.seconds, run.peak_mb, harness.train_figures(work)
 
 
 def epoch_counts(text: str) -> list[int]:
@@ -75,23 +41,17 @@ def main() -> None:
     parser.add_argument("dataset", choices=("reuters", "mnist"))
     parser.add_argument("--epochs", type=epoch_counts, default="1,2,4", help="epoch counts, comma-separated")
     parser.add_argument("--data", type=Path, help="prepared data [default: data/prepared/DATASET]")
-    parser.add_argument("-S", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    harness.add_overrides(parser)
     opts = parser.parse_args()
     data = opts.data or ROOT / "data" / "prepared" / opts.dataset
-    try:  # checked against the repository's params.yaml, so that an error names it
-        load_params(ROOT / "params.yaml", opts.dataset, opts.overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
+    harness.load_params(opts.dataset, opts.overrides)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
+        env = harness.mlflow_env(tmp)
         for epochs in opts.epochs:
             work = Path(tmp) / f"epochs-{epochs}"
             work.mkdir()
-            (work / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-            set_in_file(work / "params.yaml", [*opts.overrides, f"train.{opts.dataset}.epochs={epochs}"])
+            harness.write_params(work, [*opts.overrides, f"train.{opts.dataset}.epochs={epochs}"])
             rows.append((epochs, *train(work, opts.dataset, data, env)))
     print(f"{opts.dataset}: train stage peak memory against epochs ({os.cpu_count()} CPUs)")
     print(f"{'epochs':>6}{'wall s':>9}{'stage peak MiB':>16}{'process peak MiB':>18}{'val acc':>9}")

@@ -22,9 +22,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import harness  # noqa: F401  (the repository first on sys.path, for pipeline.serving)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rows(dataset: str, data: Path, count: int) -> list[dict]:

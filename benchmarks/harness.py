@@ -175,7 +175,29 @@ def host_line() -> str:
     return f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-# --------------------------------------------------------------------------- params and -S
+# --------------------------------------------------------------------------- arguments, params and -S
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (argparse's usage error, exit 2, otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_ints(text: str) -> list[int]:
+    """An argparse type: positive integers separated by commas ("1,2,4")."""
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return counts
 
 
 def add_overrides(parser: argparse.ArgumentParser, help: str = "A param, as `dvc exp run -S` sets it.") -> None:

@@ -48,23 +48,12 @@ def train(work: Path, dataset: str, data: Path, overrides: dict, env: dict, kill
     return seconds, rows
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1 (argparse's usage error, exit 2, otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--dataset", default="reuters", choices=("reuters", "mnist"))
     parser.add_argument(
-        "--epochs", type=positive_int, default=4, help="Epochs of each run (kill-and-resume needs 2 or more)."
+        "--epochs", type=harness.positive_int, default=4, help="Epochs of each run (kill-and-resume needs 2 or more)."
     )
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -45,11 +45,11 @@ def parse_mode(text: str) -> tuple[int, list[str], dict]:
         else:
             env[key] = value
     try:
-        count = int(jobs)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text}: the number of workers first, e.g. 2 or 2:KEY=VALUE") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text}: at least one worker")
+        count = harness.positive_int(jobs)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text}: the number of workers first (one or more), e.g. 2 or 2:KEY=VALUE"
+        ) from None
     return count, params, env
 
 

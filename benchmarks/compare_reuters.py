@@ -21,38 +21,25 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from pipeline.config.loader import load_params  # noqa: E402
-from pipeline.config.params_doc import set_in_file  # noqa: E402
-from pipeline.errors import ConfigError  # noqa: E402
-from pipeline.runtime import environment  # noqa: E402
+import harness
+from harness import ROOT
+
+from pipeline.runtime import environment
 
 
-def run_measured(args: list[str], cwd: Path, env: dict) -> dict:
-    """Run a process to its end: its wall time, its own CPU time and peak RSS (os.wait4), its stdout."""
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err)
-        assert proc.stdout is not None  # stdout=PIPE
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code:
-            err.seek(0)
-            sys.exit(f"{' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024, "out": out.decode()}
+def measured(args: list[str], cwd: Path, env: dict) -> dict:
+    """Run a process to its end (exit with its output if it fails): its wall time, its own CPU
+    time and peak RSS, its stdout."""
+    run = harness.run(args, cwd, env)
+    return {"wall": run.seconds, "cpu": run.cpu_seconds, "rss_mb": run.peak_mb, "out": run.out}
 
 
 def baseline(work: Path, npz: Path, epochs: int, env: dict) -> dict:
-    run = run_measured(
+    run = measured(
         [sys.executable, str(ROOT / "benchmarks" / "reuters_baseline.py"), "--npz", str(npz), "--epochs", str(epochs)],
         work,
         env,
@@ -63,46 +50,9 @@ def baseline(work: Path, npz: Path, epochs: int, env: dict) -> dict:
 
 def pipeline(work: Path, prepared: Path, env: dict) -> dict:
     out = work / "out"
-    common = ["reuters", "--data", str(prepared), "--model-dir", str(out / "model")]
-    run = run_measured(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "train",
-            *common,
-            "--history",
-            str(out / "history.csv"),
-            "--summary",
-            str(out / "train.json"),
-            "--curves",
-            str(out / "curves.png"),
-            "--measurements",
-            str(out / "measured.json"),
-        ],
-        work,
-        env,
-    )
-    summary = json.loads((out / "measured.json").read_text())
-    run_measured(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "evaluate",
-            *common,
-            "--metrics",
-            str(out / "metrics.json"),
-            "--per-class",
-            str(out / "per_class.csv"),
-            "--confusion",
-            str(out / "confusion.csv"),
-            "--confusion-png",
-            str(out / "confusion.png"),
-        ],
-        work,
-        env,
-    )
+    run = measured(harness.train_argv("reuters", prepared, out, quiet=False), work, env)
+    summary = json.loads((out / "measurements.json").read_text())
+    harness.run(harness.evaluate_argv("reuters", prepared, out / "model", out, quiet=False), work, env)
     metrics = json.loads((out / "metrics.json").read_text())
     return {**run, "samples_per_second": summary["samples_per_second"], "test_accuracy": metrics["test_accuracy"]}
 
@@ -117,38 +67,19 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None, help="Both sides (default: train.reuters.epochs).")
     parser.add_argument("--raw", type=Path, default=ROOT / "data/raw/reuters", help="Folder of reuters.npz.")
     parser.add_argument("--prepared", type=Path, default=ROOT / "data/prepared/reuters")
-    parser.add_argument(
-        "-S",
-        "--set",
-        dest="assignments",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="A param of the pipeline's side, as `dvc exp run -S`.",
-    )
+    harness.add_overrides(parser, help="A param of the pipeline's side, as `dvc exp run -S`.")
     opts = parser.parse_args()
     for path in (opts.raw / "reuters.npz", opts.prepared / "train.npz"):
         if not path.is_file():
             sys.exit(f"error: {path}: not found; run `dvc repro preprocess@reuters` first")
     with tempfile.TemporaryDirectory(prefix="compare-reuters-") as tmp:
         work = Path(tmp)
-        params = work / "params.yaml"
-        params.write_text((ROOT / "params.yaml").read_text())
-        try:  # checked against the repository's params.yaml, so that an error names it
-            epochs = opts.epochs or load_params(ROOT / "params.yaml", "reuters", opts.assignments).train.epochs
-            set_in_file(params, [*opts.assignments, f"train.reuters.epochs={epochs}"])
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(exc.exit_code)
-        env = {
-            **os.environ,
-            "TF_CPP_MIN_LOG_LEVEL": "2",
-            "MLFLOW_TRACKING_URI": f"sqlite:///{work}/mlflow.db",
-            "PYTHONPATH": str(ROOT),
-        }
+        epochs = opts.epochs or harness.load_params("reuters", opts.overrides).train.epochs
+        harness.write_params(work, [*opts.overrides, f"train.reuters.epochs={epochs}"])
+        env = harness.mlflow_env(work)
         print(
             f"Reuters, {epochs} epochs, {opts.pairs} pairs alternating; {environment.cpu()[0]}, {os.cpu_count()} cores"
-            + (f"; pipeline with {' '.join('-S ' + a for a in opts.assignments)}" if opts.assignments else "")
+            + (f"; pipeline with {' '.join('-S ' + a for a in opts.overrides)}" if opts.overrides else "")
         )
         print(
             f"{'run':<10}{'pair':>5}{'wall s':>9}{'CPU s':>8}{'train samples/s':>17}{'test acc':>10}{'peak RSS MB':>13}"

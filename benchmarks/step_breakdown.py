@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import harness
+from harness import ROOT
 
 
 def timed(fn, steps: int, repeats: int = 3) -> tuple[float, float]:
@@ -59,14 +58,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="Steps per timing (each repeated 3 times).")
     parser.add_argument("--spe", type=int, default=32, help="The larger steps_per_execution compared with 1.")
     parser.add_argument("--data", type=Path, default=None, help="The prepared data (default: data/prepared/DATASET).")
-    parser.add_argument("-S", "--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE")
+    harness.add_overrides(parser)
     opts = parser.parse_args()
     from pipeline import log
 
     log.configure(0)  # before TensorFlow: its C++ start-up lines filtered as in a `pipeline` command
     from pipeline.config.loader import load_params
 
-    params = load_params(ROOT / "params.yaml", opts.dataset, opts.assignments)
+    params = load_params(ROOT / "params.yaml", opts.dataset, opts.overrides)
     cfg = params.train
     from pipeline.tools import bench, capacity
     from pipeline.training import distribute
@@ -115,7 +114,7 @@ def main() -> None:
             load_params(
                 ROOT / "params.yaml",
                 opts.dataset,
-                [*opts.assignments, f"train.{opts.dataset}.steps_per_execution={spe}"],
+                [*opts.overrides, f"train.{opts.dataset}.steps_per_execution={spe}"],
             ),
             data=data,
             warmup=2 * spe,

@@ -5,9 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
-import subprocess
 import sys
-import time
 
 
 def _mib(maxrss: int) -> float:
@@ -35,17 +33,3 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
     except (OSError, AttributeError):  # musl, or no C library to ask
         return False
     return mallopt(-8, arenas) == 1  # -8: M_ARENA_MAX in malloc.h
-
-
-def run_measured(args: list[str], **popen_kwargs) -> tuple[int, float, float]:
-    """Run a command to its end: (exit code, wall seconds, peak RSS in MiB of the largest
-    process among it and the descendants it waited for), the operating system's own count
-    (wait4). Pass stdout/stderr as files or DEVNULL: nothing is read from pipes here.
-
-    Call it from a small process: Linux counts the caller's own resident memory at the fork
-    in the child's peak too (exec keeps the old address space's high-water mark)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(args, **popen_kwargs)
-    _, status, rusage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - start, _mib(rusage.ru_maxrss)

@@ -1,4 +1,4 @@
-"""scripts/bench_loops.py with one epoch: the throughput table, steady state n/a, and the
+"""benchmarks/loops.py with one epoch: the throughput table, steady state n/a, and the
 kill-and-resume part skipped in one line (a kill after the first of one epoch is no kill)."""
 
 import re
@@ -12,7 +12,7 @@ from helpers import ROOT, run_pipeline, subprocess_env, write_params
 
 def run_script(*args, cwd=ROOT, timeout=900):
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_loops.py"), *map(str, args)],
+        [sys.executable, str(ROOT / "benchmarks" / "loops.py"), *map(str, args)],
         cwd=cwd,
         env=subprocess_env(),
         capture_output=True,
@@ -26,7 +26,7 @@ def test_epochs_below_one_is_a_usage_error(epochs):
     result = run_script("--data", "nowhere", "--epochs", epochs)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines()[-1] == (
-        f"bench_loops.py: error: argument --epochs: expected a positive integer, got "
+        f"loops.py: error: argument --epochs: expected a positive integer, got "
         f"{epochs if epochs != 'two' else repr(epochs)}"
     )
 

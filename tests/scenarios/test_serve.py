@@ -268,7 +268,7 @@ def test_the_load_benchmark_reports_rates_and_latencies(served):
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "bench_serve.py"),
+            str(ROOT / "benchmarks" / "serve.py"),
             served["urls"]["reuters"],
             "--dataset",
             "reuters",
@@ -299,7 +299,7 @@ def test_the_load_benchmark_reports_rates_and_latencies(served):
             f["requests_per_second"] * f["batch"]
         )
     refused = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_serve.py"), "http://10.1.2.3:5001", "--dataset", "reuters"],
+        [sys.executable, str(ROOT / "benchmarks" / "serve.py"), "http://10.1.2.3:5001", "--dataset", "reuters"],
         capture_output=True,
         text=True,
         timeout=60,

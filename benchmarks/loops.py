@@ -6,7 +6,7 @@ the first, which includes tracing; n/a with one epoch). Then kills a run in its 
 resumes it, and prints how much longer the two attempts took than one uninterrupted run: with
 --epochs 1 there is no second epoch to kill, and that part is skipped.
 
-    python scripts/bench_loops.py --data data/prepared/reuters [--dataset reuters] [--epochs 4]
+    python benchmarks/loops.py --data data/prepared/reuters [--dataset reuters] [--epochs 4]
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,42 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
-ROOT = Path(__file__).resolve().parent.parent
+import harness
 
 
 def train(work: Path, dataset: str, data: Path, overrides: dict, env: dict, kill_after_epochs=None):
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    cfg = raw["train"][dataset]
-    for key, value in overrides.items():
-        node = cfg
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    (work / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    args = [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "train",
-        dataset,
-        "--data",
-        str(data.resolve()),
-        "--model-dir",
-        "model",
-        "--history",
-        "history.csv",
-        "--summary",
-        "summary.json",
-        "--curves",
-        "curves.png",
-        "--measurements",
-        "measured.json",
-        "--backup-dir",
-        "backup",
-    ]
+    harness.write_params(work, [f"train.{dataset}.{key}={value}" for key, value in overrides.items()])
+    args = harness.train_argv(dataset, data, work, extra=["--backup-dir", str(work / "backup")], quiet=False)
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if kill_after_epochs is not None:
@@ -79,28 +48,16 @@ def train(work: Path, dataset: str, data: Path, overrides: dict, env: dict, kill
     return seconds, rows
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1 (argparse's usage error, exit 2, otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--dataset", default="reuters", choices=("reuters", "mnist"))
     parser.add_argument(
-        "--epochs", type=positive_int, default=4, help="Epochs of each run (kill-and-resume needs 2 or more)."
+        "--epochs", type=harness.positive_int, default=4, help="Epochs of each run (kill-and-resume needs 2 or more)."
     )
     opts = parser.parse_args()
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
     with tempfile.TemporaryDirectory() as tmp:
-        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
+        env = harness.mlflow_env(tmp)
         print(f"{'loop':<8}{'replicas':>9}{'samples/s (all)':>17}{'samples/s (steady)':>20}{'val acc':>9}")
         for loop in ("fit", "custom"):
             for replicas in (1, 2):
@@ -113,7 +70,7 @@ def main() -> None:
                     {"loop": loop, "epochs": opts.epochs, "devices.logical_devices": replicas},
                     env,
                 )
-                measured = json.loads((work / "measured.json").read_text())
+                measured = json.loads((work / "measurements.json").read_text())
                 steady = measured.get("steady_samples_per_second")  # none with --epochs 1
                 steady_text = f"{steady:.0f}" if steady is not None else "n/a"
                 print(

@@ -5,7 +5,7 @@ process each, with a copy of params.yaml that changes the seed and the early-sto
 of the setting; MLflow logs to a store in a temporary folder. Prints one line per run, then
 each setting's mean and range of test accuracy.
 
-    python scripts/bench_early_stopping.py --data data/prepared/reuters [--dataset reuters]
+    python benchmarks/early_stopping.py --data data/prepared/reuters [--dataset reuters]
         [--seeds 42,1,2] [--settings last,restore,patience3]
 """
 
@@ -13,18 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from pipeline.config.params_doc import set_in_file  # noqa: E402
+import harness
 
 # name: early_stopping values
 SETTINGS: dict[str, dict[str, int | bool | None]] = {
@@ -35,65 +29,24 @@ SETTINGS: dict[str, dict[str, int | bool | None]] = {
 
 
 def run(work: Path, dataset: str, data: Path, setting: str, seed: int, env: dict) -> dict:
-    shutil.copy(ROOT / "params.yaml", work / "params.yaml")
     overrides = [f"train.{dataset}.seed={seed}"]
     for key, value in SETTINGS[setting].items():
         overrides.append(f"train.{dataset}.early_stopping.{key}={json.dumps(value)}")
-    set_in_file(work / "params.yaml", overrides)
+    harness.write_params(work, overrides)
     model = work / f"model-{setting}-{seed}"
-    stage = [sys.executable, "-m", "pipeline", "-q"]
-    subprocess.run(
-        [
-            *stage,
-            "train",
-            dataset,
-            "--data",
-            str(data),
-            "--model-dir",
-            str(model),
-            "--history",
-            str(work / "history.csv"),
-            "--summary",
-            str(work / "train.json"),
-            "--curves",
-            str(work / "curves.png"),
-            "--measurements",
-            str(work / "measurements.json"),
-        ],
-        cwd=work,
-        env=env,
-        check=True,
-    )
-    subprocess.run(
-        [
-            *stage,
-            "evaluate",
-            dataset,
-            "--data",
-            str(data),
-            "--model-dir",
-            str(model),
-            "--metrics",
-            str(work / "metrics.json"),
-            "--per-class",
-            str(work / "per_class.csv"),
-            "--confusion",
-            str(work / "confusion.csv"),
-            "--confusion-png",
-            str(work / "confusion.png"),
-        ],
-        cwd=work,
-        env=env,
-        check=True,
-    )
-    train = json.loads((work / "train.json").read_text())
+    for argv in (
+        harness.train_argv(dataset, data, work, model_dir=model),
+        harness.evaluate_argv(dataset, data, model, work),
+    ):
+        subprocess.run(argv, cwd=work, env=env, check=True)
+    train = harness.train_figures(work)
     test = json.loads((work / "metrics.json").read_text())
     return {
         "setting": setting,
         "seed": seed,
         "best_epoch": train["best_epoch"],
         "epochs_trained": train["epochs_trained"],
-        "train_seconds": json.loads((work / "measurements.json").read_text())["train_seconds"],
+        "train_seconds": train["train_seconds"],
         "test_accuracy": test["test_accuracy"],
     }
 
@@ -109,7 +62,7 @@ def main() -> None:
     settings = args.settings.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}"}
+        env = harness.mlflow_env(work)
         results = []
         print("setting    seed  best epoch  epochs  train s  test accuracy", flush=True)
         for seed in seeds:  # the settings alternate, so that a slow spell of the host hits them alike

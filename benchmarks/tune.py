@@ -23,7 +23,7 @@ start-up trials) so that the whole measurement takes about half an hour on 2 cor
 use params.yaml's. The host is noisy: compare modes side by side within one run of this
 script. It prints figures only: nothing here is a pass or fail.
 
-    cd /path/to/checkout && python scripts/bench_tune.py --data data/prepared/reuters \\
+    cd /path/to/checkout && python benchmarks/tune.py --data data/prepared/reuters \\
         --trials 10 --epochs 5 --startup-trials 3 --pruning-rounds 1 \\
         --worker-trials 6 --worker-epochs 3 --worker-rounds 2
 """
@@ -33,18 +33,16 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
-import os
-import platform
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+import harness
+from harness import ROOT
+
 DATASET = "reuters"
 TRIAL_LINE = re.compile(rf"^{DATASET} trial (\d+): (?:\S+ [0-9.]+ at epoch \d+ of (\d+)|pruned after epoch (\d+))")
 SUMMARY_LINE = re.compile(r"^study \S+: (\d+) complete, (\d+) pruned, (\d+) failed of (\d+) trials")
@@ -63,39 +61,23 @@ def tune(out: Path, label: str, study: str, overrides: list[str], data: Path, wo
     """One `pipeline tune reuters` process in a store of its own; its figures from the journal."""
     folder = out / label
     folder.mkdir(parents=True)
-    env = dict(
-        os.environ,
-        MLFLOW_TRACKING_URI=f"sqlite:///{folder / 'mlflow.db'}",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    env = harness.mlflow_env(folder, tf_notices=True)
+    sets = [arg for item in overrides for arg in ("-S", item)]
+    command = harness.pipeline_argv(
+        "tune", DATASET, "--study", study, "--data", data, "--workers", workers, *sets, quiet=False
     )
-    command = [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "tune",
-        DATASET,
-        "--study",
-        study,
-        "--data",
-        str(data),
-        "--workers",
-        str(workers),
-    ]
-    for item in overrides:
-        command += ["-S", item]
     (folder / "command.txt").write_text(" ".join(command) + "\n")
-    start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    result = harness.run(command, cwd=ROOT, env=env, check=False)
+    wall = result.seconds
     ended = dt.datetime.now()
-    (folder / "stdout.txt").write_text(result.stdout)
-    (folder / "stderr.txt").write_text(result.stderr)
+    (folder / "stdout.txt").write_text(result.out)
+    (folder / "stderr.txt").write_text(result.err)
     figures: dict[str, Any] = {
         "label": label,
         "wall": wall,
-        "code": result.returncode,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
+        "code": result.code,
+        "stdout": result.out,
+        "stderr": result.err,
         "notes": [],
     }
     journal = folder / "optuna.journal"
@@ -122,7 +104,7 @@ def tune(out: Path, label: str, study: str, overrides: list[str], data: Path, wo
         first_start_offset=wall - (ended - min(starts)).total_seconds() if starts else None,
         tail=(ended - max(finishes)).total_seconds() if finishes else None,
     )
-    figures["notes"] += check_output(result.stdout, trials)
+    figures["notes"] += check_output(result.out, trials)
     return figures
 
 
@@ -375,8 +357,7 @@ def main() -> None:
         if value
     ]
     print(
-        f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; code {ROOT}; "
-        f"data {data}; runs in {out}",
+        f"{harness.host_line()}; code {ROOT}; data {data}; runs in {out}",
         flush=True,
     )
     start = time.perf_counter()

@@ -7,7 +7,7 @@ preprocess@reuters`), then, for each mode in turn, queues the same grid of Reute
 next mode. Modes alternate (A, B, A, B, ...) so that a noisy host disturbs them alike; compare
 the medians side by side, not with figures from another run.
 
-    PIPELINE_DATA_MIRROR=file:///path/to/datasets python scripts/bench_sweep.py \\
+    PIPELINE_DATA_MIRROR=file:///path/to/datasets python benchmarks/sweep.py \\
         --epochs 3 --pairs 2 --mode 1 --mode 2 --mode 2:TF_NUM_INTRAOP_THREADS=1
 
 A mode is `J[:SETTING,...]`: J queue workers, and settings applied to that mode only: a
@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import harness
+from harness import ROOT
+
 RATES = "0.0005,0.001,0.002,0.004,0.008,0.016,0.0003,0.0002"
 
 
@@ -47,29 +45,22 @@ def parse_mode(text: str) -> tuple[int, list[str], dict]:
         else:
             env[key] = value
     try:
-        count = int(jobs)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text}: the number of workers first, e.g. 2 or 2:KEY=VALUE") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text}: at least one worker")
+        count = harness.positive_int(jobs)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text}: the number of workers first (one or more), e.g. 2 or 2:KEY=VALUE"
+        ) from None
     return count, params, env
 
 
-def run(args, cwd, env, check=True) -> subprocess.CompletedProcess:
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    if check and result.returncode != 0:
-        sys.exit(f"{' '.join(args)} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-6000:]}")
-    return result
-
-
-def dvc(*args, cwd, env, check=True) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env, check=check)
+def dvc(*args, cwd, env, check=True) -> harness.Measured:
+    return harness.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env, check=check)
 
 
 def queue_states(work, env) -> dict[str, list[str]]:
     """Experiment names by state (Success, Failed, Queued, ...) from `dvc queue status`."""
     states: dict[str, list[str]] = {}
-    for line in dvc("queue", "status", cwd=work, env=env).stdout.splitlines():
+    for line in dvc("queue", "status", cwd=work, env=env).out.splitlines():
         parts = line.split()
         if len(parts) >= 4 and parts[0] != "Task" and not line.startswith("Worker"):
             states.setdefault(parts[-1], []).append(parts[1])
@@ -77,7 +68,7 @@ def queue_states(work, env) -> dict[str, list[str]]:
 
 
 def accuracies(work, env) -> list[float]:
-    shown = json.loads(dvc("exp", "show", "--json", cwd=work, env=env).stdout or "[]")
+    shown = json.loads(dvc("exp", "show", "--json", cwd=work, env=env).out or "[]")
     found = []
     for commit in shown:
         for exp in commit.get("experiments") or []:
@@ -97,25 +88,23 @@ def sweep(work, env, jobs, params, extra_env, rates, epochs) -> dict:
     for item in overrides:
         args += ["-S", item]
     dvc(*args, cwd=work, env=env)
-    start = time.perf_counter()
     result = dvc("exp", "run", "--run-all", "-j", str(jobs), cwd=work, env={**env, **extra_env}, check=False)
-    wall = time.perf_counter() - start
     states = queue_states(work, env)
     failures = []
     for name in states.get("Failed", []):
         log = dvc("queue", "logs", name, cwd=work, env=env, check=False)
-        lines = [line for line in (log.stdout + log.stderr).splitlines() if line.strip()]
+        lines = [line for line in (log.out + log.err).splitlines() if line.strip()]
         failures.append((name, " | ".join(lines[-3:])[-600:]))
     accs = accuracies(work, env)
     dvc("exp", "remove", "--all-commits", cwd=work, env=env, check=False)
     dvc("queue", "remove", "--all", cwd=work, env=env, check=False)
     return {
-        "wall": wall,
-        "code": result.returncode,
+        "wall": result.seconds,
+        "code": result.code,
         "states": {k: len(v) for k, v in states.items()},
         "failures": failures,
         "accuracies": accs,
-        "run_all_output": (result.stdout + result.stderr)[-1500:] if result.returncode else "",
+        "run_all_output": (result.out + result.err)[-1500:] if result.code else "",
     }
 
 
@@ -138,19 +127,17 @@ def main() -> None:
     except argparse.ArgumentTypeError as exc:
         parser.error(f"--mode {exc}")
     rates = ",".join(RATES.split(",")[: max(1, min(opts.experiments, 8))])
-    env = dict(os.environ, DVC_NO_ANALYTICS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env.pop("MLFLOW_TRACKING_URI", None)
+    env = harness.dvc_env()
     if not env.get("PIPELINE_DATA_MIRROR"):
         print("note: PIPELINE_DATA_MIRROR is unset: the download stage fetches from the internet", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         work = Path(tmp) / "project"
-        run(["git", "clone", "-q", str(ROOT), str(work)], cwd=tmp, env=env)
-        run(["git", "config", "user.name", "bench"], cwd=work, env=env)
-        run(["git", "config", "user.email", "bench@localhost"], cwd=work, env=env)
+        harness.run(["git", "clone", "-q", str(ROOT), str(work)], cwd=tmp, env=env)
+        harness.run(["git", "config", "user.name", "bench"], cwd=work, env=env)
+        harness.run(["git", "config", "user.email", "bench@localhost"], cwd=work, env=env)
         dvc("repro", "preprocess@reuters", cwd=work, env=env)
         print(
-            f"host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+            f"{harness.host_line()}; "
             f"{len(rates.split(','))} Reuters experiments (learning_rate={rates}), "
             f"{opts.epochs or 'params.yaml'} epochs each",
             flush=True,

@@ -1,7 +1,7 @@
 """Requests per second and latency of a served model (`pipeline serve DATASET`, or any
 `mlflow models serve` of the project's models), under a bounded load from 127.0.0.1.
 
-    python scripts/bench_serve.py http://127.0.0.1:5001 --dataset reuters --requests 400 --concurrency 4
+    python benchmarks/serve.py http://127.0.0.1:5001 --dataset reuters --requests 400 --concurrency 4
 
 A small asyncio client: `--concurrency` connections (kept alive), each sending its next request
 when the last is answered, `--requests` requests in all per batch size, after `--warmup`
@@ -22,9 +22,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import harness  # noqa: F401  (the repository first on sys.path, for pipeline.serving)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def rows(dataset: str, data: Path, count: int) -> list[dict]:

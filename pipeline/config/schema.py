@@ -188,7 +188,9 @@ class ImageFoldersPreprocessConfig:
     )
     color: Literal["grey", "rgb"] = _spec(help="Pictures are kept grey (one channel) or in colour (RGB).")
     validation_split: float = _validation_split()
-    validation_seed: int = _non_negative_int(help="Seed of the validation hold-out.")
+    validation_seed: int = _non_negative_int(
+        help="Seed of the validation hold-out, and of the order the training split is written in."
+    )
     images_sha256: Optional[str] = _spec(
         "a 64-digit hex sha256 or null",
         is_sha256,

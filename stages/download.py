@@ -24,9 +24,10 @@ def command(dataset, out, manifest, params_path):
     """Download a dataset's files, verified, into a folder."""
     params = load_params(params_path, dataset)
     results = fetch_all(params.download, out)
-    write_json(manifest, {"dataset": dataset, "files": [r.described() for r in results]})
     # where the bytes came from is this host's: beside the folder, for the training run to record
+    # (first: a sources file newer than the manifest names other sha256s, and is not recorded)
     write_json(sources_path(out), {"dataset": dataset, "files": [r.source() for r in results]})
+    write_json(manifest, {"dataset": dataset, "files": [r.described() for r in results]})
     unpinned = params.unpinned()
     for r in results:
         state = (

@@ -6,7 +6,7 @@ import click
 
 from pipeline import log
 from pipeline.config.loader import load_params
-from pipeline.data.fetch import fetch_all
+from pipeline.data.fetch import fetch_all, sources_path
 from pipeline.io import write_json
 from stages._common import dataset_argument, params_option, path_option
 
@@ -14,13 +14,20 @@ from stages._common import dataset_argument, params_option, path_option
 @click.command("download")
 @dataset_argument
 @path_option("--out", "Folder to write the dataset's files to.")
-@path_option("--manifest", "JSON file recording each file's source, size and sha256.")
+@path_option(
+    "--manifest",
+    "JSON file recording each file's name, configured URL, size and sha256 (the same on every host; "
+    "where the bytes came from goes to <out>.sources.json, untracked).",
+)
 @params_option
 def command(dataset, out, manifest, params_path):
     """Download a dataset's files, verified, into a folder."""
     params = load_params(params_path, dataset)
     results = fetch_all(params.download, out)
-    write_json(manifest, {"dataset": dataset, "files": [r.__dict__ for r in results]})
+    # where the bytes came from is this host's: beside the folder, for the training run to record
+    # (first: a sources file newer than the manifest names other sha256s, and is not recorded)
+    write_json(sources_path(out), {"dataset": dataset, "files": [r.source() for r in results]})
+    write_json(manifest, {"dataset": dataset, "files": [r.described() for r in results]})
     unpinned = params.unpinned()
     for r in results:
         state = (

@@ -6,15 +6,19 @@ preprocess and train sections are and which module of `pipeline.data` prepares i
 else differs between datasets, and no code tests a dataset's name.
 
 A name declared in one place and not another (a stage's section, or a foreach of dvc.yaml
-beside the params file) is a ConfigError naming both places."""
+beside the params file) is a ConfigError naming both places. So is a name that one of the things
+that carry it would refuse or misread (`NAME_RULE`, `name_problem`), before any stage work."""
 
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Optional
+
+import yaml
 
 from pipeline.config import schema
 from pipeline.errors import ConfigError
@@ -31,6 +35,58 @@ COMMON = {
     "promote": schema.PromoteConfig,
     "tune": schema.TuneConfig,
 }
+
+
+# A dataset's name is a `dvc exp run -S train.<name>.epochs=...` key (Hydra's override grammar:
+# a dotted key's parts are ASCII letters, digits, '_', '-' and '$', not starting with '-' or a
+# digit), the key of dvc.yaml's foreach stages `evaluate@<name>` (DVC's stage names refuse every
+# punctuation character but '_' and '-': dvc.stage.utils.is_valid_name), the folders and files
+# data/raw/<name>, models/<name>, reports/<name> (one portable path component), MLflow's
+# experiment and registered model `<name>` (no '/', ':' or '%'), its param keys
+# `train.<name>.epochs` and tag keys `dvc.data.data/prepared/<name>` (no '$'), and a YAML key
+# that PyYAML reads back as the same string. What all of them take:
+NAME_RULE = "1 to 64 ASCII letters, digits, '_' or '-', starting with a letter or '_'"
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+# Windows' device names, in any case, are no file names there (pathlib.PureWindowsPath.is_reserved)
+DEVICE_NAMES = {"CON", "PRN", "AUX", "NUL", *(f"{d}{i}" for d in ("COM", "LPT") for i in range(1, 10))}
+
+
+def name_problem(name: Any) -> Optional[str]:
+    """Why `name` cannot be a dataset's name (`NAME_RULE`), or None."""
+    if not isinstance(name, str):
+        return f"YAML reads it as a {type(name).__name__}, not a name: rename it"
+    if not name:
+        return "it is empty"
+    if len(name) > 64:
+        return f"it has {len(name)} characters"
+    if NAME.fullmatch(name) is None:
+        if not re.match(r"[A-Za-z_]", name):
+            return f"it starts with {name[0]!r}"
+        bad = next(c for c in name if not re.fullmatch(r"[A-Za-z0-9_-]", c))
+        return f"{bad!r} is not one of them"
+    if name.upper() in DEVICE_NAMES:
+        return "it is a Windows device name, no file name there"
+    read = yaml.safe_load(f"{name}: 0")
+    if read != {name: 0}:
+        return f"YAML reads it unquoted as {next(iter(read))!r}"
+    return None
+
+
+def check_names(names: list[Any], section: str, source: str) -> None:
+    """Every name of a params file's `section` is a dataset name (`name_problem`), and no two
+    differ by case alone (one folder of data/raw/ on a case-insensitive file system)."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = f"{section}.{name}" if str(name).isprintable() else f"{section}.{name!r}"
+        problem = name_problem(name)
+        if problem is not None:
+            raise ConfigError(f"{source}: {key}: expected a dataset name of {NAME_RULE}, got {name!r}: {problem}")
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise ConfigError(
+                f"{source}: {key}: expected a dataset name apart from {section}.{other} by more than case "
+                "(one folder of data/raw/ on a case-insensitive file system)"
+            )
 
 
 @dataclass(frozen=True)
@@ -103,9 +159,11 @@ def of(cfg: PreprocessConfig, name: str) -> Dataset:
 def declared(raw: Any, source: str) -> dict[str, Dataset]:
     """Every dataset the params mapping `raw` declares, by name, in the file's order: each stage
     section (a mapping, as the builder checked) must name the same ones, and each preprocess
-    section say a known kind and reader."""
+    section say a known kind and reader; each name must be one that everything carrying it takes
+    (`check_names`)."""
     first = STAGE_SECTIONS[0]
     names = list(raw[first])
+    check_names(names, first, source)
     for stage in STAGE_SECTIONS:
         section = raw[stage]
         for name in names:

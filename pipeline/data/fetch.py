@@ -34,6 +34,8 @@ CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"
 # A base URL holding the files under their base names; overrides download.<dataset>.mirror.
 MIRROR_ENV = "PIPELINE_DATA_MIRROR"
+# Beside the download folder `<out>`: where each file's bytes came from, `<out>.sources.json`
+SOURCES_SUFFIX = ".sources.json"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,30 @@ class FetchResult:
     sha256: str
     bytes: int
     verified: bool  # True when a configured sha256 was checked
+
+    def described(self) -> dict:
+        """What the manifest records: the data alone, the same on every host. Where the bytes
+        came from (a mirror's path or address on this machine) is not the data: it is in the
+        stage's log line and the sources file (`sources_path`)."""
+        return {
+            "name": self.name,
+            "url": self.url,
+            "sha256": self.sha256,
+            "bytes": self.bytes,
+            "verified": self.verified,
+        }
+
+    def source(self) -> dict:
+        """One file's line of the sources file: its name, sha256 and where it was fetched from."""
+        return {"name": self.name, "sha256": self.sha256, "fetched_from": self.fetched_from}
+
+
+def sources_path(out: Path | str) -> Path:
+    """The file beside the download folder `out` that says where its files were fetched from on
+    this host: not a DVC out nor a git file (.gitignore); the train stage's MLflow run records
+    it (`pipeline.tracking.lineage.fetch_tags`)."""
+    out = Path(out)
+    return out.with_name(out.name + SOURCES_SUFFIX)
 
 
 class _Retryable(Exception):

@@ -5,8 +5,10 @@ prepared data it read as MLflow dataset inputs."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import warnings
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 import yaml
 
+from pipeline.data import fetch
 from pipeline.runtime import environment
 from pipeline.tracking import store
 
@@ -96,6 +99,42 @@ def lineage_tags(inputs: Iterable[Path | str], root: Optional[Path] = None) -> d
         if os.environ.get(env):
             tags[tag] = os.environ[env]
     return tags
+
+
+# Where dvc.yaml's download stage writes a dataset: data/raw/<dataset>/, its manifest
+# data/raw/<dataset>.manifest.json, and (untracked) data/raw/<dataset>.sources.json.
+RAW = Path("data", "raw")
+
+
+def fetch_tags(dataset: str, root: Optional[Path] = None) -> dict[str, str]:
+    """Where the download stage fetched each file of `dataset` from on this host (its sources
+    file, beside the download folder), as tags `data.source.<file name>`: the manifest, a DVC
+    out, holds the data alone so that dvc.lock is the same on every host. Nothing when the
+    download did not run here (DVC restored it from its cache, `dvc pull`, a queued experiment's
+    copy), or when the sources file is another download's than the manifest's."""
+    root = Path(root or Path.cwd())
+    sources = _read_json(fetch.sources_path(root / RAW / dataset))
+    manifest = _read_json(root / RAW / f"{dataset}.manifest.json")
+    try:
+        recorded = {f["name"]: f["sha256"] for f in manifest["files"]}
+        fetched = {f["name"]: (f["sha256"], f["fetched_from"]) for f in sources["files"]}
+    except (KeyError, TypeError):
+        return {}
+    if {name: sha for name, (sha, _) in fetched.items()} != recorded:
+        return {}  # not the bytes the manifest describes
+    return {f"data.source.{_tag_key(name)}": str(where)[:MAX_TAG] for name, (_, where) in fetched.items()}
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _tag_key(name: str) -> str:
+    # MLflow's tag keys: alphanumerics, '_', '-', '.', ' ' ('/' and ':' too, not on Windows for ':')
+    return re.sub(r"[^\w.\- ]", "_", name)
 
 
 def dvc_experiment() -> str:

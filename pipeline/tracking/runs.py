@@ -158,6 +158,7 @@ class TrainingRun:
         mlflow.set_tags(
             {
                 **lineage.lineage_tags([data]),
+                **lineage.fetch_tags(params.dataset),
                 **lineage.framework_tags(),
                 "pipeline.stage": "train",
                 "pipeline.dataset": params.dataset,
@@ -275,7 +276,9 @@ def _evaluation_run(params: DatasetParams, training, run_id: Optional[str], mode
                 active.info.run_id,
             )
         return active
-    copied = {k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith("dvc.data.")}
+    copied = {
+        k: v for k, v in training.data.tags.items() if k in COPIED_TAGS or k.startswith(("dvc.data.", "data.source."))
+    }
     mlflow.set_tags({**copied, **tags})
     mlflow.log_params({**training.data.params, **{k: str(v) for k, v in params.flat().items()}})
     _copy_metrics(training.info.run_id, active.info.run_id, training.data.metrics)

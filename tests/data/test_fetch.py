@@ -164,9 +164,23 @@ def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "raw.json").read_text())
     (entry,) = manifest["files"]
-    assert entry["sha256"] == sha256(dataset_files / "mnist_png.tar.gz")
-    assert entry["fetched_from"] == f"{file_server.url}/mnist_png.tar.gz"
+    digest = sha256(dataset_files / "mnist_png.tar.gz")
+    assert entry == {
+        "name": "mnist_png.tar.gz",
+        "url": entry["url"],
+        "sha256": digest,
+        "bytes": (dataset_files / "mnist_png.tar.gz").stat().st_size,
+        "verified": False,
+    }
     assert entry["url"].startswith("https://")
+    # where the bytes came from: the log line, and the sources file beside the folder
+    assert f"from {file_server.url}/mnist_png.tar.gz" in result.stdout
+    assert json.loads((tmp_path / "raw.sources.json").read_text()) == {
+        "dataset": "mnist",
+        "files": [
+            {"name": "mnist_png.tar.gz", "sha256": digest, "fetched_from": f"{file_server.url}/mnist_png.tar.gz"}
+        ],
+    }
     # the archive's sha256 is not published; its images are pinned by the preprocess stage
     assert "(its images checked by preprocess.mnist.images_sha256)" in result.stdout
     assert "warning" not in result.stderr
@@ -180,6 +194,38 @@ def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
         "mnist_png.tar.gz): no sha256 configured, so other bytes could be downloaded and trained on without a word; "
         "pin it or preprocess.mnist.images_sha256"
     ]
+
+
+def test_the_manifest_is_the_same_whichever_mirror_served_the_bytes(file_server, dataset_files, tmp_path):
+    """The manifest is a DVC out (dvc.lock records its md5): a clone whose mirror lies elsewhere
+    must get the same bytes, or its dvc.lock differs and the stages after rerun for nothing."""
+    mirrors = [file_server.url]
+    for where in ("one", "elsewhere/two"):
+        mirror = tmp_path / where / "mirror"
+        mirror.mkdir(parents=True)
+        for name in ("reuters.npz", "reuters_word_index.json", "mnist_png.tar.gz"):
+            (mirror / name).write_bytes((dataset_files / name).read_bytes())
+        mirrors.append(mirror.as_uri())
+    manifests, sources = [], []
+    for i, mirror in enumerate(mirrors):
+        clone = tmp_path / f"clone{i}"
+        clone.mkdir()
+        files = [
+            {"url": f"https://example.org/{name}", "sha256": None}
+            for name in ("reuters.npz", "reuters_word_index.json")
+        ]
+        write_params(clone, {"download.reuters.files": files})  # the test's bytes, not the published ones
+        env = subprocess_env(PIPELINE_DATA_MIRROR=mirror)
+        for dataset in ("mnist", "reuters"):
+            args = ["--out", f"data/raw/{dataset}", "--manifest", f"data/raw/{dataset}.manifest.json"]
+            result = run_pipeline("download", dataset, *args, cwd=clone, env=env)
+            assert result.returncode == 0, result.stderr
+        raw = clone / "data" / "raw"
+        manifests.append([(raw / f"{d}.manifest.json").read_bytes() for d in ("mnist", "reuters")])
+        sources.append(json.loads((raw / "mnist.sources.json").read_text())["files"][0]["fetched_from"])
+    assert manifests[0] == manifests[1] == manifests[2]
+    assert mirrors[0].encode() not in manifests[0][0] and b"file://" not in manifests[0][0]
+    assert sources == [f"{m}/mnist_png.tar.gz" for m in mirrors]
 
 
 def test_download_stage_error_is_one_line(tmp_path):

@@ -64,7 +64,7 @@ STAGE_OUTPUTS = {
     ],
 }
 OUTPUT_NAMES = {
-    "download": ["raw", "raw.partial", "raw.json"],
+    "download": ["raw", "raw.partial", "raw.json", "raw.sources.json"],
     "preprocess": ["prepared"],
     "train": ["model", "history.csv", "train.json", "curves.png", "measurements.json", "machine.json"],
     "evaluate": ["metrics.json", "per_class.csv", "confusion.csv", "confusion.png"],

@@ -67,3 +67,31 @@ def test_a_runs_source_is_its_dvc_stage_or_the_command(monkeypatch):
     }
     monkeypatch.setenv("DVC_STAGE", "train@reuters")
     assert lineage.source_tags("evaluate", "mnist")["mlflow.source.name"] == "train@reuters"
+
+
+def downloaded(root, dataset, files, sources=None):
+    """What the download stage leaves in data/raw: the manifest (the data alone) and, beside the
+    folder, where each file came from on this host."""
+    from pipeline.data.fetch import FetchResult, sources_path
+    from pipeline.io import write_json
+
+    results = [FetchResult(name, f"https://example.org/{name}", where, sha, 3, False) for name, where, sha in files]
+    raw = root / "data" / "raw"
+    write_json(raw / f"{dataset}.manifest.json", {"dataset": dataset, "files": [r.described() for r in results]})
+    shown = [FetchResult(*r) for r in sources] if sources else results
+    write_json(sources_path(raw / dataset), {"dataset": dataset, "files": [r.source() for r in shown]})
+
+
+def test_a_runs_data_source_is_where_this_hosts_download_fetched_each_file(tmp_path):
+    assert lineage.fetch_tags("shapes", tmp_path) == {}  # not downloaded here
+    files = [("a.npz", "file:///srv/mirror/a.npz", "1" * 64), ("b@2+x.json", "http://127.0.0.1:8/b@2+x.json", "2" * 64)]
+    downloaded(tmp_path, "shapes", files)
+    assert lineage.fetch_tags("shapes", tmp_path) == {
+        "data.source.a.npz": "file:///srv/mirror/a.npz",
+        "data.source.b_2_x.json": "http://127.0.0.1:8/b@2+x.json",  # a key MLflow takes
+    }
+    assert "fetched_from" not in (tmp_path / "data" / "raw" / "shapes.manifest.json").read_text()
+    # another download's sources (other bytes than the manifest's): not this data's
+    other = [(name, "a.npz", where, "3" * 64, 3, False) for name, where, _ in files]
+    downloaded(tmp_path, "shapes", files, sources=other)
+    assert lineage.fetch_tags("shapes", tmp_path) == {}

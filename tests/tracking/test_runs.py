@@ -45,6 +45,34 @@ def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monk
     assert tags[None]["data.unpinned"].startswith("download.mnist.files[0] (https://github.com/myleott/mnist_png/raw/")
 
 
+def test_a_training_run_records_where_the_download_fetched_its_files(tmp_path, monkeypatch):
+    """The manifest (a DVC out) is the same on every host; where the bytes came from on this one
+    is the run's tag, read from the sources file the download stage leaves beside the folder."""
+    import numpy as np
+    from mlflow import MlflowClient
+
+    from pipeline.config.loader import load_params
+    from pipeline.data.fetch import FetchResult, sources_path
+    from pipeline.io import write_json
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    got = FetchResult(
+        "mnist_png.tar.gz", "https://example.org/mnist_png.tar.gz", "file:///srv/m/mnist_png.tar.gz", "1" * 64, 3, False
+    )
+    write_json("data/raw/mnist.manifest.json", {"dataset": "mnist", "files": [got.described()]})
+    write_json(sources_path("data/raw/mnist"), {"dataset": "mnist", "files": [got.source()]})
+    data = tmp_path / "prepared"
+    data.mkdir()
+    x, y = np.zeros((4, 28, 28), np.uint8), np.arange(4, dtype=np.uint8)
+    params = load_params(write_params(tmp_path), "mnist")
+    with runs.TrainingRun.open("mnist", "mnist-run") as run:
+        run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
+    assert run.run_id is not None
+    tags = MlflowClient(uri).get_run(run.run_id).data.tags
+    assert tags["data.source.mnist_png.tar.gz"] == "file:///srv/m/mnist_png.tar.gz"
+
+
 def test_a_model_without_its_run_json_is_evaluated_into_the_run_tagged_with_its_digest(tmp_path, monkeypatch):
     """DVC keeps no run.json: for a model brought back by `dvc checkout`, evaluate finds the
     training run by the `model.sha256` tag the train stage sets (the newest such run); a model

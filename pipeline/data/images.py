@@ -45,30 +45,37 @@ MODES = {"grey": "L", "rgb": "RGB"}
 log = logging.getLogger("pipeline")
 
 
-def source(raw_dir: Path | str) -> Path:
-    """What the download folder holds the pictures in: its one archive, or the folder itself."""
+def source(raw_dir: Path | str, passed_over: Optional[archives.PassedOver] = None) -> Path:
+    """What the download folder holds the pictures in: its one archive, or the folder itself
+    (what an operating system leaves beside it, as macOS' `._pics.zip`, is passed over)."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise DataError(f"{raw_dir}: missing; run the download stage first")
-    found = sorted(p for p in raw_dir.iterdir() if p.is_file() and archives.is_archive(p))
+    beside = archives.PassedOver()
+    found = sorted(p for p in raw_dir.iterdir() if p.is_file() and archives.is_archive(p) and not beside(p.name))
+    if found and passed_over is not None:  # else walking the folder counts them
+        passed_over.kinds.update(beside.kinds)
     if len(found) > 1:
         raise DataError(f"{raw_dir}: expected one archive or a folder of pictures, found {len(found)} archives")
     return found[0] if found else raw_dir
 
 
-def entries(where: Path) -> Iterator[tuple[str, Optional[IO[bytes]]]]:
+def entries(where: Path, passed_over: archives.PassedOver) -> Iterator[tuple[str, Optional[IO[bytes]]]]:
     """(path, open file) of every file of an archive or under a folder, and (path/, None) of
-    every folder, so that an empty class folder is seen."""
+    every folder, so that an empty class folder is seen; what an operating system leaves
+    (`archives.left_by_os`) counted in `passed_over`, never opened."""
     if where.is_file():
-        yield from archives.entries(where)
+        yield from archives.entries(where, passed_over)
         return
     for root, dirs, files in os.walk(where):
         dirs.sort()
         rel = Path(root).relative_to(where).as_posix()
         prefix = "" if rel == "." else rel + "/"
-        if prefix:
+        if prefix and not passed_over(prefix):
             yield prefix, None
         for name in sorted(files):
+            if passed_over(prefix + name):
+                continue
             with open(Path(root) / name, "rb") as handle:
                 yield prefix + name, handle
 
@@ -78,7 +85,7 @@ def locate(name: str) -> Optional[tuple[str, str, str]]:
     (a path ending in "/"), or None outside the split folders."""
     folder = name.endswith("/")
     parts = [p for p in PurePosixPath(name).parts if p not in ("", ".")]
-    if not parts or parts[0] == "__MACOSX":
+    if not parts:
         return None
     for i, part in enumerate(parts if folder else parts[:-1]):
         if part.lower() in SPLIT_NAMES and i <= 1:
@@ -138,11 +145,12 @@ def opened(data: bytes, name: str):
 def read_splits(raw_dir: Path | str, image_size: int, color: str) -> tuple[Path, dict, list[str]]:
     """(the archive or folder, {'train': (x, y), 'test': (x, y)}, class names): every picture
     decoded by `picture`, sorted by class then path."""
-    where = source(raw_dir)
+    passed_over = archives.PassedOver()
+    where = source(raw_dir, passed_over)
     found: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {"train": {}, "test": {}}
     folders: dict[tuple[str, str], str] = {}  # each class folder's path, for messages
     with reading(where, "truncated or corrupt archive"):
-        for name, handle in entries(where):
+        for name, handle in entries(where, passed_over):
             located = locate(name)
             if located is None:
                 continue
@@ -154,6 +162,7 @@ def read_splits(raw_dir: Path | str, image_size: int, color: str) -> tuple[Path,
             if not filename.lower().endswith(IMAGE_SUFFIXES):
                 raise DataError(f"{where}: {name}: not a PNG or JPEG image")
             pictures.append((name, picture(handle.read(), f"{where}: {name}", image_size, color)))
+    passed_over.log(log, where)
     classes = _classes(where, found, folders)
     index = {label: i for i, label in enumerate(classes)}
     out = {}

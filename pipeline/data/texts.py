@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from pipeline.data import archives
 from pipeline.data.arrays import class_counts, split_validation
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
@@ -41,6 +43,7 @@ INDEX_FROM = 3  # a table's word ranks are shifted past the three marks, as Kera
 WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
 WORD_INDEX_NAME = "word_index.json"
 TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+log = logging.getLogger("pipeline")
 
 
 class Splitting(Protocol):
@@ -184,11 +187,18 @@ def sequence_stats(
 
 
 def find_table(raw_dir: Path | str) -> Path:
-    """The one CSV or JSON Lines file of the download folder."""
+    """The one CSV or JSON Lines file of the download folder; what an operating system leaves
+    there (`archives.left_by_os`: `.DS_Store`, macOS' `._notes.csv`) is passed over."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise DataError(f"{raw_dir}: missing; run the download stage first")
-    found = sorted(p for p in raw_dir.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    passed_over = archives.PassedOver()
+    found = sorted(
+        p
+        for p in raw_dir.iterdir()
+        if not passed_over(p.name + ("/" if p.is_dir() else "")) and p.suffix.lower() in TABLE_SUFFIXES
+    )
+    passed_over.log(log, raw_dir)
     if len(found) != 1:
         raise DataError(f"{raw_dir}: expected one .csv or .jsonl file of labelled texts, found {len(found)}")
     return found[0]

@@ -2,6 +2,7 @@
 order; links read through to their file; anything else one DataError naming the member."""
 
 import io
+import logging
 import tarfile
 import zipfile
 from pathlib import Path
@@ -72,3 +73,52 @@ def test_a_member_that_is_not_a_file_is_named(tmp_path, member, message):
 def test_archive_names_whatever_their_case():
     assert all(archives.is_archive(Path(n)) for n in ("m.tar.gz", "M.TGZ", "m.tar", "m.tar.xz", "m.zip", "r.npz"))
     assert not any(archives.is_archive(Path(n)) for n in ("index.json", "m.gz", "tar"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".DS_Store",
+        "train/.DS_Store",
+        "pics/train/ant/.DS_Store",
+        "__MACOSX/pics/train/._ant",
+        "__macosx/x.png",
+        "pics/train/ant/._0.png",
+        "Thumbs.db",
+        "pics/train/ant/thumbs.db",
+        "pics/desktop.ini",
+        "pics/.git/objects/ab",
+        "pics/train/ant/.hidden.png",
+        "./pics/.DS_Store",
+    ],
+)
+def test_what_an_operating_system_leaves_is_told(name):
+    assert archives.left_by_os(name)
+
+
+@pytest.mark.parametrize("name", ["pics/train/ant/0.png", "./pics/a.png", "pics/MACOSX/a.png", "a.db", "thumbs.png"])
+def test_data_is_not_what_an_operating_system_leaves(name):
+    assert not archives.left_by_os(name)
+
+
+def test_passed_over_counts_files_by_kind_for_one_log_line(caplog):
+    passed_over = archives.PassedOver()
+    names = ["a/.DS_Store", "b/.DS_Store", "__MACOSX/", "__MACOSX/a/._0.png", "a/._1.png", "Thumbs.db", "a/0.png"]
+    assert [passed_over(n) for n in names] == [True, True, True, True, True, True, False]
+    with caplog.at_level("INFO", logger="pipeline"):
+        passed_over.log(logging.getLogger("pipeline"), "pics.zip")
+        archives.PassedOver().log(logging.getLogger("pipeline"), "nothing.zip")  # nothing: no line
+    assert caplog.messages == [
+        "pics.zip: passed over 5 files an operating system leaves (.DS_Store, ._*, Thumbs.db, __MACOSX/): not samples"
+    ]
+
+
+@pytest.mark.parametrize("name", ["finder.zip", "finder.tar.gz"])
+def test_entries_leave_out_what_is_passed_over_unopened(tmp_path, name):
+    path = tmp_path / name
+    write_archive(path, {"a/0.png": b"x", "a/.DS_Store": b"\0", "__MACOSX/a/._0.png": b"\0"})
+    passed_over = archives.PassedOver()
+    assert [(n, h.read()) for n, h in archives.entries(path, passed_over) if h] == [("a/0.png", b"x")]
+    assert passed_over.kinds == {".DS_Store": 1, "__MACOSX/": 1}
+    # without one, every member (the download stage reads them all through)
+    assert len(read(path)) == 3

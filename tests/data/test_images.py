@@ -268,3 +268,45 @@ def test_the_good_archive_of_the_cli_cases_is_prepared(tmp_path):
     assert isinstance(preprocess, ImageFoldersPreprocessConfig) and preprocess.reader == "folders"
     _, stats, _ = images.prepare(raw, preprocess, "preprocess.pics")
     assert stats["samples"]["test"] == 3 and stats["class_names"] == ["Bee", "ant", "zebra"]
+
+
+# --------------------------------------------------------------------------- what users really have
+
+FINDER = {
+    ".DS_Store": b"\0\0\0\1Bud1",
+    "train/.DS_Store": b"\0\0\0\1Bud1",  # beside the class folders: depth 1
+    "train/ant/.DS_Store": b"\0\0\0\1Bud1",
+    "__MACOSX/": None,
+    "__MACOSX/train/ant/._0.png": b"\0\5\26\7 resource fork",
+    "test/Thumbs.db": b"\xd0\xcf\x11\xe0",
+    "test/ant/desktop.ini": b"[.ShellClassInfo]\r\n",
+}
+
+
+@pytest.mark.parametrize("name", ["pics.zip", "pics.tar.gz", ""])
+def test_what_an_operating_system_leaves_is_passed_over_and_counted(tmp_path, name, caplog):
+    raw = raw_with(tmp_path, {**members(), **FINDER}, name)
+    if not name:
+        (raw / "train" / ".thumbnails").mkdir()
+        (raw / "train" / ".thumbnails" / "ant.png").write_bytes(b"not even a picture")
+    with caplog.at_level("INFO", logger="pipeline"):
+        _, found, classes = images.read_splits(raw, 8, "grey")
+    assert classes == ["Bee", "ant", "zebra"]
+    assert len(found["train"][1]) == 9 and len(found["test"][1]) == 6
+    (line,) = [m for m in caplog.messages if "passed over" in m]
+    count, kinds = (7, ".DS_Store, .thumbnails/, Thumbs.db, __MACOSX/, desktop.ini") if not name else (6, "")
+    kinds = kinds or ".DS_Store, Thumbs.db, __MACOSX/, desktop.ini"
+    assert line.endswith(f": passed over {count} files an operating system leaves ({kinds}): not samples"), line
+    # the same pictures as without them
+    (tmp_path / "plain").mkdir()
+    plain = images.read_splits(raw_with(tmp_path / "plain", members(), name), 8, "grey")[1]
+    assert all(np.array_equal(found[s][0], plain[s][0]) for s in ("train", "test"))
+
+
+def test_macos_resource_fork_beside_the_archive_is_not_a_second_archive(tmp_path, caplog):
+    raw = raw_with(tmp_path, members(), "pics.zip")
+    (raw / "._pics.zip").write_bytes(b"\0\5\26\7")
+    with caplog.at_level("INFO", logger="pipeline"):
+        where, _, _ = images.read_splits(raw, 8, "grey")
+    assert where == raw / "pics.zip"
+    assert any("passed over 1 file an operating system leaves (._*)" in m for m in caplog.messages)

@@ -222,3 +222,15 @@ def test_the_table_must_be_one_file(tmp_path, cfg):
     write_table(tmp_path, rows(), "jsonl")
     with pytest.raises(DataError, match="expected one .csv or .jsonl file of labelled texts, found 2"):
         texts.prepare(tmp_path, cfg, "preprocess.notes")
+
+
+def test_what_an_operating_system_leaves_beside_the_table_is_passed_over(tmp_path, cfg, caplog):
+    path = write_table(tmp_path / "raw", rows(), "csv")
+    (path.parent / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (path.parent / "._notes.csv").write_bytes(b"\0\5\26\7 resource fork")  # macOS' copy to a USB stick
+    (path.parent / "Thumbs.db").write_bytes(b"\xd0\xcf\x11\xe0")
+    with caplog.at_level("INFO", logger="pipeline"):
+        splits, _, _ = texts.prepare(path.parent, cfg, "preprocess.notes")
+    assert sum(len(y) for _, y in splits.values()) == 60
+    line = f"{path.parent}: passed over 3 files an operating system leaves (.DS_Store, ._*, Thumbs.db): not samples"
+    assert line in caplog.messages

@@ -2,7 +2,8 @@
 that is neither a file nor a folder, so that no member is silently left out.
 
 A tar archive may store a file a second time as a hard link (GNU tar does so for identical
-files) or as a symbolic link: both are read through to the file they name.
+files) or as a symbolic link: both are read through to the file they name; a link that leads
+back to itself (a link loop) is an error naming the member.
 
 What an operating system leaves in a folder or an archive (`left_by_os`: macOS' `.DS_Store`,
 `__MACOSX/` and `._*`, Windows' `Thumbs.db` and `desktop.ini`, any hidden file or folder) is
@@ -115,12 +116,7 @@ def entries(path: Path | str, passed_over: Optional[PassedOver] = None) -> Itera
                 continue
             if not (member.isfile() or member.islnk() or member.issym()):
                 raise DataError(f"{path}: {member.name}: not a file but {_tar_kind(member)}")
-            try:
-                handle = tf.extractfile(member)
-            except KeyError:
-                raise DataError(
-                    f"{path}: {member.name}: a link to {member.linkname!r}, which the archive does not hold"
-                ) from None
+            handle = tf.extractfile(_link_target(tf, member, path))
             if handle is None:  # a link that resolves to a folder or a special file
                 raise DataError(f"{path}: {member.name}: a link to {member.linkname!r}, which is not a file")
             with handle:
@@ -133,3 +129,27 @@ def _tar_kind(member: tarfile.TarInfo) -> str:
         tarfile.BLKTYPE: "a block device",
         tarfile.FIFOTYPE: "a FIFO",
     }.get(member.type, f"of tar type {member.type!r}")
+
+
+def _link_target(tf: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> tarfile.TarInfo:
+    """The member a hard or symbolic link leads to, through links to links (as tarfile finds
+    each one); the member itself when it is no link. A DataError naming `member` for a link to
+    a name the archive lacks, or a chain of links that comes back to one of its links (tarfile
+    would recurse until Python's stack runs out)."""
+    chain = [member]
+    seen = {member.offset}
+    current = member
+    while current.islnk() or current.issym():
+        try:
+            # how tarfile.extractfile looks a link up (a private method since Python 2.6)
+            current = tf._find_link_target(current)  # type: ignore[attr-defined]
+        except KeyError:
+            raise DataError(
+                f"{path}: {member.name}: a link to {chain[-1].linkname!r}, which the archive does not hold"
+            ) from None
+        if current.offset in seen:
+            names = " -> ".join(m.name for m in chain + [current])
+            raise DataError(f"{path}: {member.name}: a link loop ({names}); expected a link to a file")
+        seen.add(current.offset)
+        chain.append(current)
+    return current

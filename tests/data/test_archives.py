@@ -122,3 +122,43 @@ def test_entries_leave_out_what_is_passed_over_unopened(tmp_path, name):
     assert passed_over.kinds == {".DS_Store": 1, "__MACOSX/": 1}
     # without one, every member (the download stage reads them all through)
     assert len(read(path)) == 3
+
+
+@pytest.mark.parametrize(
+    "links,message",
+    [
+        ([entry("self.png", tarfile.SYMTYPE, link="self.png")], "self.png: a link loop (self.png -> self.png)"),
+        (
+            [entry("a.png", tarfile.SYMTYPE, link="b.png"), entry("b.png", tarfile.SYMTYPE, link="a.png")],
+            "a.png: a link loop (a.png -> b.png -> a.png)",
+        ),
+        (
+            [entry("d/a.png", tarfile.SYMTYPE, link="../d/b.png"), entry("d/b.png", tarfile.SYMTYPE, link="a.png")],
+            "d/a.png: a link loop (d/a.png -> d/b.png -> d/a.png)",
+        ),
+        (
+            [entry("hard.png", tarfile.LNKTYPE, link="hard.png")],
+            "hard.png: a link to 'hard.png', which the archive does not hold",
+        ),
+        (
+            [entry("a.png", tarfile.SYMTYPE, link="b.png"), entry("b.png", tarfile.SYMTYPE, link="gone.png")],
+            "a.png: a link to 'gone.png', which the archive does not hold",
+        ),
+    ],
+)
+def test_a_link_loop_or_a_link_to_nothing_is_named_not_a_corrupt_archive(tmp_path, links, message):
+    path = tar_with(tmp_path / "loop.tar", entry("ok.png", data=b"x"), *links)
+    with pytest.raises(DataError) as caught:
+        read(path)
+    assert str(caught.value).startswith(f"{path}: {message}")
+
+
+def test_links_to_links_are_read_through(tmp_path):
+    path = tar_with(
+        tmp_path / "chain.tar",
+        entry("a.png", data=b"pixels"),
+        entry("b.png", tarfile.SYMTYPE, link="a.png"),
+        entry("c.png", tarfile.SYMTYPE, link="b.png"),
+        entry("d.png", tarfile.LNKTYPE, link="c.png"),
+    )
+    assert read(path)[-1] == ("d.png", b"pixels")

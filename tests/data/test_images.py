@@ -310,3 +310,22 @@ def test_macos_resource_fork_beside_the_archive_is_not_a_second_archive(tmp_path
         where, _, _ = images.read_splits(raw, 8, "grey")
     assert where == raw / "pics.zip"
     assert any("passed over 1 file an operating system leaves (._*)" in m for m in caplog.messages)
+
+
+def test_a_link_loop_in_the_archive_is_named_as_its_member(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    with tarfile.open(raw / "pics.tar.gz", "w:gz") as tf:
+        for name, data in members().items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data or b"")
+            tf.addfile(info, io.BytesIO(data or b""))
+        for name, target in (("train/ant/a.png", "b.png"), ("train/ant/b.png", "a.png")):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            tf.addfile(link)
+    with pytest.raises(DataError) as caught:
+        images.read_splits(raw, 8, "grey")
+    assert str(caught.value).startswith(
+        f"{raw / 'pics.tar.gz'}: train/ant/a.png: a link loop (train/ant/a.png -> train/ant/b.png -> train/ant/a.png)"
+    )

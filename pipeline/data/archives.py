@@ -7,7 +7,9 @@ back to itself (a link loop) is an error naming the member.
 
 What an operating system leaves in a folder or an archive (`left_by_os`: macOS' `.DS_Store`,
 `__MACOSX/` and `._*`, Windows' `Thumbs.db` and `desktop.ini`, any hidden file or folder) is
-not data: the readers pass over it and count it (`PassedOver`), never read it.
+not data: the readers pass over it and count it (`PassedOver`), never read it. A member is
+read with a cap (`read_capped`): what a small archive expands to never costs more memory than
+the cap, whatever its header declares.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ ZIP_SUFFIXES = (".zip", ".npz")
 # macOS' custom folder icon; any name starting with "." is hidden on every system
 OS_FILES = frozenset({"thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini", "icon\r"})
 OS_FOLDERS = frozenset({"__macosx"})  # the resource forks macOS' Finder adds to a zip it makes
+CHUNK = 1 << 20
 
 
 def is_archive(path: Path) -> bool:
@@ -80,6 +83,19 @@ def _kind(name: str) -> str:
         if part.lower() in OS_FOLDERS or part.startswith("."):
             return part + "/"
     return "._*" if parts[-1].startswith("._") else parts[-1]
+
+
+def read_capped(handle: IO[bytes], name: str, limit: int) -> bytes:
+    """The bytes of `handle`, read a MiB at a time: a DataError naming `name` as soon as it
+    holds more than `limit` bytes (what it expands to, not what an archive's header says)."""
+    data = bytearray()
+    while True:
+        chunk = handle.read(min(CHUNK, limit + 1 - len(data)))
+        if not chunk:
+            return bytes(data)
+        data += chunk
+        if len(data) > limit:
+            raise DataError(f"{name}: expected a file of at most {limit:,} bytes, got more")
 
 
 def members(path: Path | str) -> Iterator[tuple[str, IO[bytes]]]:

@@ -11,7 +11,11 @@ rule) or RGB as `color` says, a transparent one laid on white first, and resized
 served picture goes through the same function (`picture`).
 
 Anything in a class folder that is not a picture, a class folder with no picture and a class
-one split lacks are errors naming the file, so no sample is silently dropped.
+one split lacks are errors naming the file, so no sample is silently dropped; what an operating
+system leaves (`archives.left_by_os`: `.DS_Store`, `__MACOSX/`, `Thumbs.db`, hidden files) is
+passed over and counted in one log line. A picture's file is read with a cap (`MAX_FILE_BYTES`,
+what an archive's member expands to included) and its pixels are checked against `MAX_SIDE`
+before it is decoded.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 # 48 MB of RGB)
 MAX_SIDE = 4096
 MAX_PIXELS = MAX_SIDE * MAX_SIDE
+# a picture's file is read whole, and no larger than this (what an archive's member expands to
+# included): a MAX_SIDE square PNG of 16-bit RGBA stored uncompressed (8 bytes a pixel, a filter
+# byte a row), with 32 MiB to spare for its other chunks (a colour profile, metadata)
+MAX_FILE_BYTES = MAX_PIXELS * 8 + MAX_SIDE + (32 << 20)
 MODES = {"grey": "L", "rgb": "RGB"}
 log = logging.getLogger("pipeline")
 
@@ -161,7 +169,8 @@ def read_splits(raw_dir: Path | str, image_size: int, color: str) -> tuple[Path,
                 continue
             if not filename.lower().endswith(IMAGE_SUFFIXES):
                 raise DataError(f"{where}: {name}: not a PNG or JPEG image")
-            pictures.append((name, picture(handle.read(), f"{where}: {name}", image_size, color)))
+            data = archives.read_capped(handle, f"{where}: {name}", MAX_FILE_BYTES)
+            pictures.append((name, picture(data, f"{where}: {name}", image_size, color)))
     passed_over.log(log, where)
     classes = _classes(where, found, folders)
     index = {label: i for i, label in enumerate(classes)}

@@ -162,3 +162,43 @@ def test_links_to_links_are_read_through(tmp_path):
         entry("d.png", tarfile.LNKTYPE, link="c.png"),
     )
     assert read(path)[-1] == ("d.png", b"pixels")
+
+
+@pytest.mark.parametrize("name", ["bomb.zip", "bomb.tar.gz"])
+def test_a_member_is_read_with_a_cap_whatever_it_expands_to(tmp_path, name):
+    import tracemalloc
+
+    path = tmp_path / name
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("small.png", b"x" * 100)
+            zf.writestr("bomb.png", bytes(16 << 20))  # 16 MiB of zeros
+    else:
+        write_archive(path, {"small.png": b"x" * 100, "bomb.png": bytes(16 << 20)})
+    assert path.stat().st_size < 1 << 20
+    got = {}
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as caught:
+            for member, handle in archives.members(path):
+                got[member] = archives.read_capped(handle, f"{path}: {member}", 1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == {"small.png": b"x" * 100}
+    assert str(caught.value) == f"{path}: bomb.png: expected a file of at most 1,048,576 bytes, got more"
+    assert peak < 8 << 20  # the cap and a chunk, not what the member expands to
+
+
+def test_a_zip_header_that_understates_a_member_does_not_pass_the_cap(tmp_path):
+    # the central directory says 10 bytes; the deflated data holds 4 MiB
+    path = tmp_path / "liar.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("liar.png", bytes(4 << 20))
+    raw = bytearray(path.read_bytes())
+    central = raw.rindex(b"PK\x01\x02")
+    raw[central + 24 : central + 28] = (10).to_bytes(4, "little")  # uncompressed size
+    path.write_bytes(bytes(raw))
+    with pytest.raises(zipfile.BadZipFile, match="Bad CRC-32"):  # zipfile stops at the declared size
+        for member, handle in archives.members(path):
+            archives.read_capped(handle, member, 1 << 20)

@@ -329,3 +329,19 @@ def test_a_link_loop_in_the_archive_is_named_as_its_member(tmp_path):
     assert str(caught.value).startswith(
         f"{raw / 'pics.tar.gz'}: train/ant/a.png: a link loop (train/ant/a.png -> train/ant/b.png -> train/ant/a.png)"
     )
+
+
+@pytest.mark.parametrize("name", ["pics.zip", ""])
+def test_a_picture_file_larger_than_the_cap_is_refused_unread(tmp_path, name, monkeypatch):
+    monkeypatch.setattr(images, "MAX_FILE_BYTES", 4096)
+    big = png(np.random.RandomState(1).randint(0, 256, (80, 80), dtype=np.uint8))
+    assert len(big) > 4096
+    raw = raw_with(tmp_path, {**members(), "train/ant/big.png": big}, name)
+    with pytest.raises(DataError) as caught:
+        images.read_splits(raw, 8, "grey")
+    assert str(caught.value).endswith("train/ant/big.png: expected a file of at most 4,096 bytes, got more")
+
+
+def test_the_cap_holds_the_largest_picture_allowed():
+    # a MAX_SIDE square of 16-bit RGBA stored uncompressed, a filter byte a row
+    assert images.MAX_FILE_BYTES >= images.MAX_PIXELS * 8 + images.MAX_SIDE

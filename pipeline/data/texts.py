@@ -234,13 +234,16 @@ def read_table(path: Path, text_column: str, label_column: str) -> tuple[list[st
 
 def _csv_rows(path: Path, text: str):
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    with reading(path, "not a CSV file"):
-        for row in reader:
-            if None in row or None in row.values():
-                raise DataError(
-                    f"{path}:{reader.line_num}: expected {len(reader.fieldnames or ())} fields, got another number"
-                )
-            yield reader.line_num, row
+    while True:
+        with reading(path, "not a CSV file"):  # a row at a time: no yield inside `reading`
+            row = next(reader, None)
+        if row is None:
+            return
+        if None in row or None in row.values():
+            raise DataError(
+                f"{path}:{reader.line_num}: expected {len(reader.fieldnames or ())} fields, got another number"
+            )
+        yield reader.line_num, row
 
 
 def _jsonl_rows(path: Path, text: str):

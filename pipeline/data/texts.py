@@ -9,11 +9,13 @@ start mark, capped to the vocabulary and padded or truncated to `max_len`, never
 preprocess stage builds the word index from the training split (not the validation or test
 texts) and keeps it beside the splits, where a served model reads it.
 
-The classes are the label column's values, sorted (as numbers when every one is an integer);
-the file is split into train and test by a seeded shuffle (`test_split`, `split_seed`), then
-the validation share is held out of train.
-Every row is a sample: an empty text or label, a missing column and a file that is not UTF-8
-are errors naming the file and line.
+The classes are the label column's values, sorted (as numbers when every one is an integer;
+`01` and `1` are two classes, ordered by their text), the same order in every process; the
+file is split into train and test by a seeded shuffle (`test_split`, `split_seed`), then the
+validation share is held out of train.
+Every row is a sample: an empty text or label, a missing column, a column (or a JSON key)
+named twice and a file that is not UTF-8 are errors naming the file and line. What an
+operating system leaves beside the table (`.DS_Store`, `._notes.csv`) is passed over.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import csv
 import io
 import json
 import logging
+import re
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -44,6 +47,7 @@ WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
 WORD_INDEX_NAME = "word_index.json"
 TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 log = logging.getLogger("pipeline")
+INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits: "²" is a digit to str.isdigit, not to int()
 
 
 class Splitting(Protocol):
@@ -234,6 +238,11 @@ def read_table(path: Path, text_column: str, label_column: str) -> tuple[list[st
 
 def _csv_rows(path: Path, text: str):
     reader = csv.DictReader(io.StringIO(text, newline=""))
+    with reading(path, "not a CSV file"):
+        columns = reader.fieldnames or []  # the header line, read
+    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None:  # DictReader would keep the last one's values alone
+        raise DataError(f"{path}:{reader.line_num}: two columns named {twice!r}; expected each column once")
     while True:
         with reading(path, "not a CSV file"):  # a row at a time: no yield inside `reading`
             row = next(reader, None)
@@ -251,12 +260,25 @@ def _jsonl_rows(path: Path, text: str):
         if not content.strip():
             continue
         try:
-            row = json.loads(content)
+            row = json.loads(content, object_pairs_hook=_once)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{line}: not JSON: {exc.msg}") from None
+        except _Twice as twice:  # json.loads would keep the last one's value alone
+            raise DataError(f"{path}:{line}: two keys named {twice.args[0]!r}; expected each key once") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{line}: expected a JSON object per line, got {json.dumps(row)[:40]}")
         yield line, row
+
+
+class _Twice(Exception):
+    """A JSON object with a key twice (its name)."""
+
+
+def _once(pairs: list) -> dict:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise _Twice(next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i])))
+    return found
 
 
 def load_word_index(path: Path | str) -> dict[str, int]:
@@ -281,9 +303,11 @@ def build_word_index(texts: list[str]) -> dict[str, int]:
 
 
 def class_order(labels: set[str]) -> list[str]:
-    """The classes: the labels sorted, as numbers when every one is an integer (2 before 10)."""
-    if all(label.lstrip("-").isdigit() for label in labels):
-        return sorted(labels, key=int)
+    """The classes: the labels sorted, as numbers when every one is an integer (2 before 10),
+    labels equal as numbers but written apart (`01` and `1`) distinct classes, ordered by their
+    text; so the same order whatever the set's (PYTHONHASHSEED's) order."""
+    if all(INTEGER.fullmatch(label) for label in labels):
+        return sorted(labels, key=lambda label: (int(label), label))
     return sorted(labels)
 
 

@@ -469,3 +469,14 @@ def test_what_users_really_have_through_the_cli(tmp_path):
     assert done.stderr.splitlines() == [
         f"error: {raw / 'pics.zip'}: pics/testing/ant/big.png: a 10000x10000 image; expected at most 4096x4096 pixels"
     ]
+
+
+def test_class_folders_equal_as_numbers_are_distinct_classes_sorted_by_name(tmp_path):
+    files = {
+        f"{split}/{label}/0.png": flat(i * 10)
+        for split in ("train", "test")
+        for i, label in enumerate("1 01 10 2".split())
+    }
+    _, found, classes = images.read_splits(raw_with(tmp_path, files, "pics.zip"), 8, "grey")
+    assert classes == ["01", "1", "10", "2"]  # as Keras' image_dataset_from_directory: by name
+    assert found["train"][0][:, 0, 0].tolist() == [10, 0, 20, 30]

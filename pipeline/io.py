@@ -10,10 +10,13 @@ import csv
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import tempfile
+import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional
@@ -23,6 +26,7 @@ from pipeline.errors import DataError, OutputError, PipelineError
 # The place an output goes to cannot take it: the disk or quota is full, it is read-only, or
 # not ours. What the user fixes is the place, not the data.
 WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+log = logging.getLogger("pipeline")
 
 
 @contextlib.contextmanager
@@ -177,6 +181,12 @@ def _cell(value, digits: Optional[int]):
     return f"{value:.{digits}g}" if digits and isinstance(value, float) else value
 
 
+# warnings.catch_warnings swaps process-wide state: one thread in a `reading` block at a time
+# (nested blocks of the same thread are fine), so that a server's threads cannot restore each
+# other's state
+_WARNINGS = threading.RLock()
+
+
 @contextlib.contextmanager
 def reading(path: Path | str, what: str = "cannot read", error: type | None = None) -> Iterator[None]:
     """Turn what a file-format library raises while parsing `path` into one `error` (DataError
@@ -186,16 +196,25 @@ def reading(path: Path | str, what: str = "cannot read", error: type | None = No
     Any exception counts: on damaged input zipfile, tarfile, zlib, numpy's header parser and
     unpickler and Pillow raise far more kinds than they document (found by tests/scenarios/test_fuzz.py:
     SyntaxError, tokenize.TokenError, NotImplementedError, RuntimeError among them), so keep
-    the block to the parsing itself."""
-    try:
-        yield
-    except PipelineError:
-        raise
-    except FileNotFoundError:
-        raise (error or DataError)(f"{path}: missing") from None
-    except Exception as exc:  # noqa: BLE001 - see above
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise (error or DataError)(f"{path}: {what}: {' '.join(detail.split())}") from None
+    the block to the parsing itself (and never `yield` to a caller from inside it).
+
+    What the libraries warn about meanwhile (Pillow's DecompressionBombWarning, NumPy's and
+    tarfile's warnings) never reaches the terminal beside the one error line: the project's
+    own checks judge the data, so a warning is dropped, shown with `pipeline -v` alone when
+    the block succeeds."""
+    with _WARNINGS, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        except PipelineError:
+            raise
+        except FileNotFoundError:
+            raise (error or DataError)(f"{path}: missing") from None
+        except Exception as exc:  # noqa: BLE001 - see above
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            raise (error or DataError)(f"{path}: {what}: {' '.join(detail.split())}") from None
+    for warning in caught:
+        log.debug("%s: %s: %s (passed over)", path, warning.category.__name__, " ".join(str(warning.message).split()))
 
 
 def read_json(path: Path | str) -> Any:

@@ -132,3 +132,21 @@ def test_a_temporary_of_a_temporary_left_by_a_killed_writer_is_cleared_too(tmp_p
     (tmp_path / ".per_class.csv.abc123.tmp").write_text("half")
     write_json(tmp_path / "per_class.csv", {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["per_class.csv"]
+
+
+def test_a_library_warning_while_reading_never_reaches_the_terminal(capsys, caplog):
+    import logging
+    import warnings
+
+    from pipeline.io import reading
+
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        with pytest.raises(DataError) as caught, reading("pic.png", "unreadable image"):
+            warnings.warn("Image size exceeds limit", UserWarning, stacklevel=1)
+            raise ValueError("broken")
+        with caplog.at_level(logging.DEBUG, logger="pipeline"), reading("ok.npz"):
+            warnings.warn("a harmless one", RuntimeWarning, stacklevel=1)
+    assert str(caught.value) == "pic.png: unreadable image: broken"
+    assert escaped == [] and capsys.readouterr().err == ""
+    assert caplog.messages == ["ok.npz: RuntimeWarning: a harmless one (passed over)"]

@@ -4,14 +4,20 @@ The download folder holds one archive (zip or tar, optionally under one top fold
 files themselves, laid out as `{train,training}/<class>/<picture>` and
 `{test,testing}/<class>/<picture>`: each class folder's name is its label, the classes are
 the training split's folders sorted by name (as Keras' `image_dataset_from_directory` orders
-them), and the test split must have the same ones. Pictures are PNG or JPEG of any size, read
-straight from the archive (never unpacked to disk), made grey (Pillow's ITU-R 601-2 luma
-rule) or RGB as `color` says, a transparent one laid on white first, and resized to
-`image_size` square with Pillow's bilinear filter when they are not that size already; a
-served picture goes through the same function (`picture`).
+them), and the test split must have the same ones. Pictures are PNG or JPEG of any size up to
+`MAX_SIDE` square and of any mode they decode to, read straight from the archive (never
+unpacked to disk), made 8 bits a channel as Keras reads them (`eight_bit`: a 16-bit one scaled,
+value >> 8, never clipped; palette, 1-bit, CMYK converted; a mode no PNG or JPEG decodes to
+refused), a transparent one laid on white, made grey (Pillow's ITU-R 601-2 luma rule) or RGB
+as `color` says, and resized to `image_size` square with Pillow's bilinear filter when they
+are not that size already; a served picture goes through the same function (`picture`).
 
 Anything in a class folder that is not a picture, a class folder with no picture and a class
-one split lacks are errors naming the file, so no sample is silently dropped.
+one split lacks are errors naming the file, so no sample is silently dropped; what an operating
+system leaves (`archives.left_by_os`: `.DS_Store`, `__MACOSX/`, `Thumbs.db`, hidden files) is
+passed over and counted in one log line. A picture's file is read with a cap (`MAX_FILE_BYTES`,
+what an archive's member expands to included) and its pixels are checked against `MAX_SIDE`
+before it is decoded.
 """
 
 from __future__ import annotations
@@ -42,34 +48,45 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 # 48 MB of RGB)
 MAX_SIDE = 4096
 MAX_PIXELS = MAX_SIDE * MAX_SIDE
+# a picture's file is read whole, and no larger than this (what an archive's member expands to
+# included): a MAX_SIDE square PNG of 16-bit RGBA stored uncompressed (8 bytes a pixel, a filter
+# byte a row), with 32 MiB to spare for its other chunks (a colour profile, metadata)
+MAX_FILE_BYTES = MAX_PIXELS * 8 + MAX_SIDE + (32 << 20)
 MODES = {"grey": "L", "rgb": "RGB"}
 log = logging.getLogger("pipeline")
 
 
-def source(raw_dir: Path | str) -> Path:
-    """What the download folder holds the pictures in: its one archive, or the folder itself."""
+def source(raw_dir: Path | str, passed_over: Optional[archives.PassedOver] = None) -> Path:
+    """What the download folder holds the pictures in: its one archive, or the folder itself
+    (what an operating system leaves beside it, as macOS' `._pics.zip`, is passed over)."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise DataError(f"{raw_dir}: missing; run the download stage first")
-    found = sorted(p for p in raw_dir.iterdir() if p.is_file() and archives.is_archive(p))
+    beside = archives.PassedOver()
+    found = sorted(p for p in raw_dir.iterdir() if p.is_file() and archives.is_archive(p) and not beside(p.name))
+    if found and passed_over is not None:  # else walking the folder counts them
+        passed_over.kinds.update(beside.kinds)
     if len(found) > 1:
         raise DataError(f"{raw_dir}: expected one archive or a folder of pictures, found {len(found)} archives")
     return found[0] if found else raw_dir
 
 
-def entries(where: Path) -> Iterator[tuple[str, Optional[IO[bytes]]]]:
+def entries(where: Path, passed_over: archives.PassedOver) -> Iterator[tuple[str, Optional[IO[bytes]]]]:
     """(path, open file) of every file of an archive or under a folder, and (path/, None) of
-    every folder, so that an empty class folder is seen."""
+    every folder, so that an empty class folder is seen; what an operating system leaves
+    (`archives.left_by_os`) counted in `passed_over`, never opened."""
     if where.is_file():
-        yield from archives.entries(where)
+        yield from archives.entries(where, passed_over)
         return
     for root, dirs, files in os.walk(where):
         dirs.sort()
         rel = Path(root).relative_to(where).as_posix()
         prefix = "" if rel == "." else rel + "/"
-        if prefix:
+        if prefix and not passed_over(prefix):
             yield prefix, None
         for name in sorted(files):
+            if passed_over(prefix + name):
+                continue
             with open(Path(root) / name, "rb") as handle:
                 yield prefix + name, handle
 
@@ -79,7 +96,7 @@ def locate(name: str) -> Optional[tuple[str, str, str]]:
     (a path ending in "/"), or None outside the split folders."""
     folder = name.endswith("/")
     parts = [p for p in PurePosixPath(name).parts if p not in ("", ".")]
-    if not parts or parts[0] == "__MACOSX":
+    if not parts:
         return None
     for i, part in enumerate(parts if folder else parts[:-1]):
         if part.lower() in SPLIT_NAMES and i <= 1:
@@ -94,15 +111,51 @@ def locate(name: str) -> Optional[tuple[str, str, str]]:
 
 def picture(data: bytes, name: str, image_size: int, color: str) -> np.ndarray:
     """A PNG or JPEG -> uint8 [size, size] (grey) or [size, size, 3] (rgb), as the prepared
-    splits hold pictures: a transparent one laid on white, then converted, then resized."""
+    splits hold pictures: made 8-bit and laid on white (`eight_bit`), then converted, then
+    resized."""
     from PIL import Image
 
     with opened(data, name) as img:
-        img = on_white(img)
+        img = eight_bit(img, name)
         img = img.convert(MODES[color]) if img.mode != MODES[color] else img
         if img.size != (image_size, image_size):
             img = img.resize((image_size, image_size), Image.Resampling.BILINEAR)
         return np.asarray(img, dtype=np.uint8)
+
+
+def eight_bit(img, name: str):
+    """A decoded picture of any mode a PNG or JPEG decodes to -> mode L (grey ones) or RGB, 8
+    bits a channel, as Keras reads it (TensorFlow's decode_png and decode_jpeg): 16-bit grey
+    (Pillow's modes I;16, I;16B, I) scaled to 8 bits as tf.image.convert_image_dtype scales
+    (value >> 8: 65535 -> 255, 32768 -> 128), never clipped; 16-bit RGB(A) as Pillow decodes it
+    (the same high byte); 1-bit, palette, CMYK converted; transparency (an alpha channel, a
+    palette's or a colour's tRNS) laid on white (`on_white`). Any other mode is refused
+    naming it (one DataError), never read as something else."""
+    from PIL import Image
+
+    mode = img.mode
+    if mode.startswith("I;16") or mode == "I":
+        pixels = np.asarray(img)
+        if mode == "I" and pixels.size and (pixels.min() < 0 or pixels.max() > 0xFFFF):
+            raise DataError(f"{name}: a 32-bit picture (mode I); expected 8 or 16 bits a channel")
+        grey = Image.fromarray((pixels.astype(np.uint32) >> 8).astype(np.uint8), "L")
+        transparent = img.info.get("transparency")
+        if isinstance(transparent, int) and not isinstance(transparent, bool):
+            alpha = np.where(pixels == transparent, 0, 255).astype(np.uint8)
+            grey = on_white(Image.merge("LA", (grey, Image.fromarray(alpha, "L"))))
+        return grey.convert("L") if grey.mode != "L" else grey
+    if mode in ("1", "L", "P", "RGB", "CMYK", "YCbCr"):
+        if "transparency" in img.info:
+            return on_white(img).convert("RGB")
+        if mode == "1":
+            return img.convert("L")
+        if mode == "P":  # grey or colour, as its palette is
+            return img.convert("RGB")
+        return img if mode in ("L", "RGB") else img.convert("RGB")
+    if mode in ("LA", "La", "PA", "RGBA", "RGBa"):
+        flat = on_white(img)
+        return flat.convert("L") if mode in ("LA", "La") else flat.convert("RGB")
+    raise DataError(f"{name}: a picture of Pillow's mode {mode}; expected grey, RGB, CMYK, palette or 1-bit")
 
 
 def on_white(img):
@@ -110,7 +163,7 @@ def on_white(img):
     white paper, not over black); any other as it is."""
     from PIL import Image
 
-    if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in img.info:
         flat = Image.new("RGBA", img.size, "white")
         flat.alpha_composite(img.convert("RGBA"))
         return flat
@@ -119,7 +172,8 @@ def on_white(img):
 
 @contextlib.contextmanager
 def opened(data: bytes, name: str):
-    """The decoded picture, or a DataError naming `name`: not a PNG or JPEG, too large, cut short."""
+    """The decoded picture, or a DataError naming `name`: not a PNG or JPEG, too large, cut short.
+    What Pillow warns about while it reads (a DecompressionBombWarning) is `reading`'s to drop."""
     from PIL import Image, UnidentifiedImageError
 
     with reading(name, "unreadable image"):
@@ -127,13 +181,33 @@ def opened(data: bytes, name: str):
             found = Image.open(io.BytesIO(data))
         except UnidentifiedImageError:  # its message names a BytesIO object
             raise DataError(f"{name}: unreadable image: not a PNG or JPEG file") from None
+        except Image.DecompressionBombError:  # past twice Pillow's own limit: told by the header
+            raise DataError(_too_large(name, *_declared_size(data, name))) from None
     with reading(name, "unreadable image"), found as img:
         if img.format not in ("PNG", "JPEG"):
             raise DataError(f"{name}: expected a PNG or JPEG image, got {img.format}")
         if img.width * img.height > MAX_PIXELS:  # read from the header: not decoded
-            raise DataError(f"{name}: a {img.width}x{img.height} image; expected at most {MAX_SIDE}x{MAX_SIDE} pixels")
+            raise DataError(_too_large(name, img.width, img.height))
         img.load()
         yield img
+
+
+def _too_large(name: str, width: int, height: int) -> str:
+    return f"{name}: a {width}x{height} image; expected at most {MAX_SIDE}x{MAX_SIDE} pixels"
+
+
+def _declared_size(data: bytes, name: str) -> tuple[int, int]:
+    """(width, height) of a PNG or JPEG from its header alone, which Pillow's Image.open will
+    not give past its decompression bomb limit."""
+    from PIL import JpegImagePlugin, PngImagePlugin
+
+    for plugin in (PngImagePlugin.PngImageFile, JpegImagePlugin.JpegImageFile):
+        try:
+            with plugin(io.BytesIO(data)) as img:
+                return img.size
+        except Exception:  # noqa: BLE001 - not this format: the next one
+            continue
+    raise DataError(f"{name}: expected a PNG or JPEG image, got a picture of another format past {MAX_SIDE}x{MAX_SIDE}")
 
 
 @dataclass(frozen=True)
@@ -150,11 +224,12 @@ def list_pictures(raw_dir: Path | str) -> Listing:
     """The first pass: every picture's member name and class, nothing decoded; the errors of
     the layout (a file that is not a picture, a class folder with none, a class one split
     lacks) before any picture is read."""
-    where = source(raw_dir)
+    passed_over = archives.PassedOver()
+    where = source(raw_dir, passed_over)
     found: dict[str, dict[str, list[str]]] = {"train": {}, "test": {}}
     folders: dict[tuple[str, str], str] = {}  # each class folder's path, for messages
     with reading(where, "truncated or corrupt archive"):
-        for name, handle in entries(where):
+        for name, handle in entries(where, passed_over):
             located = locate(name)
             if located is None:
                 continue
@@ -166,6 +241,7 @@ def list_pictures(raw_dir: Path | str) -> Listing:
             if not filename.lower().endswith(IMAGE_SUFFIXES):
                 raise DataError(f"{where}: {name}: not a PNG or JPEG image")
             pictures.append(name)
+    passed_over.log(log, where)
     classes = _classes(where, found, folders)
     index = {label: i for i, label in enumerate(classes)}
     ordered = {
@@ -220,11 +296,12 @@ def prepare(
     with prepared.Writer(out) as writer:
         splits = {name: writer.split(name, n, shape, "images", num_classes) for name, n in counts.items()}
         with reading(listing.where, "truncated or corrupt archive"):
-            for name, handle in entries(listing.where):
+            for name, handle in entries(listing.where, archives.PassedOver()):  # counted in the first pass
                 if handle is None or name not in places:
                     continue
                 split, place, label = places.pop(name)
-                x = picture(handle.read(), f"{listing.where}: {name}", cfg.image_size, cfg.color)
+                data = archives.read_capped(handle, f"{listing.where}: {name}", MAX_FILE_BYTES)
+                x = picture(data, f"{listing.where}: {name}", cfg.image_size, cfg.color)
                 splits[split].add(place, label, x)
                 hashes["test" if split == "test" else "train"].append(sample_hash(label, x))
         if places:  # the archive changed between the passes

@@ -9,17 +9,21 @@ start mark, capped to the vocabulary and padded or truncated to `max_len`, never
 preprocess stage builds the word index from the training split (not the validation or test
 texts) and keeps it beside the splits, where a served model reads it.
 
-The classes are the label column's values, sorted (as numbers when every one is an integer);
-the file is split into train and test by a seeded shuffle (`test_split`, `split_seed`), then
-the validation share is held out of train.
-Every row is a sample: an empty text or label, a missing column and a file that is not UTF-8
-are errors naming the file and line.
+The classes are the label column's values, sorted (as numbers when every one is an integer;
+`01` and `1` are two classes, ordered by their text), the same order in every process; the
+file is split into train and test by a seeded shuffle (`test_split`, `split_seed`), then the
+validation share is held out of train.
+Every row is a sample: an empty text or label, a missing column, a column (or a JSON key)
+named twice and a file that is not UTF-8 are errors naming the file and line. What an
+operating system leaves beside the table (`.DS_Store`, `._notes.csv`) is passed over.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from pipeline.data import prepared
+from pipeline.data import archives, prepared
 from pipeline.data.prepared import Prepared, split_validation
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
@@ -42,6 +46,8 @@ INDEX_FROM = 3  # a table's word ranks are shifted past the three marks, as Kera
 WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
 WORD_INDEX_NAME = "word_index.json"
 TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+log = logging.getLogger("pipeline")
+INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits: "²" is a digit to str.isdigit, not to int()
 
 
 class Splitting(Protocol):
@@ -196,11 +202,18 @@ def sequence_details(lengths: Lengths, enc: Encoding, vocab_size: int, **more) -
 
 
 def find_table(raw_dir: Path | str) -> Path:
-    """The one CSV or JSON Lines file of the download folder."""
+    """The one CSV or JSON Lines file of the download folder; what an operating system leaves
+    there (`archives.left_by_os`: `.DS_Store`, macOS' `._notes.csv`) is passed over."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise DataError(f"{raw_dir}: missing; run the download stage first")
-    found = sorted(p for p in raw_dir.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    passed_over = archives.PassedOver()
+    found = sorted(
+        p
+        for p in raw_dir.iterdir()
+        if not passed_over(p.name + ("/" if p.is_dir() else "")) and p.suffix.lower() in TABLE_SUFFIXES
+    )
+    passed_over.log(log, raw_dir)
     if len(found) != 1:
         raise DataError(f"{raw_dir}: expected one .csv or .jsonl file of labelled texts, found {len(found)}")
     return found[0]
@@ -254,12 +267,20 @@ def _utf8_lines(path: Path, handle) -> Iterator[str]:
 def _csv_rows(path: Path, lines: Iterator[str]):
     reader = csv.DictReader(lines)
     with reading(path, "not a CSV file"):
-        for row in reader:
-            if None in row or None in row.values():
-                raise DataError(
-                    f"{path}:{reader.line_num}: expected {len(reader.fieldnames or ())} fields, got another number"
-                )
-            yield reader.line_num, row
+        columns = reader.fieldnames or []  # the header line, read
+    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None:  # DictReader would keep the last one's values alone
+        raise DataError(f"{path}:{reader.line_num}: two columns named {twice!r}; expected each column once")
+    while True:
+        with reading(path, "not a CSV file"):  # a row at a time: no yield inside `reading`
+            row = next(reader, None)
+        if row is None:
+            return
+        if None in row or None in row.values():
+            raise DataError(
+                f"{path}:{reader.line_num}: expected {len(reader.fieldnames or ())} fields, got another number"
+            )
+        yield reader.line_num, row
 
 
 def _jsonl_rows(path: Path, lines: Iterator[str]):
@@ -267,12 +288,25 @@ def _jsonl_rows(path: Path, lines: Iterator[str]):
         if not content.strip():
             continue
         try:
-            row = json.loads(content)
+            row = json.loads(content, object_pairs_hook=_once)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{line}: not JSON: {exc.msg}") from None
+        except _Twice as twice:  # json.loads would keep the last one's value alone
+            raise DataError(f"{path}:{line}: two keys named {twice.args[0]!r}; expected each key once") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{line}: expected a JSON object per line, got {json.dumps(row)[:40]}")
         yield line, row
+
+
+class _Twice(Exception):
+    """A JSON object with a key twice (its name)."""
+
+
+def _once(pairs: list) -> dict:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise _Twice(next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i])))
+    return found
 
 
 def load_word_index(path: Path | str) -> dict[str, int]:
@@ -297,9 +331,11 @@ def build_word_index(texts: list[str]) -> dict[str, int]:
 
 
 def class_order(labels: set[str]) -> list[str]:
-    """The classes: the labels sorted, as numbers when every one is an integer (2 before 10)."""
-    if all(label.lstrip("-").isdigit() for label in labels):
-        return sorted(labels, key=int)
+    """The classes: the labels sorted, as numbers when every one is an integer (2 before 10),
+    labels equal as numbers but written apart (`01` and `1`) distinct classes, ordered by their
+    text; so the same order whatever the set's (PYTHONHASHSEED's) order."""
+    if all(INTEGER.fullmatch(label) for label in labels):
+        return sorted(labels, key=lambda label: (int(label), label))
     return sorted(labels)
 
 

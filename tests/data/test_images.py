@@ -4,9 +4,11 @@ inputs through the real `pipeline preprocess` command."""
 
 import dataclasses
 import io
+import struct
 import tarfile
 import typing
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ from PIL import Image
 
 from pipeline.config.loader import load_params
 from pipeline.config.schema import ImageFoldersPreprocessConfig
-from pipeline.data import images
+from pipeline.data import images, prepared
 from pipeline.errors import DataError
 
 # class folder -> the grey level its pictures are filled with; sorted: Bee < ant < zebra
@@ -310,3 +312,214 @@ def test_the_good_archive_of_the_cli_cases_is_prepared(tmp_path):
     assert isinstance(preprocess, ImageFoldersPreprocessConfig) and preprocess.reader == "folders"
     _, found = prepare(raw, preprocess)
     assert found.samples("test") == 3 and found.class_names == ["Bee", "ant", "zebra"]
+
+
+# --------------------------------------------------------------------------- what users really have
+
+FINDER = {
+    ".DS_Store": b"\0\0\0\1Bud1",
+    "train/.DS_Store": b"\0\0\0\1Bud1",  # beside the class folders: depth 1
+    "train/ant/.DS_Store": b"\0\0\0\1Bud1",
+    "__MACOSX/": None,
+    "__MACOSX/train/ant/._0.png": b"\0\5\26\7 resource fork",
+    "test/Thumbs.db": b"\xd0\xcf\x11\xe0",
+    "test/ant/desktop.ini": b"[.ShellClassInfo]\r\n",
+}
+
+
+@pytest.mark.parametrize("name", ["pics.zip", "pics.tar.gz", ""])
+def test_what_an_operating_system_leaves_is_passed_over_and_counted(tmp_path, name, caplog):
+    raw = raw_with(tmp_path, {**members(), **FINDER}, name)
+    if not name:
+        (raw / "train" / ".thumbnails").mkdir()
+        (raw / "train" / ".thumbnails" / "ant.png").write_bytes(b"not even a picture")
+    with caplog.at_level("INFO", logger="pipeline"):
+        _, found, classes = read_splits(raw, 8, "grey")
+    assert classes == ["Bee", "ant", "zebra"]
+    assert len(found["train"][1]) == 9 and len(found["test"][1]) == 6
+    (line,) = [m for m in caplog.messages if "passed over" in m]
+    count, kinds = (7, ".DS_Store, .thumbnails/, Thumbs.db, __MACOSX/, desktop.ini") if not name else (6, "")
+    kinds = kinds or ".DS_Store, Thumbs.db, __MACOSX/, desktop.ini"
+    assert line.endswith(f": passed over {count} files an operating system leaves ({kinds}): not samples"), line
+    # the same pictures as without them
+    (tmp_path / "plain").mkdir()
+    plain = read_splits(raw_with(tmp_path / "plain", members(), name), 8, "grey")[1]
+    assert all(np.array_equal(found[s][0], plain[s][0]) for s in ("train", "test"))
+
+
+def test_macos_resource_fork_beside_the_archive_is_not_a_second_archive(tmp_path, caplog):
+    raw = raw_with(tmp_path, members(), "pics.zip")
+    (raw / "._pics.zip").write_bytes(b"\0\5\26\7")
+    with caplog.at_level("INFO", logger="pipeline"):
+        read_splits(raw, 8, "grey")
+    assert images.source(raw) == raw / "pics.zip"
+    assert any("passed over 1 file an operating system leaves (._*)" in m for m in caplog.messages)
+
+
+def test_a_link_loop_in_the_archive_is_named_as_its_member(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    with tarfile.open(raw / "pics.tar.gz", "w:gz") as tf:
+        for name, data in members().items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data or b"")
+            tf.addfile(info, io.BytesIO(data or b""))
+        for name, target in (("train/ant/a.png", "b.png"), ("train/ant/b.png", "a.png")):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            tf.addfile(link)
+    with pytest.raises(DataError) as caught:
+        read_splits(raw, 8, "grey")
+    assert str(caught.value).startswith(
+        f"{raw / 'pics.tar.gz'}: train/ant/a.png: a link loop (train/ant/a.png -> train/ant/b.png -> train/ant/a.png)"
+    )
+
+
+@pytest.mark.parametrize("name", ["pics.zip", ""])
+def test_a_picture_file_larger_than_the_cap_is_refused_unread(tmp_path, name, monkeypatch):
+    monkeypatch.setattr(images, "MAX_FILE_BYTES", 4096)
+    big = png(np.random.RandomState(1).randint(0, 256, (80, 80), dtype=np.uint8))
+    assert len(big) > 4096
+    raw = raw_with(tmp_path, {**members(), "train/ant/big.png": big}, name)
+    with pytest.raises(DataError) as caught:
+        read_splits(raw, 8, "grey")
+    assert str(caught.value).endswith("train/ant/big.png: expected a file of at most 4,096 bytes, got more")
+
+
+def test_the_cap_holds_the_largest_picture_allowed():
+    # a MAX_SIDE square of 16-bit RGBA stored uncompressed, a filter byte a row
+    assert images.MAX_FILE_BYTES >= images.MAX_PIXELS * 8 + images.MAX_SIDE
+
+
+def png16(pixels: np.ndarray, color_type: int, trns: bytes = b"", bit_depth: int = 16) -> bytes:
+    """A PNG written byte by byte (Pillow writes no 16-bit colour): `pixels` uint16 [h, w(, c)],
+    colour type 0 (grey), 2 (RGB), 4 (grey, alpha) or 6 (RGBA); `trns`, a tRNS chunk's data."""
+    height, width = pixels.shape[:2]
+    raw = b"".join(b"\0" + pixels[y].astype(">u2").tobytes() for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
+    extra = chunk(b"tRNS", trns) if trns else b""
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + extra + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )
+
+
+# 16-bit values and what TensorFlow's decode_png (Keras' reader) makes of them: value >> 8
+DEEP = np.array([[0, 255, 256, 65535], [1000, 32768, 65280, 40000]], np.uint16)
+DEEP_AS_KERAS = [[0, 0, 1, 255], [3, 128, 255, 156]]
+
+
+def test_a_16_bit_grey_png_is_scaled_to_8_bits_as_keras_reads_it_not_clipped():
+    assert images.picture(png16(np.tile(DEEP, (2, 1)), 0), "p", 4, "grey").tolist() == DEEP_AS_KERAS * 2
+    rgb = images.picture(png16(np.tile(DEEP, (2, 1)), 0), "p", 4, "rgb")
+    assert rgb[..., 0].tolist() == rgb[..., 2].tolist() == DEEP_AS_KERAS * 2
+    # a tRNS colour of a 16-bit grey picture: that value transparent, laid on white
+    square = np.tile(DEEP, (2, 1))
+    seen = images.picture(png16(square, 0, trns=struct.pack(">H", 1000)), "p", 4, "grey")
+    assert seen[1, 0] == 255 and seen[0].tolist() == [0, 0, 1, 255]
+
+
+def test_16_bit_rgb_and_rgba_pngs_keep_the_high_byte():
+    square = np.tile(DEEP, (2, 1))
+    rgb = np.stack([square, square // 2, np.full_like(square, 65535)], -1)
+    got = images.picture(png16(rgb, 2), "p", 4, "rgb")
+    assert got[..., 0].tolist() == DEEP_AS_KERAS * 2
+    assert got[..., 1].tolist() == (np.tile(DEEP, (2, 1)) // 2 >> 8).tolist()
+    assert got[..., 2].min() == 255
+    opaque = np.concatenate([rgb, np.full_like(square, 65535)[..., None]], -1)
+    assert np.array_equal(images.picture(png16(opaque, 6), "p", 4, "rgb"), got)
+    grey_alpha = np.stack([square, np.full_like(square, 65535)], -1)
+    assert images.picture(png16(grey_alpha, 4), "p", 4, "grey").tolist() == DEEP_AS_KERAS * 2
+
+
+def test_every_mode_a_png_or_jpeg_decodes_to_is_read():
+    shades = np.array([[0, 60], [120, 250]], np.uint8)
+    palette = Image.fromarray(shades, "L").convert("P")
+    assert images.picture(png(palette), "p", 2, "grey").tolist() == shades.tolist()
+    # a palette with a transparent entry: that entry on white
+    see_through = palette.copy()
+    see_through.info["transparency"] = palette.getpixel((0, 0))
+    buf = io.BytesIO()
+    see_through.save(buf, format="PNG", transparency=palette.getpixel((0, 0)))
+    assert images.picture(buf.getvalue(), "p", 2, "grey").tolist() == [[255, 60], [120, 250]]
+    one_bit = Image.fromarray(shades > 100).convert("1")
+    assert images.picture(png(one_bit), "p", 2, "grey").tolist() == [[0, 0], [255, 255]]
+    cmyk = Image.new("CMYK", (2, 2), (0, 255, 255, 0))  # red ink
+    assert images.picture(png(cmyk, "JPEG"), "p", 2, "rgb")[0, 0].tolist() == [255, 0, 0]
+    la = Image.merge("LA", (Image.fromarray(shades), Image.fromarray(np.full((2, 2), 255, np.uint8))))
+    assert images.picture(png(la), "p", 2, "grey").tolist() == shades.tolist()
+
+
+@pytest.mark.parametrize("mode", ["F", "I", "HSV"])
+def test_a_mode_no_png_or_jpeg_is_read_as_is_refused_naming_it(mode):
+    img = Image.new(mode, (2, 2), (1, 2, 3) if mode == "HSV" else 70000)
+    with pytest.raises(DataError) as caught:
+        images.eight_bit(img, "p.png")
+    assert str(caught.value).startswith("p.png: a ") and f"mode {mode}" in str(caught.value)
+
+
+def test_the_served_digit_goes_through_the_same_conversion():
+    from pipeline.data import mnist
+
+    digit = np.zeros((6, 6), np.uint16)
+    digit[2:4, 2:4] = 40000  # light ink on a dark ground, in 16 bits
+    got = mnist.read_digit(png16(digit, 0), "row 0: image", 6)
+    assert got[2, 2] == 40000 >> 8 and got[0, 0] == 0  # not clipped to white, not inverted
+
+
+def bomb(side: int) -> bytes:
+    """A PNG whose header claims side x side pixels, with a pixel of data."""
+    data = png16(np.zeros((1, 1), np.uint16), 0)
+    data = data[:16] + struct.pack(">II", side, side) + data[24:]
+    return data[:29] + struct.pack(">I", zlib.crc32(data[12:29])) + data[33:]
+
+
+@pytest.mark.parametrize("side", [10_000, 20_000])  # past Pillow's warning limit, past its error limit
+def test_a_decompression_bomb_is_one_error_and_no_warning(side, capsys):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(DataError) as error:
+            images.picture(bomb(side), "big.png", 8, "grey")
+    assert str(error.value) == f"big.png: a {side}x{side} image; expected at most 4096x4096 pixels"
+    assert caught == [] and capsys.readouterr().err == ""
+
+
+def test_what_users_really_have_through_the_cli(tmp_path):
+    # a Finder zip (.DS_Store beside the class folders, __MACOSX/) holding a 16-bit PNG: prepared
+    files = {**good_files(), "pics/training/.DS_Store": b"\0\0\0\1Bud1", "__MACOSX/pics/._training": b"\0"}
+    files["pics/training/ant/deep.png"] = png16(np.full((8, 8), 40000, np.uint16), 0)
+    raw = raw_with(tmp_path, files, "pics.zip")
+    params = write_pics_params(tmp_path)
+    out = tmp_path / "prepared"
+    done = run_pipeline("preprocess", "pics", "--raw", raw, "--out", out, "--params", params, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "passed over 2 files an operating system leaves (.DS_Store, __MACOSX/): not samples" in done.stderr
+    assert "warning" not in done.stderr.lower() and "error" not in done.stderr
+    found = prepared.read(out)
+    x = np.concatenate([found.head(s, 100)[0] for s in ("train", "val")])
+    assert (x == 40000 >> 8).all(axis=(1, 2)).sum() == 1  # the 16-bit picture, scaled as Keras does
+    # a decompression bomb: one error line, Pillow's warning not beside it
+    (tmp_path / "bomb").mkdir()
+    raw = raw_with(tmp_path / "bomb", {**good_files(), "pics/testing/ant/big.png": bomb(10_000)}, "pics.zip")
+    out = tmp_path / "bomb" / "prepared"
+    done = run_pipeline("preprocess", "pics", "--raw", raw, "--out", out, "--params", params, cwd=tmp_path)
+    assert done.returncode == 1 and not out.exists()
+    assert done.stderr.splitlines() == [
+        f"error: {raw / 'pics.zip'}: pics/testing/ant/big.png: a 10000x10000 image; expected at most 4096x4096 pixels"
+    ]
+
+
+def test_class_folders_equal_as_numbers_are_distinct_classes_sorted_by_name(tmp_path):
+    files = {
+        f"{split}/{label}/0.png": flat(i * 10)
+        for split in ("train", "test")
+        for i, label in enumerate("1 01 10 2".split())
+    }
+    _, found, classes = read_splits(raw_with(tmp_path, files, "pics.zip"), 8, "grey")
+    assert classes == ["01", "1", "10", "2"]  # as Keras' image_dataset_from_directory: by name
+    assert found["train"][0][:, 0, 0].tolist() == [10, 0, 20, 30]

@@ -236,3 +236,50 @@ def test_the_table_must_be_one_file(tmp_path, cfg):
     with pytest.raises(DataError, match="expected one .csv or .jsonl file of labelled texts, found 2"):
         texts.prepare(tmp_path, tmp_path / "out", cfg, "preprocess.notes")
     assert not (tmp_path / "out").exists()
+
+
+def test_what_an_operating_system_leaves_beside_the_table_is_passed_over(tmp_path, cfg, caplog):
+    path = write_table(tmp_path / "raw", rows(), "csv")
+    (path.parent / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (path.parent / "._notes.csv").write_bytes(b"\0\5\26\7 resource fork")  # macOS' copy to a USB stick
+    (path.parent / "Thumbs.db").write_bytes(b"\xd0\xcf\x11\xe0")
+    with caplog.at_level("INFO", logger="pipeline"):
+        found = texts.prepare(path.parent, tmp_path / "out", cfg, "preprocess.notes")
+    assert sum(s.samples for s in found.splits.values()) == 60
+    line = f"{path.parent}: passed over 3 files an operating system leaves (.DS_Store, ._*, Thumbs.db): not samples"
+    assert line in caplog.messages
+
+
+@pytest.mark.parametrize(
+    "labels,names",
+    [
+        (["1", "01", "2", "001", "-1", "+1"], ["-1", "+1", "001", "01", "1", "2"]),  # equal as numbers: by text
+        (["1.0", "1", "2"], ["1", "1.0", "2"]),  # not every one an integer: as text
+        (["²", "1"], ["1", "²"]),  # a digit to str.isdigit, not to int(): as text
+    ],
+)
+def test_labels_equal_as_numbers_are_distinct_classes_in_one_order(labels, names):
+    assert texts.class_order(set(labels)) == names
+
+
+def test_the_class_order_does_not_depend_on_the_hash_seed():
+    from helpers import run_python, subprocess_env
+
+    code = "from pipeline.data import texts; print(texts.class_order({'1', '01', '001', '2', '02'}))"
+    found = {run_python(code, env=subprocess_env(PYTHONHASHSEED=seed)).stdout for seed in ("1", "2", "3")}
+    assert found == {"['001', '01', '1', '02', '2']\n"}
+
+
+def test_a_table_with_a_column_or_key_twice_is_refused_naming_it(tmp_path, cfg):
+    raw = tmp_path / "csv"
+    raw.mkdir()
+    (raw / "notes.csv").write_text("text,label,label\nsome news,sport,tech\n", encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        texts.prepare(raw, tmp_path / "out", cfg, "preprocess.notes")
+    assert str(caught.value) == f"{raw / 'notes.csv'}:1: two columns named 'label'; expected each column once"
+    raw = tmp_path / "jsonl"
+    raw.mkdir()
+    (raw / "notes.jsonl").write_text('{"text": "a b", "label": "x"}\n{"text": "c", "label": "x", "label": "y"}\n')
+    with pytest.raises(DataError) as caught:
+        texts.prepare(raw, tmp_path / "out", cfg, "preprocess.notes")
+    assert str(caught.value) == f"{raw / 'notes.jsonl'}:2: two keys named 'label'; expected each key once"

@@ -409,6 +409,15 @@ def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim), described(max_len, vocab_size))
 
 
+def samples(**counts: int):
+    """The description of a prepared dataset that has no files, with these sample counts by
+    split: what a run logs of the data it read."""
+    from pipeline.data.prepared import Prepared, Split
+
+    splits = {name: Split(n, [n], ()) for name, n in counts.items()}
+    return Prepared(Path(), "sequences", (3,), ["a"], splits, {})
+
+
 def described(max_len: int, vocab_size: int, num_classes: int = 46):
     """The description of a prepared dataset of texts that has no files: what a model is sized from."""
     from pipeline.data.prepared import Prepared

@@ -77,8 +77,12 @@ def make_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
+    count = sum(n for _, _, n in ranges)
     if limit is not None:
-        ds = ds.take(limit)
+        ds, count = ds.take(limit), min(limit, count)
+    # the number of samples, which the records' reader cannot know: Keras counts an epoch's
+    # steps from it (unknown, it warns that the input "ran out of data" at the end of each)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     ds = ds.map(_decoder(prepared), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if shuffle:
         ds = ds.shuffle(max(1, shuffle_buffer), seed=seed, reshuffle_each_iteration=True)
@@ -95,21 +99,20 @@ def make_dataset(
 
 
 def _decoder(prepared: Prepared):
-    dtype = tf.as_dtype(prepared.dtype.newbyteorder("="))
-    label_dtype = tf.uint8 if prepared.input == "images" else tf.int32
+    dtype = tf.as_dtype(prepared.form.dtype)  # of the values and the label
     shape = list(prepared.shape)
 
     def decode(record):
         values = tf.io.decode_raw(record, dtype, little_endian=True)
-        return tf.reshape(values[1:], shape), tf.cast(values[0], label_dtype)
+        return tf.reshape(values[1:], shape), values[0]
 
     return decode
 
 
 def image_size_for(prepared: Prepared, model) -> Optional[int]:
-    """The size a dataset's images are resized to for `model` (its input's), or None when the
-    dataset is not images: the prepared data's description says which it is."""
-    return int(model.input_shape[1]) if prepared.input == "images" else None
+    """The size a dataset's pictures are resized to for `model` (its input's), or None when its
+    samples are not pictures: the prepared data's form says which."""
+    return int(model.input_shape[1]) if prepared.form.pictures else None
 
 
 def model_inputs(x: np.ndarray, image_size: Optional[int]) -> np.ndarray:

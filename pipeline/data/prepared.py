@@ -36,7 +36,19 @@ FORMAT = "fixed-length-records/1"
 # a shard's size at most: large enough that reading one is a stream, small enough that putting
 # one in order (the writer) and checking one costs little memory
 SHARD_BYTES = 64 << 20
-DTYPES = {"images": "uint8", "sequences": "int32"}  # the dtype of each form of input
+
+
+@dataclass(frozen=True)
+class Form:
+    """What the samples of a form of input are on disk: the dtype of their values and labels,
+    and whether the input pipeline scales and resizes them for the model (pictures)."""
+
+    dtype: str
+    pictures: bool
+
+
+# the forms of input, by `Prepared.input` (a kind of dataset's: pipeline/config/datasets.py)
+FORMS = {"images": Form("uint8", pictures=True), "sequences": Form("int32", pictures=False)}
 CHUNK_RECORDS = 4096  # records read at once by the NumPy readers
 
 
@@ -72,8 +84,12 @@ class Prepared:
         return len(self.class_names)
 
     @property
+    def form(self) -> Form:
+        return FORMS[self.input]
+
+    @property
     def dtype(self) -> np.dtype:
-        return np.dtype(DTYPES[self.input]).newbyteorder("<")
+        return np.dtype(self.form.dtype).newbyteorder("<")
 
     @property
     def record_values(self) -> int:
@@ -130,13 +146,13 @@ class Prepared:
                         break
                     records = values.reshape(-1, self.record_values)
                     left -= len(records)
-                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(_label_dtype(self.input))
+                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(self.form.dtype)
 
     def head(self, split: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The first `count` samples of a split, as arrays."""
         parts = list(self.chunks(split, count))
         if not parts:
-            return np.zeros((0, *self.shape), self.dtype.newbyteorder("=")), np.zeros(0, _label_dtype(self.input))
+            return np.zeros((0, *self.shape), self.form.dtype), np.zeros(0, self.form.dtype)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def digest(self, split: str) -> tuple[str, np.ndarray]:
@@ -145,13 +161,13 @@ class Prepared:
         labels), in one pass."""
         n = self.samples(split)
         x_type = self.dtype.newbyteorder("=").str
-        y_type = np.dtype(_label_dtype(self.input)).str
+        y_type = np.dtype(self.form.dtype).str
         digest = hashlib.sha256(f"{x_type}{(n, *self.shape)}".encode())
         labels = []
         for x, y in self.chunks(split):
             digest.update(np.ascontiguousarray(x, dtype=self.dtype.newbyteorder("=")).tobytes())
             labels.append(y)
-        y_all = np.concatenate(labels) if labels else np.zeros(0, _label_dtype(self.input))
+        y_all = np.concatenate(labels) if labels else np.zeros(0, self.form.dtype)
         digest.update(f"{y_type}{y_all.shape}".encode())
         digest.update(y_all.tobytes())
         return digest.hexdigest()[:16], y_all
@@ -177,10 +193,6 @@ class Prepared:
 
 
 COMMON_KEYS = ("format", "input", "shape", "num_classes", "class_names", "samples", "class_counts", "shards")
-
-
-def _label_dtype(input_: str) -> str:
-    return "uint8" if input_ == "images" else "int32"
 
 
 def read(folder: Path | str) -> Prepared:
@@ -216,8 +228,8 @@ def read(folder: Path | str) -> Prepared:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"{path}: not a prepared folder's description ({type(exc).__name__}: {exc})") from None
-    if prepared.input not in DTYPES:
-        raise DataError(f"{path}: input: expected {' or '.join(map(repr, DTYPES))}, got {prepared.input!r}")
+    if prepared.input not in FORMS:
+        raise DataError(f"{path}: input: expected {' or '.join(map(repr, FORMS))}, got {prepared.input!r}")
     for name, split in splits.items():
         if sum(s.samples for s in split.shards) != split.samples:
             raise DataError(f"{path}: {name}: its shards hold another number of samples than {split.samples}")
@@ -231,7 +243,7 @@ class SplitWriter:
 
     def __init__(self, folder: Path, split: str, n: int, shape: tuple[int, ...], input_: str, num_classes: int):
         self.folder, self.split, self.n, self.shape = Path(folder), split, n, tuple(shape)
-        self.dtype = np.dtype(DTYPES[input_]).newbyteorder("<")
+        self.dtype = np.dtype(FORMS[input_].dtype).newbyteorder("<")
         self.values = 1 + math.prod(self.shape)
         record = self.values * self.dtype.itemsize
         self.per_shard = max(1, SHARD_BYTES // record)

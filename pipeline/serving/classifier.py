@@ -21,29 +21,26 @@ A bad row is a 400 answer whose reason names the row and what was expected, neve
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
 import json
 import os
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Optional, cast
+from typing import TYPE_CHECKING, Optional
 
 import mlflow.exceptions
 import mlflow.pyfunc
 import numpy as np
 import pandas as pd
 from mlflow.models import ModelSignature
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import Array, Object, Property
 
 import pipeline
-from pipeline.data import images, mnist, prepared, texts
-from pipeline.errors import ConfigError, DataError
+from pipeline.data import prepared
+from pipeline.errors import ConfigError
 from pipeline.runtime import environment, imports
+from pipeline.serving import forms
+from pipeline.serving.forms import RequestError
 from pipeline.tracking.store import tracked
 from pipeline.training import model_folder
 
@@ -57,32 +54,9 @@ if TYPE_CHECKING:
 # TensorFlow builds are named; the one installed is taken.
 SERVED_MODEL_IMPORTS = ("mlflow", "tensorflow", "tensorflow-cpu", "keras", "numpy", "pandas", "pillow")
 
-MODEL_ARTIFACT, SETTINGS_ARTIFACT, WORD_INDEX_ARTIFACT = "model", "serving", "word_index"
-# the request columns of each form of input: the raw one, and the model's own
-COLUMNS = {"sequences": ("text", "ids"), "images": ("image", "pixels")}
-# the first bytes of a PNG and of a JPEG file
-IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+MODEL_ARTIFACT, SETTINGS_ARTIFACT = "model", "serving"
 # rows per call of the Keras model: a large request is answered in slices of this size
 SLICE = 256
-
-
-class RequestError(mlflow.exceptions.MlflowException):
-    """A request the model cannot read: MLflow's server answers it with a 400 and this message.
-
-    MLflow's server puts the whole request in front of a model's message ("Failed to predict
-    data '...'"; a megabyte for an image) by setting `message`; this one keeps its one line."""
-
-    def __init__(self, reason: str):
-        self._reason = reason
-        super().__init__(reason, error_code=INVALID_PARAMETER_VALUE)
-
-    @property
-    def message(self) -> str:
-        return self._reason
-
-    @message.setter
-    def message(self, _value) -> None:
-        pass
 
 
 class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # MLflow loads it lazily
@@ -96,9 +70,7 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
         imports.skip_keras_extras()
         self.settings = json.loads(Path(context.artifacts[SETTINGS_ARTIFACT]).read_text())
         self.model = keras.models.load_model(context.artifacts[MODEL_ARTIFACT])
-        self.word_index = None
-        if WORD_INDEX_ARTIFACT in context.artifacts:
-            self.word_index = texts.load_word_index(context.artifacts[WORD_INDEX_ARTIFACT])
+        self.word_index = forms.word_index_of(context.artifacts)
 
     def predict(self, context, model_input: pd.DataFrame, params: Optional[dict] = None) -> pd.DataFrame:
         k = self._top_k(params)
@@ -110,69 +82,14 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
             raise RequestError(f"params.top_k: expected an integer from 1 to {len(self.settings['labels'])}, got {k!r}")
         return int(k)
 
+    @property
+    def form(self):
+        """What the model reads, by its settings' form of input."""
+        return forms.of(self.settings)
+
     def _inputs(self, frame) -> np.ndarray:
         """The rows as the prepared splits hold samples (int32 sequences, uint8 images)."""
-        rows = _rows(frame, COLUMNS[self.settings["input"]])
-        if self.settings["input"] == "sequences":
-            return self._sequences(rows)
-        return np.stack([self._image(i, column, value) for i, (column, value) in enumerate(rows)])
-
-    def _sequences(self, rows) -> np.ndarray:
-        enc = self.settings["encoding"]
-        cfg = cast(texts.Encoding, SimpleNamespace(**enc))  # the encoding keys, as preprocess wrote them
-        out = np.zeros((len(rows), cfg.max_len), np.int32)
-        for i, (column, value) in enumerate(rows):
-            if column == "text":
-                if not isinstance(value, str):
-                    raise RequestError(
-                        f"row {i}: text: expected a string, got {_kind(value)} (one object per "
-                        f'row: {{"inputs": [{{"text": "..."}}, ...]}})'
-                    )
-                if not texts.words(value):
-                    raise RequestError(
-                        f"row {i}: text: expected a text's words, got "
-                        f"{'an empty text' if not value.strip() else repr(value[:40])}"
-                    )
-                assert self.word_index is not None  # logged with every model of texts
-                out[i] = texts.encode_texts([value], self.word_index, cfg, enc["vocab_size"])[0]
-            else:
-                ids = _integers(value, f"row {i}: ids", "a list of word ids (non-negative integers)", 1)
-                if ids.size == 0:
-                    raise RequestError(f"row {i}: ids: expected a list of word ids, got an empty list")
-                out[i] = texts.encode_sequences([ids], cfg, enc["vocab_size"])[0]
-        return out
-
-    def _image(self, i: int, column: str, value) -> np.ndarray:
-        size, color = self.settings["image_size"], self.settings["color"]
-        if column == "pixels":
-            shape, what = ((size, size), "grey values") if color == "grey" else ((size, size, 3), "RGB values")
-            expected = f"a {'x'.join(map(str, shape))} array of {what} 0-255"
-            pixels = _integers(value, f"row {i}: pixels", expected, len(shape))
-            if pixels.shape != shape or pixels.max(initial=0) > 255:
-                raise RequestError(
-                    f"row {i}: pixels: expected {expected}, "
-                    f"got {'x'.join(map(str, pixels.shape))} values {pixels.min(initial=0)}.."
-                    f"{pixels.max(initial=0)}"
-                )
-            return pixels.astype(np.uint8)
-        if isinstance(value, str):
-            value = value.encode("ascii", "replace")
-        if not isinstance(value, (bytes, bytearray)) or not value:
-            raise RequestError(f"row {i}: image: expected PNG or JPEG bytes (base64 in JSON), got {_kind(value)}")
-        value = bytes(value)
-        if not value.startswith(IMAGE_MAGIC):
-            # still base64: MLflow decodes it from `dataframe_records` and `dataframe_split`, not
-            # from `inputs`, where it hands over the text's bytes
-            try:
-                value = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                pass  # neither: read_digit says what it is not
-        try:
-            if self.settings["reader"] == "digits":
-                return mnist.read_digit(value, f"row {i}: image", size)
-            return images.picture(value, f"row {i}: image", size, color)
-        except DataError as exc:
-            raise RequestError(str(exc)) from None
+        return self.form.inputs(_rows(frame, self.form.columns), self.settings, self.word_index)
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
         from pipeline.data.inputs import model_inputs  # TensorFlow: only when this runs
@@ -212,7 +129,7 @@ def _rows(frame, columns: tuple[str, str]) -> list[tuple[str, object]]:
     if isinstance(frame, dict):
         frame = pd.DataFrame(frame)
     if not isinstance(frame, pd.DataFrame):
-        raise RequestError(f"expected rows with a column {columns[0]!r} or {columns[1]!r}, got {_kind(frame)}")
+        raise RequestError(f"expected rows with a column {columns[0]!r} or {columns[1]!r}, got {forms.kind_of(frame)}")
     present = [c for c in columns if c in frame.columns]
     if not present:
         raise RequestError(
@@ -242,45 +159,13 @@ def _missing(value) -> bool:
         return False
 
 
-def _integers(value, where: str, expected: str, ndim: int) -> np.ndarray:
-    try:
-        array = np.asarray(value.tolist() if isinstance(value, np.ndarray) and value.dtype == object else value)
-        if array.dtype == object:
-            array = np.asarray([np.asarray(v) for v in array])
-    except (ValueError, TypeError):
-        raise RequestError(f"{where}: expected {expected}") from None
-    if array.ndim != ndim or not (
-        np.issubdtype(array.dtype, np.integer)
-        or (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)))
-    ):
-        raise RequestError(f"{where}: expected {expected}, got {_kind(value)}")
-    array = array.astype(np.int64)
-    if array.size and array.min() < 0:
-        raise RequestError(f"{where}: expected {expected}, got a negative value")
-    return array
-
-
-def _kind(value) -> str:
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return f"a list of {len(value)}"
-    return "nothing" if value is None else f"a {type(value).__name__}"
-
-
 # --------------------------------------------------------------------------- logging
 
 
 def signature(inputs: str, top_k: int):
     """What MLflow shows and checks: the raw input columns (either per row), the answer's
     columns, and the request param top_k."""
-    raw, own = COLUMNS[inputs]
-    columns: list  # of ColSpec: MLflow's Schema takes a list of ColSpec or TensorSpec
-    if inputs == "sequences":
-        columns = [ColSpec(DataType.string, raw, required=False), ColSpec(Array(DataType.long), own, required=False)]
-    else:
-        columns = [
-            ColSpec(DataType.binary, raw, required=False),
-            ColSpec(Array(Array(DataType.long)), own, required=False),
-        ]
+    columns: list = forms.FORMS[inputs].signature_columns()  # ColSpecs: MLflow's Schema takes a list of them
     outputs: list = [
         ColSpec(DataType.string, "label"),
         ColSpec(DataType.long, "class"),
@@ -293,51 +178,29 @@ def signature(inputs: str, top_k: int):
 
 
 def raw_rows(data: Path, count: int) -> list[dict]:
-    """The first `count` samples of the prepared test split as a user has them: texts as text
-    (`texts.texts`), pictures as PNG bytes. The input example; the load benchmark's."""
-    from PIL import Image
-
+    """The first `count` samples of the prepared test split as a user has them: texts as text,
+    pictures as PNG bytes. The input example; the load benchmark's."""
     found = prepared.read(data)
     found.check("test", digests=False)
-    x = found.head("test", count)[0]
-    if found.input == "sequences":
-        index = texts.load_word_index(Path(data) / found.details["word_index"])
-        offset = found.details["encoding"]["index_from"]
-        return [{"text": text} for text in texts.texts(x, index, offset)]
-    rows = []
-    for image in x:
-        png = io.BytesIO()
-        Image.fromarray(image, "L" if image.ndim == 2 else "RGB").save(png, format="PNG")
-        rows.append({"image": png.getvalue()})
-    return rows
+    return forms.of(found).raw_rows(found.head("test", count)[0], found)
 
 
 def example(data: Path):
     """A real input from the test split: its first text (60 words of it), or its first
     picture as PNG."""
     (row,) = raw_rows(data, 1)
-    if "text" in row:
-        row = {"text": " ".join(row["text"].split()[:60])}
-    return pd.DataFrame([row])
+    return pd.DataFrame([forms.of(prepared.read(data)).example(row)])
 
 
 def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
     """What `Classifier` reads at load time besides the model."""
-    from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
-
-    details = data.details
-    found = {
+    return {
         "dataset": dataset,
         "input": data.input,
         "labels": data.class_names,
         "top_k": min(top_k, data.num_classes),
+        **forms.of(data).settings(data, model),
     }
-    if data.input == "sequences":
-        found["encoding"] = {**details["encoding"], "max_len": details["max_len"], "vocab_size": details["vocab_size"]}
-    else:
-        found.update(image_size=details["image_size"], color=details["color"], reader=details["reader"])
-        found["model_image_size"] = image_size_for(data, model)
-    return found
 
 
 def check_inputs(data: Path, params: Optional[DatasetParams] = None, source: str = "params.yaml") -> None:
@@ -345,8 +208,7 @@ def check_inputs(data: Path, params: Optional[DatasetParams] = None, source: str
     (stats.json, and for texts the word index the served model encodes them with), so that
     the evaluate stage fails on them before it writes any output, not after."""
     found = prepared.read(data)
-    if found.input == "sequences":
-        texts.load_word_index(Path(data) / found.details["word_index"])
+    forms.of(found).artifacts(found)  # the files the logged model carries, read
     for key, top_k in ((k, getattr(params, k).top_k) for k in ("evaluate", "serve") if params is not None):
         if top_k is not None and top_k > found.num_classes:
             assert params is not None
@@ -385,9 +247,11 @@ def log_model(params: DatasetParams, model_dir: Path, data: Path, model=None):
             dataset, model if model is not None else model_folder.load_model(model_dir), description, top_k
         )
         (Path(tmp) / "serving.json").write_text(json.dumps(found, indent=2))
-        artifacts = {MODEL_ARTIFACT: str(model_path), SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json")}
-        if description.input == "sequences":
-            artifacts[WORD_INDEX_ARTIFACT] = str(Path(data) / description.details["word_index"])
+        artifacts = {
+            MODEL_ARTIFACT: str(model_path),
+            SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json"),
+            **forms.of(description).artifacts(description),
+        }
         # the check MLflow makes of the input example (loading the logged model) draws progress bars
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         return mlflow.pyfunc.log_model(

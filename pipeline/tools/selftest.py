@@ -300,7 +300,7 @@ def _synthetic(params: DatasetParams, n: int, folder: Path):
     every process: read as a training reads its shards."""
     import numpy as np
 
-    from pipeline.data import prepared
+    from pipeline.data import prepared  # NumPy: only once it runs
 
     rng = np.random.RandomState(0)
     cfg = params.preprocess

@@ -40,7 +40,7 @@ UNIT_MODULES = (
     "tuning/test_studies",
     "tuning/test_study_runs",
     "data/test_archives",
-    "data/test_arrays",
+    "data/test_prepared",
     "test_io",
     "tracking/test_lineage",
     "tracking/test_store",

@@ -115,7 +115,7 @@ def test_params_are_set_for_the_measurement_only(prepared, tmp_path):
 def test_a_split_smaller_than_the_batch_is_measured_as_one_batch(prepared, tmp_path):
     """Training takes the whole split as its batch then: so does the measurement (it once
     waited forever for a full batch of the params' size)."""
-    import numpy as np
+    from pipeline.data import prepared as prepared_data
 
     out = tmp_path / "bench.json"
     result = bench(
@@ -132,7 +132,7 @@ def test_a_split_smaller_than_the_batch_is_measured_as_one_batch(prepared, tmp_p
     )
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
-    train_samples = len(np.load(prepared / "prepared" / "train.npz")["y"])
+    train_samples = prepared_data.read(prepared / "prepared").samples("train")
     assert 0 < train_samples < 4096 and figures["global_batch_size"] == train_samples
     assert f"; global batch {train_samples}, " in result.stdout.splitlines()[0]
     assert "; 4 steps timed after 1 step of warm-up; " in result.stdout.splitlines()[0]

@@ -2,7 +2,7 @@
 
 import hashlib
 
-from helpers import fixture_images_sha256, use_sqlite, write_params
+from helpers import fixture_images_sha256, samples, use_sqlite, write_params
 
 from pipeline.tracking import runs
 
@@ -24,7 +24,6 @@ def test_a_training_run_is_named_by_its_source_and_ends(tmp_path, monkeypatch):
 
 def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monkeypatch):
     """The download stage warns once; the run a model is traced back to carries it too."""
-    import numpy as np
     from mlflow import MlflowClient
 
     from pipeline.config.loader import load_params
@@ -32,12 +31,11 @@ def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monk
     uri = use_sqlite(tmp_path, monkeypatch)
     data = tmp_path / "prepared"
     data.mkdir()
-    x, y = np.zeros((4, 28, 28), np.uint8), np.arange(4, dtype=np.uint8)
     tags = {}
     for digest in (fixture_images_sha256(), None):
         params = load_params(write_params(tmp_path, {"preprocess.mnist.images_sha256": digest}), "mnist")
         with runs.TrainingRun.open("mnist", "mnist-run") as run:
-            run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
+            run.log_setup(params, {"replicas": 1}, data, samples(train=4, val=4))
         assert run.run_id is not None
         tags[digest] = MlflowClient(uri).get_run(run.run_id).data.tags
     assert "data.unpinned" not in tags[fixture_images_sha256()]
@@ -48,7 +46,6 @@ def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monk
 def test_a_training_run_records_where_the_download_fetched_its_files(tmp_path, monkeypatch):
     """The manifest (a DVC out) is the same on every host; where the bytes came from on this one
     is the run's tag, read from the sources file the download stage leaves beside the folder."""
-    import numpy as np
     from mlflow import MlflowClient
 
     from pipeline.config.loader import load_params
@@ -64,10 +61,9 @@ def test_a_training_run_records_where_the_download_fetched_its_files(tmp_path, m
     write_json(sources_path("data/raw/mnist"), {"dataset": "mnist", "files": [got.source()]})
     data = tmp_path / "prepared"
     data.mkdir()
-    x, y = np.zeros((4, 28, 28), np.uint8), np.arange(4, dtype=np.uint8)
     params = load_params(write_params(tmp_path), "mnist")
     with runs.TrainingRun.open("mnist", "mnist-run") as run:
-        run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
+        run.log_setup(params, {"replicas": 1}, data, samples(train=4, val=4))
     assert run.run_id is not None
     tags = MlflowClient(uri).get_run(run.run_id).data.tags
     assert tags["data.source.mnist_png.tar.gz"] == "file:///srv/m/mnist_png.tar.gz"

@@ -101,7 +101,7 @@ TRAIN = [
             "or run under "
             "Slurm with two or more tasks",
         ),
-        (TRAIN, {}, {}, 1, "prepared/train.npz: missing; run the preprocess stage first"),
+        (TRAIN, {}, {}, 1, "prepared/stats.json: missing; run the preprocess stage first"),
         (
             ["devices", "--dataset", "reuters"],
             {"cross_device_ops": "nccl", "devices.logical_devices": 2},

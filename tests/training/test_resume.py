@@ -95,11 +95,11 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
 
     import keras
 
-    from pipeline.data.arrays import load_prepared
+    from pipeline.data import prepared
     from pipeline.training.models import loss
 
     model = keras.models.load_model(tmp_path / "model" / "model.keras")
-    ((x_val, y_val),) = load_prepared(tmp_path / "prepared", ("val",))[0].values()
+    x_val, y_val = prepared.read(tmp_path / "prepared").head("val", 10**6)
     own_val_loss = float(keras.ops.convert_to_numpy(loss()(y_val, model(x_val, training=False))))
     assert own_val_loss == pytest.approx(float(history[0]["val_loss"]), rel=1e-4)  # the first epoch's
     assert own_val_loss != pytest.approx(float(history[-1]["val_loss"]), rel=1e-4)

@@ -6,7 +6,7 @@ import dataclasses
 import time
 
 import pytest
-from helpers import ROOT, run_command, use_sqlite, write_params
+from helpers import ROOT, run_command, samples, use_sqlite, write_params
 
 from pipeline.config import search_space
 from pipeline.config.loader import load_params
@@ -98,7 +98,7 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
         values=values,
         figures={},
         data=tmp_path,
-        splits={},
+        data_description=samples(train=3, val=1),
         worker="elsewhere:1",
     )
     trial.set_user_attr(studies.RUN_ATTR, run.run_id)

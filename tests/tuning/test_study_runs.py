@@ -1,7 +1,7 @@
 """A study's MLflow runs: the parent with the study's settings and its best trial so far, the
 trials nested under it with their params, curves, state and epochs."""
 
-from helpers import ROOT, use_sqlite
+from helpers import ROOT, samples, use_sqlite
 from mlflow import MlflowClient
 
 from pipeline.config.loader import load_params
@@ -21,7 +21,7 @@ def test_a_studys_runs_nest_its_trials_and_follow_its_best(tmp_path, monkeypatch
         values={"learning_rate": 0.004},
         figures={"replicas": 1, "workers": 1},
         data=tmp_path,
-        splits={"train": (None, [1, 2, 3])},
+        data_description=samples(train=3, val=1),
         worker="host:42",
     )
     for epoch, accuracy in ((1, 0.5), (2, 0.6)):
@@ -63,7 +63,7 @@ def test_a_studys_runs_nest_its_trials_and_follow_its_best(tmp_path, monkeypatch
         values={},
         figures={},
         data=tmp_path,
-        splits={},
+        data_description=samples(train=3, val=1),
         worker="host:43",
     )
     failed.finish("failed", epochs=0, value=None, metric="val_accuracy", reason="killed")

@@ -1,0 +1,225 @@
+"""What a served model reads, by the form of its dataset's samples (`Prepared.input`): each
+form is one class here (its request columns, its signature, the settings and files the model
+carries, how a raw row becomes a prepared sample, and the input example), and `FORMS` is their
+registry. The pyfunc (`classifier`) asks the form; it never tests which one it is.
+
+Texts: a text (column `text`, encoded by `data.texts.encode_texts` with the dataset's word
+index) or a sequence of word ids as Keras' `load_data` gives Reuters' (`ids`). Pictures: a PNG
+or JPEG of any size (`image`: bytes, base64 in JSON; `data.images.picture`, or
+`data.mnist.read_digit` for the reader digits) or an array of the prepared pictures' size of
+values 0-255 (`pixels`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Optional, cast
+
+import mlflow.exceptions
+import numpy as np
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.types import ColSpec, DataType
+from mlflow.types.schema import Array
+
+from pipeline.data import images, mnist, texts
+from pipeline.errors import DataError
+
+if TYPE_CHECKING:
+    from pipeline.data.prepared import Prepared
+
+# the first bytes of a PNG and of a JPEG file
+IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+WORD_INDEX_ARTIFACT = "word_index"
+
+
+class RequestError(mlflow.exceptions.MlflowException):
+    """A request the model cannot read: MLflow's server answers it with a 400 and this message.
+
+    MLflow's server puts the whole request in front of a model's message ("Failed to predict
+    data '...'"; a megabyte for an image) by setting `message`; this one keeps its one line."""
+
+    def __init__(self, reason: str):
+        self._reason = reason
+        super().__init__(reason, error_code=INVALID_PARAMETER_VALUE)
+
+    @property
+    def message(self) -> str:
+        return self._reason
+
+    @message.setter
+    def message(self, _value) -> None:
+        pass
+
+
+class Texts:
+    """Sequences of word ids, read from a text or from ids."""
+
+    columns = ("text", "ids")
+
+    def signature_columns(self) -> list:
+        return [
+            ColSpec(DataType.string, "text", required=False),
+            ColSpec(Array(DataType.long), "ids", required=False),
+        ]
+
+    def settings(self, data: Prepared, model) -> dict:
+        details = data.details
+        return {"encoding": {**details["encoding"], "max_len": details["max_len"], "vocab_size": details["vocab_size"]}}
+
+    def artifacts(self, data: Prepared) -> dict:
+        """The files the served model carries besides the Keras model: the word index, read
+        (checked) first."""
+        path = data.folder / data.details["word_index"]
+        texts.load_word_index(path)
+        return {WORD_INDEX_ARTIFACT: str(path)}
+
+    def inputs(self, rows: list, settings: dict, word_index: Optional[dict]) -> np.ndarray:
+        enc = settings["encoding"]
+        cfg = cast(texts.Encoding, SimpleNamespace(**enc))  # the encoding keys, as preprocess wrote them
+        out = np.zeros((len(rows), cfg.max_len), np.int32)
+        for i, (column, value) in enumerate(rows):
+            if column == "text":
+                if not isinstance(value, str):
+                    raise RequestError(
+                        f"row {i}: text: expected a string, got {kind_of(value)} (one object per "
+                        f'row: {{"inputs": [{{"text": "..."}}, ...]}})'
+                    )
+                if not texts.words(value):
+                    raise RequestError(
+                        f"row {i}: text: expected a text's words, got "
+                        f"{'an empty text' if not value.strip() else repr(value[:40])}"
+                    )
+                assert word_index is not None  # logged with every model of texts
+                out[i] = texts.encode_texts([value], word_index, cfg, enc["vocab_size"])[0]
+            else:
+                ids = integers(value, f"row {i}: ids", "a list of word ids (non-negative integers)", 1)
+                if ids.size == 0:
+                    raise RequestError(f"row {i}: ids: expected a list of word ids, got an empty list")
+                out[i] = texts.encode_sequences([ids], cfg, enc["vocab_size"])[0]
+        return out
+
+    def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
+        """Prepared samples as a user has them: texts."""
+        index = texts.load_word_index(data.folder / data.details["word_index"])
+        return [{"text": text} for text in texts.texts(x, index, data.details["encoding"]["index_from"])]
+
+    def example(self, row: dict) -> dict:
+        return {"text": " ".join(row["text"].split()[:60])}  # 60 words of it
+
+
+class Pictures:
+    """uint8 pictures, read from a PNG or JPEG or from pixel values."""
+
+    columns = ("image", "pixels")
+
+    def signature_columns(self) -> list:
+        return [
+            ColSpec(DataType.binary, "image", required=False),
+            ColSpec(Array(Array(DataType.long)), "pixels", required=False),
+        ]
+
+    def settings(self, data: Prepared, model) -> dict:
+        details = data.details
+        return {
+            "image_size": details["image_size"],
+            "color": details["color"],
+            "reader": details["reader"],
+            "model_image_size": int(model.input_shape[1]),
+        }
+
+    def artifacts(self, data: Prepared) -> dict:
+        return {}
+
+    def inputs(self, rows: list, settings: dict, word_index: Optional[dict]) -> np.ndarray:
+        return np.stack([self._image(i, column, value, settings) for i, (column, value) in enumerate(rows)])
+
+    def _image(self, i: int, column: str, value, settings: dict) -> np.ndarray:
+        size, color = settings["image_size"], settings["color"]
+        if column == "pixels":
+            shape, what = ((size, size), "grey values") if color == "grey" else ((size, size, 3), "RGB values")
+            expected = f"a {'x'.join(map(str, shape))} array of {what} 0-255"
+            pixels = integers(value, f"row {i}: pixels", expected, len(shape))
+            if pixels.shape != shape or pixels.max(initial=0) > 255:
+                raise RequestError(
+                    f"row {i}: pixels: expected {expected}, "
+                    f"got {'x'.join(map(str, pixels.shape))} values {pixels.min(initial=0)}.."
+                    f"{pixels.max(initial=0)}"
+                )
+            return pixels.astype(np.uint8)
+        if isinstance(value, str):
+            value = value.encode("ascii", "replace")
+        if not isinstance(value, (bytes, bytearray)) or not value:
+            raise RequestError(f"row {i}: image: expected PNG or JPEG bytes (base64 in JSON), got {kind_of(value)}")
+        value = bytes(value)
+        if not value.startswith(IMAGE_MAGIC):
+            # still base64: MLflow decodes it from `dataframe_records` and `dataframe_split`, not
+            # from `inputs`, where it hands over the text's bytes
+            try:
+                value = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                pass  # neither: read_digit says what it is not
+        try:
+            if settings["reader"] == "digits":
+                return mnist.read_digit(value, f"row {i}: image", size)
+            return images.picture(value, f"row {i}: image", size, color)
+        except DataError as exc:
+            raise RequestError(str(exc)) from None
+
+    def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
+        """Prepared samples as a user has them: PNG files."""
+        from PIL import Image
+
+        rows = []
+        for image in x:
+            png = io.BytesIO()
+            Image.fromarray(image, "L" if image.ndim == 2 else "RGB").save(png, format="PNG")
+            rows.append({"image": png.getvalue()})
+        return rows
+
+    def example(self, row: dict) -> dict:
+        return row
+
+
+# the forms of input, by the prepared data's `input` (and a served model's settings' "input")
+FORMS: dict[str, Any] = {"sequences": Texts(), "images": Pictures()}
+
+
+def integers(value, where: str, expected: str, ndim: int) -> np.ndarray:
+    """`value` as an array of non-negative integers of `ndim` dimensions, or a RequestError."""
+    try:
+        array = np.asarray(value.tolist() if isinstance(value, np.ndarray) and value.dtype == object else value)
+        if array.dtype == object:
+            array = np.asarray([np.asarray(v) for v in array])
+    except (ValueError, TypeError):
+        raise RequestError(f"{where}: expected {expected}") from None
+    if array.ndim != ndim or not (
+        np.issubdtype(array.dtype, np.integer)
+        or (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)))
+    ):
+        raise RequestError(f"{where}: expected {expected}, got {kind_of(value)}")
+    array = array.astype(np.int64)
+    if array.size and array.min() < 0:
+        raise RequestError(f"{where}: expected {expected}, got a negative value")
+    return array
+
+
+def kind_of(value) -> str:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return f"a list of {len(value)}"
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+def of(data_or_settings) -> Any:
+    """The form of a prepared folder's description, or of a served model's settings."""
+    name = data_or_settings["input"] if isinstance(data_or_settings, dict) else data_or_settings.input
+    return FORMS[name]
+
+
+def word_index_of(artifacts: dict) -> Optional[dict]:
+    """The word index a served model carries, if its form has one."""
+    path = artifacts.get(WORD_INDEX_ARTIFACT)
+    return texts.load_word_index(Path(path)) if path else None

@@ -1,0 +1,47 @@
+"""The train stage's run: what it ends with, and what it checks before TensorFlow starts (the
+whole run is the scenarios': tests/scenarios/test_e2e.py, test_faults.py, test_multiworker.py)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from pipeline.data import prepared
+from pipeline.errors import DataError
+from pipeline.training import lifecycle
+
+FACTS = {"replicas": 2, "workers": 1, "strategy": "MirroredStrategy"}
+
+
+def result(best: int, trained: int):
+    history = [{"val_accuracy": 0.5 + e / 100} for e in range(1, trained + 1)]
+    summary = {"best_epoch": best, "epochs_trained": trained, "final_val_accuracy": history[-1]["val_accuracy"]}
+    return SimpleNamespace(summary=summary, history=history, samples_per_second=1234.4)
+
+
+def test_the_last_line_says_where_how_fast_and_the_best_epoch():
+    line = lifecycle.result_line("reuters", 10, FACTS, result(best=4, trained=7), "abc")
+    assert line == (
+        "reuters: 2 replica(s) on 1 worker(s), MirroredStrategy, 1234 samples/s, best epoch 4 of 7 "
+        "(val accuracy 0.5400; stopped early, 10 at most); MLflow run abc"
+    )
+    full = lifecycle.result_line("mnist", 3, FACTS, result(best=0, trained=3), None)
+    assert full.endswith("best epoch 0 of 3 (val accuracy 0.5300); MLflow run None")
+
+
+def test_a_prepared_shard_missing_stops_the_run_before_tensorflow(tmp_path, monkeypatch):
+    x = np.zeros((4, 3), np.int32)
+    data = prepared.write_arrays(
+        tmp_path / "p", {"train": (x, np.zeros(4, np.int32)), "val": (x, np.zeros(4, np.int32))},
+        input_="sequences", class_names=["a", "b"], details={"vocab_size": 5},
+    )  # fmt: skip
+    data.shard_paths("val")[0].unlink()
+    params = SimpleNamespace(dataset="notes", train=SimpleNamespace())
+    monkeypatch.setattr(lifecycle.distribute, "check_before_tensorflow", lambda cfg, where: None)
+    outputs = lifecycle.Outputs(tmp_path / "m", tmp_path / "h.csv", tmp_path / "s.json", tmp_path / "c.png")
+    try:
+        lifecycle.run(params, data=tmp_path / "p", outputs=outputs, backup_dir=None)  # type: ignore[arg-type]
+    except DataError as exc:
+        assert str(exc) == f"{data.shard_paths('val')[0]}: missing; run the preprocess stage again"
+    else:
+        raise AssertionError("the run went on without a shard")
+    assert not (tmp_path / "m").exists()

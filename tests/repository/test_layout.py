@@ -202,16 +202,16 @@ def test_no_module_imports_a_layer_above_its_own():
 
 
 def test_the_checks_see_a_cycle_and_an_upward_import():
-    graph = {"pipeline.io": {"pipeline.data.arrays"}, "pipeline.data.arrays": {"pipeline.io"}}
-    assert cycles(graph) == [["pipeline.data.arrays", "pipeline.io"]]
-    assert layer_of("pipeline.data.arrays") > layer_of("pipeline.io")
+    graph = {"pipeline.io": {"pipeline.data.prepared"}, "pipeline.data.prepared": {"pipeline.io"}}
+    assert cycles(graph) == [["pipeline.data.prepared", "pipeline.io"]]
+    assert layer_of("pipeline.data.prepared") > layer_of("pipeline.io")
     source = "from pipeline.training import trainer\nif TYPE_CHECKING:\n    from pipeline.config import schema\n"
-    path = ROOT / "pipeline" / "data" / "arrays.py"
-    tree = {"pipeline.training.trainer": path, "pipeline.config.schema": path, "pipeline.data.arrays": path}
+    path = ROOT / "pipeline" / "data" / "prepared.py"
+    tree = {"pipeline.training.trainer": path, "pipeline.config.schema": path, "pipeline.data.prepared": path}
     import unittest.mock
 
     with unittest.mock.patch.object(Path, "read_text", return_value=source):
-        assert imports_of("pipeline.data.arrays", path, tree) == {"pipeline.training.trainer"}
+        assert imports_of("pipeline.data.prepared", path, tree) == {"pipeline.training.trainer"}
 
 
 def test_a_package_init_holds_its_docstring_alone():

@@ -83,30 +83,41 @@ def make_dataset(
     # the number of samples, which the records' reader cannot know: Keras counts an epoch's
     # steps from it (unknown, it warns that the input "ran out of data" at the end of each)
     ds = ds.apply(tf.data.experimental.assert_cardinality(count))
-    ds = ds.map(_decoder(prepared), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # the records shuffled and batched as they are read, then decoded a batch at a time: one
+    # operation per batch, not per sample
     if shuffle:
         ds = ds.shuffle(max(1, shuffle_buffer), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    decode = _decoder(prepared)
     if image_size is not None:
-        ds = ds.map(
-            lambda images, labels: (prepare_images(images, image_size), labels), num_parallel_calls=tf.data.AUTOTUNE
-        )
+        ds = ds.map(lambda records: _pictures(*decode(records), image_size), num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    # Across workers each reads its own records already: tf.data's sharding is off. On one,
+    # DATA (a no-op on one worker) keeps tf.distribute splitting each batch evenly among the
+    # replicas; under AUTO it fills the first replica's part of a partial last batch first,
+    # and leaves the next one without a sample (seen on TF 2.21 with records read from files)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.OFF if workers > 1 else tf.data.experimental.AutoShardPolicy.AUTO
+        tf.data.experimental.AutoShardPolicy.OFF if workers > 1 else tf.data.experimental.AutoShardPolicy.DATA
     )
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
 def _decoder(prepared: Prepared):
+    """A batch of records -> (samples, labels), as the prepared split holds them."""
     dtype = tf.as_dtype(prepared.form.dtype)  # of the values and the label
     shape = list(prepared.shape)
 
-    def decode(record):
-        values = tf.io.decode_raw(record, dtype, little_endian=True)
-        return tf.reshape(values[1:], shape), values[0]
+    def decode(records):
+        values = tf.io.decode_raw(records, dtype, little_endian=True)
+        return tf.reshape(values[:, 1:], [-1, *shape]), values[:, 0]
 
     return decode
+
+
+def _pictures(images, labels, image_size: int):
+    return prepare_images(images, image_size), labels
 
 
 def image_size_for(prepared: Prepared, model) -> Optional[int]:

@@ -49,7 +49,7 @@ class Form:
 
 # the forms of input, by `Prepared.input` (a kind of dataset's: pipeline/config/datasets.py)
 FORMS = {"images": Form("uint8", pictures=True), "sequences": Form("int32", pictures=False)}
-CHUNK_RECORDS = 4096  # records read at once by the NumPy readers
+CHUNK_BYTES = 4 << 20  # read at once by the NumPy readers and the writer, whatever a record's size
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class Prepared:
         for path in self.shard_paths(split):
             with open(path, "rb") as handle:
                 while left > 0:
-                    count = min(CHUNK_RECORDS, left)
+                    count = min(max(1, CHUNK_BYTES // self.record_bytes), left)
                     values = np.fromfile(handle, dtype=self.dtype, count=count * self.record_values)
                     if values.size == 0:
                         break
@@ -277,15 +277,21 @@ class SplitWriter:
             raise ValueError(f"{self.split}: {int((~self.seen).sum())} of {self.n} places not given")
         shards = []
         entry = np.dtype([("place", "<i8"), ("record", self.dtype, (self.values,))])
+        size = self.values * self.dtype.itemsize
         for i in range(self.count):
             spill = self.folder / f".{self.split}-{i:05d}.spill"
-            items = np.fromfile(spill, dtype=entry)
-            records = items["record"][np.argsort(items["place"], kind="stable")]
-            name = f"{self.split}-{i:05d}-of-{self.count:05d}.bin"
-            data = np.ascontiguousarray(records).tobytes()
-            (self.folder / name).write_bytes(data)
+            first, name = i * self.per_shard, f"{self.split}-{i:05d}-of-{self.count:05d}.bin"
+            samples = min(self.per_shard, self.n - first)
+            # each record written at its place, a few thousand read at a time: memory holds
+            # those, not the shard
+            with open(spill, "rb") as source, open(self.folder / name, "wb") as shard:
+                shard.truncate(samples * size)
+                while len(items := np.fromfile(source, dtype=entry, count=max(1, CHUNK_BYTES // entry.itemsize))):
+                    for place, record in zip(items["place"].tolist(), items["record"]):
+                        shard.seek((place - first) * size)
+                        shard.write(record.tobytes())
             os.unlink(spill)
-            shards.append(Shard(name, len(records), hashlib.sha256(data).hexdigest()))
+            shards.append(Shard(name, samples, file_sha256(self.folder / name)))
         return Split(self.n, self.counts.tolist(), tuple(shards))
 
 

@@ -89,6 +89,18 @@ def train_batches(n: int, global_batch: int, replicas: int) -> tuple[int, bool]:
     return global_batch, 0 < rest < replicas
 
 
+def whole_batches(n: int, batch: int, replicas: int) -> tuple[int, bool]:
+    """(batch size, drop_remainder) for `n` samples of each worker's own share, across
+    workers. tf.distribute hands each replica in turn its part of a worker's batch, so a
+    partial last batch leaves a replica without a sample: no batch is partial. The largest
+    batch up to `batch` that divides `n` (a multiple of `replicas`) when one does, else `batch`
+    with the partial one dropped."""
+    exact = [size for size in range(replicas, min(batch, n) + 1, replicas) if n % size == 0]
+    if exact and (exact[-1] == batch or n < batch):
+        return exact[-1], False
+    return min(batch, n - n % replicas) or replicas, True
+
+
 def global_batch_size(cfg: TrainConfig, replicas: int) -> int:
     """The batch of one step across all replicas: the params give it per replica."""
     return cfg.batch_size_per_replica * replicas
@@ -126,7 +138,7 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy) -> Prepared:
     # each worker reads an equal share (all of it on one host), in batches of the global size
     # that tf.distribute splits among every replica
     share = data.samples("train") // workers
-    batch, drop = train_batches(share, global_batch, replicas)
+    batch, drop = (train_batches if workers == 1 else whole_batches)(share, global_batch, replicas)
     if drop:
         log.info(
             "the last %d sample(s) of each shuffled epoch are left out, so that every one of %d "
@@ -149,12 +161,20 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy) -> Prepared:
     val_ds = None
     val_share = data.samples("val") // workers if "val" in data.splits else 0
     if val_share:
+        val_batch, val_drop = (
+            (even_batch(val_share, global_batch, replicas), False)
+            if workers == 1
+            else whole_batches(val_share, global_batch, replicas)
+        )
+        if val_drop:
+            log.info("validation: the last %d sample(s) of each worker's share are left out", val_share % val_batch)
         val_ds = make_dataset(
             data,
             "val",
-            batch_size=even_batch(val_share, global_batch, replicas),
+            batch_size=val_batch,
             shuffle=False,
             image_size=image_size,
+            drop_remainder=val_drop,
             worker=worker,
             workers=workers,
         )

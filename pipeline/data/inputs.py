@@ -90,7 +90,7 @@ def make_dataset(
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     decode = _decoder(prepared)
     if image_size is not None:
-        ds = ds.map(lambda records: _pictures(*decode(records), image_size), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(lambda records: _pictures(decode(records), image_size), num_parallel_calls=tf.data.AUTOTUNE)
     else:
         ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
     # Across workers each reads its own records already: tf.data's sharding is off. On one,
@@ -116,7 +116,8 @@ def _decoder(prepared: Prepared):
     return decode
 
 
-def _pictures(images, labels, image_size: int):
+def _pictures(batch: tuple, image_size: int) -> tuple:
+    images, labels = batch
     return prepare_images(images, image_size), labels
 
 

@@ -1,4 +1,4 @@
-"""Image folders -> uint8 arrays: the reader of every dataset of kind `image_folders`.
+"""Image folders -> uint8 shards, streamed: the reader of every dataset of kind `image_folders`.
 
 The download folder holds one archive (zip or tar, optionally under one top folder) or the
 files themselves, laid out as `{train,training}/<class>/<picture>` and

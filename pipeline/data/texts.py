@@ -243,12 +243,6 @@ def table_rows(path: Path, text_column: str, label_column: str) -> Iterator[tupl
         raise DataError(f"{path}: no texts: expected a header line and a row per text")
 
 
-def read_table(path: Path, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
-    """(texts, labels) of every row, in the file's order, as lists (`table_rows`, gathered)."""
-    rows = list(table_rows(path, text_column, label_column))
-    return [t for t, _ in rows], [label for _, label in rows]
-
-
 def _utf8_lines(path: Path, handle) -> Iterator[str]:
     """The file's lines as text (a BOM at the start dropped), an error naming the line and
     offset of the first byte that is not UTF-8."""
@@ -310,7 +304,7 @@ def _once(pairs: list) -> dict:
 
 
 def load_word_index(path: Path | str) -> dict[str, int]:
-    """A word index as Keras publishes Reuters' (and `build_word_index` makes one): {word: rank},
+    """A word index as Keras publishes Reuters' (and `_Words` makes one): {word: rank},
     ranks from 1 (the most frequent word)."""
     index = read_json(Path(path))
     if not (
@@ -323,13 +317,6 @@ def load_word_index(path: Path | str) -> dict[str, int]:
     return index
 
 
-def build_word_index(texts: list[str]) -> dict[str, int]:
-    """{word: rank} of the words of `texts`, ranks from 1 by falling count (ties: the first
-    seen first), as Keras publishes Reuters' word index."""
-    counts = Counter(w for t in texts for w in words(t))
-    return {word: rank for rank, (word, _) in enumerate(counts.most_common(), 1)}
-
-
 def class_order(labels: set[str]) -> list[str]:
     """The classes: the labels sorted, as numbers when every one is an integer (2 before 10),
     labels equal as numbers but written apart (`01` and `1`) distinct classes, ordered by their
@@ -340,9 +327,9 @@ def class_order(labels: set[str]) -> list[str]:
 
 
 class _Words:
-    """Word counts of the training texts, streamed in the file's order: ranks by falling count,
-    ties by the training split's order (the first text of the split first), as
-    `build_word_index` ranks a list of the same texts."""
+    """Word counts of the training texts, streamed in the file's order: ranks from 1 by falling
+    count, ties by the training split's order (the word seen first in the split first), as
+    Keras published Reuters' word index."""
 
     def __init__(self):
         self.counts: Counter[str] = Counter()

@@ -27,6 +27,7 @@ import hashlib
 import io
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -288,37 +289,43 @@ def prepare(
         check_classes(listing.where, listing.classes, where)
     places = _places(listing, cfg)
     shape = (cfg.image_size, cfg.image_size) + ((3,) if cfg.color == "rgb" else ())
-    num_classes = len(listing.classes)
-    counts = {"train": 0, "val": 0, "test": 0}
-    for split, _, _ in places.values():
-        counts[split] += 1
-    hashes: dict[str, list[str]] = {"train": [], "test": []}
+    counts = Counter(split for split, _, _ in places.values())
     with prepared.Writer(out) as writer:
-        splits = {name: writer.split(name, n, shape, "images", num_classes) for name, n in counts.items()}
-        with reading(listing.where, "truncated or corrupt archive"):
-            for name, handle in entries(listing.where, archives.PassedOver()):  # counted in the first pass
-                if handle is None or name not in places:
-                    continue
-                split, place, label = places.pop(name)
-                data = archives.read_capped(handle, f"{listing.where}: {name}", MAX_FILE_BYTES)
-                x = picture(data, f"{listing.where}: {name}", cfg.image_size, cfg.color)
-                splits[split].add(place, label, x)
-                hashes["test" if split == "test" else "train"].append(sample_hash(label, x))
-        if places:  # the archive changed between the passes
-            raise DataError(f"{listing.where}: {next(iter(places))}: listed, then not found; download it again")
+        splits = {
+            name: writer.split(name, counts[name], shape, "images", len(listing.classes))
+            for name in ("train", "val", "test")
+        }
+        hashes = _decode_into(splits, listing.where, places, cfg)
         digest = _check_pinned(listing.where, hashes, shape, cfg, where)
         return writer.finish(
             {name: split.close() for name, split in splits.items()},
             input_="images",
             shape=shape,
             class_names=listing.classes,
-            details={
-                "image_size": cfg.image_size,
-                "color": cfg.color,
-                "reader": cfg.reader,
-                "images_sha256": digest,
-            },
+            details={"image_size": cfg.image_size, "color": cfg.color, "reader": cfg.reader, "images_sha256": digest},
         )
+
+
+def _decode_into(splits: dict, where: Path, places: dict, cfg: ImageFoldersPreprocessConfig) -> dict[str, list[str]]:
+    """The second pass: each listed picture read (with the cap), decoded and written at its
+    place; each one's `sample_hash`, by split (the validation split's with the training's)."""
+    hashes: dict[str, list[str]] = {"train": [], "test": []}
+    with reading(where, "truncated or corrupt archive"):
+        for name, handle in entries(where, archives.PassedOver()):  # counted in the first pass
+            if handle is None or name not in places:
+                continue
+            split, place, label = places.pop(name)
+            x = picture(
+                archives.read_capped(handle, f"{where}: {name}", MAX_FILE_BYTES),
+                f"{where}: {name}",
+                cfg.image_size,
+                cfg.color,
+            )
+            splits[split].add(place, label, x)
+            hashes["test" if split == "test" else "train"].append(sample_hash(label, x))
+    if places:  # the archive changed between the passes
+        raise DataError(f"{where}: {next(iter(places))}: listed, then not found; download it again")
+    return hashes
 
 
 def sample_hash(label: int, x: np.ndarray) -> str:

@@ -61,22 +61,7 @@ def make_dataset(
         left_out = prepared.samples(split) % workers
         if left_out:
             log.info("%s: %d sample(s) read by no worker, so that each of %d reads as many", split, left_out, workers)
-    size = prepared.record_bytes
-    paths, firsts, counts = (list(column) for column in zip(*ranges)) if ranges else ([], [], [])
-    pieces = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(paths, tf.string), tf.constant(firsts, tf.int64), tf.constant(counts, tf.int64))
-    )
-    if shuffle:  # the shards in a new order every epoch, several read at once
-        pieces = pieces.shuffle(max(1, len(ranges)), seed=seed, reshuffle_each_iteration=True)
-    ds = pieces.interleave(
-        lambda path, first, count: tf.data.FixedLengthRecordDataset(
-            path, size, header_bytes=first * size, buffer_size=1 << 20
-        ).take(count),
-        cycle_length=min(PARALLEL_READS, len(ranges)) if shuffle and ranges else 1,
-        block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
+    ds = _records(ranges, prepared.record_bytes, shuffle, seed)
     count = sum(n for _, _, n in ranges)
     if limit is not None:
         ds, count = ds.take(limit), min(limit, count)
@@ -102,6 +87,26 @@ def make_dataset(
         tf.data.experimental.AutoShardPolicy.OFF if workers > 1 else tf.data.experimental.AutoShardPolicy.DATA
     )
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _records(ranges: list[tuple[str, int, int]], size: int, shuffle: bool, seed: int) -> tf.data.Dataset:
+    """The records of `ranges` (shard, first record, count), each `size` bytes: in order, or,
+    shuffled, the ranges in a new order every epoch and several read at once."""
+    paths, firsts, counts = (list(column) for column in zip(*ranges)) if ranges else ([], [], [])
+    pieces = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(paths, tf.string), tf.constant(firsts, tf.int64), tf.constant(counts, tf.int64))
+    )
+    if shuffle:
+        pieces = pieces.shuffle(max(1, len(ranges)), seed=seed, reshuffle_each_iteration=True)
+    return pieces.interleave(
+        lambda path, first, count: tf.data.FixedLengthRecordDataset(
+            path, size, header_bytes=first * size, buffer_size=1 << 20
+        ).take(count),
+        cycle_length=min(PARALLEL_READS, len(ranges)) if shuffle and ranges else 1,
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
 
 
 def _decoder(prepared: Prepared):

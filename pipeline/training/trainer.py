@@ -158,27 +158,35 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy) -> Prepared:
         worker=worker,
         workers=workers,
     )
-    val_ds = None
-    val_share = data.samples("val") // workers if "val" in data.splits else 0
-    if val_share:
-        val_batch, val_drop = (
-            (even_batch(val_share, global_batch, replicas), False)
-            if workers == 1
-            else whole_batches(val_share, global_batch, replicas)
-        )
-        if val_drop:
-            log.info("validation: the last %d sample(s) of each worker's share are left out", val_share % val_batch)
-        val_ds = make_dataset(
-            data,
-            "val",
-            batch_size=val_batch,
-            shuffle=False,
-            image_size=image_size,
-            drop_remainder=val_drop,
-            worker=worker,
-            workers=workers,
-        )
+    val_ds = _validation(data, global_batch, replicas, image_size, worker, workers)
     return Prepared(model, train_ds, val_ds, global_batch, share * workers, batch)
+
+
+def _validation(
+    data: PreparedData, global_batch: int, replicas: int, image_size: Optional[int], worker: int, workers: int
+) -> Optional[tf.data.Dataset]:
+    """The validation split's dataset (None without one): batches that split evenly among the
+    replicas on one host (`even_batch`), whole ones across workers (`whole_batches`)."""
+    share = data.samples("val") // workers if "val" in data.splits else 0
+    if not share:
+        return None
+    batch, drop = (
+        (even_batch(share, global_batch, replicas), False)
+        if workers == 1
+        else whole_batches(share, global_batch, replicas)
+    )
+    if drop:
+        log.info("validation: the last %d sample(s) of each worker's share are left out", share % batch)
+    return make_dataset(
+        data,
+        "val",
+        batch_size=batch,
+        shuffle=False,
+        image_size=image_size,
+        drop_remainder=drop,
+        worker=worker,
+        workers=workers,
+    )
 
 
 def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher) -> list:

@@ -21,20 +21,23 @@ from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 import mlflow
+from pipeline.data import prepared
 from pipeline.tracking import lineage, runs
 
 lineage.framework_tags = lambda: {}
 data = Path("data/prepared/reuters")
-data.mkdir(parents=True)
-x, y = np.zeros((8, 4), dtype="float32"), np.arange(8) % 2
+x, y = np.zeros((8, 4), dtype="int32"), (np.arange(8) % 2).astype("int32")
+found = prepared.write_arrays(
+    data, {"train": (x, y), "val": (x, y), "test": (x, y)}, input_="sequences", class_names=["a", "b"], details={}
+)
 ids = {}
 for rate in json.loads(sys.argv[1]):
     os.environ["DVC_EXP_NAME"] = f"lr-{rate}"
     params = SimpleNamespace(dataset="reuters", flat=lambda: {"train.reuters.learning_rate": rate}, unpinned=lambda: [])
     with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
-        run.log_setup(params, {"replicas": 1}, data, {"train": (x, y), "val": (x, y)})
+        run.log_setup(params, {"replicas": 1}, data, found)
         run.log_epoch(1, {"epoch": 1, "loss": 1.0, "val_accuracy": 0.5})
-        lineage.log_inputs("reuters", data, {"test": (x, y)})
+        lineage.log_inputs("reuters", data, found, ("test",))
         mlflow.log_metric("test_accuracy", 0.6 + 10 * rate)
     ids[f"lr-{rate}"] = run.run_id
 print(json.dumps({"experiment_id": run.ids["experiment_id"], "runs": ids}))

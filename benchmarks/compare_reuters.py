@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--prepared", type=Path, default=ROOT / "data/prepared/reuters")
     harness.add_overrides(parser, help="A param of the pipeline's side, as `dvc exp run -S`.")
     opts = parser.parse_args()
-    for path in (opts.raw / "reuters.npz", opts.prepared / "train.npz"):
+    for path in (opts.raw / "reuters.npz", opts.prepared / "stats.json"):
         if not path.is_file():
             sys.exit(f"error: {path}: not found; run `dvc repro preprocess@reuters` first")
     with tempfile.TemporaryDirectory(prefix="compare-reuters-") as tmp:

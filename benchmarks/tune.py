@@ -343,8 +343,8 @@ def main() -> None:
     parser.add_argument("--show-trials", action="store_true", help="print each pruning study's trials")
     opts = parser.parse_args()
     data = opts.data.resolve()
-    if not (data / "train.npz").exists():
-        parser.error(f"--data {data}: no train.npz (run `dvc repro preprocess@{DATASET}` first)")
+    if not (data / "stats.json").exists():
+        parser.error(f"--data {data}: no stats.json (run `dvc repro preprocess@{DATASET}` first)")
     out = (opts.out or Path(tempfile.mkdtemp(prefix="bench-tune-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     sizes = [

@@ -134,7 +134,8 @@ def declare(project: Path, raw: Path, overrides: list[str]) -> None:
         sections[NAME] = copy.deepcopy(sections["mnist"])
     params["download"][NAME]["files"] = [{"url": raw.resolve().as_uri(), "sha256": None}]
     params["preprocess"][NAME].update(reader="folders", image_size=SIDE, color="rgb", images_sha256=None)
-    params["train"][NAME].update(model="mobilenet_v2", img_size=32, epochs=1, lr_decay_epochs=[])
+    params["train"][NAME].update(model="mobilenet_v2", epochs=1, lr_decay_epochs=[])
+    params["train"][NAME]["mobilenet_v2"]["img_size"] = 32
     (project / "params.yaml").write_text(format_params(params))
     text = (ROOT / "dvc.yaml").read_text()
     (project / "dvc.yaml").write_text(text.replace("foreach: [reuters, mnist]", f"foreach: [reuters, mnist, {NAME}]"))

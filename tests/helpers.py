@@ -169,7 +169,7 @@ def fixture_images_sha256() -> str:
     from fixtures import make_mnist_archive
 
     from pipeline.config.loader import load_params
-    from pipeline.config.schema import ImageFoldersPreprocessConfig
+    from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
     from pipeline.data import images
 
     cfg = load_params(ROOT / "params.yaml", "mnist").preprocess
@@ -401,12 +401,17 @@ def field_cases() -> list:
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
     from pipeline.config.loader import load_params
-    from pipeline.config.schema import TextsTrainConfig
+    from pipeline.config.training import TextsTrainConfig
     from pipeline.training import models
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     assert isinstance(cfg, TextsTrainConfig)
-    return models.build_model(dataclasses.replace(cfg, embedding_dim=embedding_dim), described(max_len, vocab_size))
+    return models.build_model(with_settings(cfg, embedding_dim=embedding_dim), described(max_len, vocab_size))
+
+
+def with_settings(cfg, **changes):
+    """A train section whose chosen model's settings (train.<ds>.<model>) have these changes."""
+    return dataclasses.replace(cfg, **{cfg.model: dataclasses.replace(cfg.settings, **changes)})
 
 
 def samples(**counts: int):

@@ -63,9 +63,15 @@ def _check_across(built: dict, source: str) -> None:
         disagreement = built["train"][ds].disagreement()
         if disagreement:
             raise ConfigError(f"{source}: train.{ds}.{disagreement}")
+        settings = built["train"][ds].settings
+        if getattr(settings, "weights", None) and not built["download"][ds].pretrained:
+            raise ConfigError(
+                f"{source}: train.{ds}.{built['train'][ds].model}.weights: {settings.weights} needs the weights "
+                f"file, and download.{ds}.pretrained is empty: list it there (url and sha256; docs/own-data.md)"
+            )
 
 
-def _check_keys(mapping: dict, allowed, path: str, source: str) -> None:
+def _check_keys(mapping: dict, allowed, path: str, source: str, optional=()) -> None:
     allowed = list(allowed)
     for key in mapping:
         if key not in allowed:
@@ -73,7 +79,7 @@ def _check_keys(mapping: dict, allowed, path: str, source: str) -> None:
             did_you_mean = f' (did you mean "{hint[0]}"?)' if hint else f" (expected one of: {', '.join(allowed)})"
             raise ConfigError(f"{source}: {_join(path, key)}: unknown key{did_you_mean}")
     for key in allowed:
-        if key not in mapping:
+        if key not in mapping and key not in optional:
             raise ConfigError(f"{source}: {_join(path, key)}: missing key")
 
 
@@ -86,9 +92,13 @@ def _build(cls: type, value: Any, path: str, source: str):
         raise ConfigError(f"{source}: {path}: expected a mapping, got {_show(value)}")
     fields = dataclasses.fields(cls)
     hints = typing.get_type_hints(cls)
-    _check_keys(value, [f.name for f in fields], path, source)
-    kwargs = {}
+    optional = [f.name for f in fields if f.metadata.get("optional_key")]
+    _check_keys(value, [f.name for f in fields], path, source, optional)
+    kwargs: dict[str, Any] = {}
     for f in fields:
+        if f.name not in value:  # an optional key (a model's settings) left out
+            kwargs[f.name] = None
+            continue
         kwargs[f.name] = _convert(value[f.name], hints[f.name], f, _join(path, f.name), source)
     return cls(**kwargs)
 

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import yaml
 
-from pipeline.config import schema
+from pipeline.config import preprocessing, schema, training
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import PreprocessConfig
+    from pipeline.config.preprocessing import PreprocessConfig
 
 STAGE_SECTIONS = ("download", "preprocess", "train", "evaluate", "serve", "promote", "tune")
 # the sections alike for every dataset
@@ -105,18 +105,18 @@ class Kind:
 KINDS = {
     "labelled_texts": Kind(
         "sequences",
-        schema.TextsTrainConfig,
+        training.TextsTrainConfig,
         {
-            "table": Reader("pipeline.data.texts", schema.TextTablePreprocessConfig),
-            "keras": Reader("pipeline.data.reuters", schema.ReutersPreprocessConfig),
+            "table": Reader("pipeline.data.texts", preprocessing.TextTablePreprocessConfig),
+            "keras": Reader("pipeline.data.reuters", preprocessing.ReutersPreprocessConfig),
         },
     ),
     "image_folders": Kind(
         "images",
-        schema.ImagesTrainConfig,
+        training.ImagesTrainConfig,
         {
-            "folders": Reader("pipeline.data.images", schema.ImageFoldersPreprocessConfig),
-            "digits": Reader("pipeline.data.mnist", schema.ImageFoldersPreprocessConfig),
+            "folders": Reader("pipeline.data.images", preprocessing.ImageFoldersPreprocessConfig),
+            "digits": Reader("pipeline.data.mnist", preprocessing.ImageFoldersPreprocessConfig),
         },
     ),
 }

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import build, datasets, loader, schema
+from pipeline.config import build, datasets, fields, loader, schema
 
 
 def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
@@ -191,7 +191,7 @@ def format_markdown(docs: Sequence[KeyDoc]) -> str:
 
 
 def _markdown_value(value: Any) -> str:
-    if isinstance(value, str) and schema.is_url(value):
+    if isinstance(value, str) and fields.is_url(value):
         return f"[{value.rstrip('/').rsplit('/', 1)[-1]}]({value})"
     if isinstance(value, str) and schema.is_sha256(value):
         return f"`{value[:12]}…`"

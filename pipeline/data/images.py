@@ -41,7 +41,7 @@ from pipeline.errors import DataError
 from pipeline.io import reading
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.schema import ImageFoldersPreprocessConfig
+    from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

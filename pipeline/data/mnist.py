@@ -19,7 +19,7 @@ from pipeline.data import images
 from pipeline.errors import DataError
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.schema import ImageFoldersPreprocessConfig
+    from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
     from pipeline.data.prepared import Prepared
 
 DIGITS = [str(d) for d in range(10)]

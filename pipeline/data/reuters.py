@@ -33,7 +33,7 @@ from pipeline.errors import DataError
 from pipeline.io import reading
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.schema import ReutersPreprocessConfig
+    from pipeline.config.preprocessing import ReutersPreprocessConfig
     from pipeline.data.prepared import Prepared
 
 NPZ_NAME = "reuters.npz"

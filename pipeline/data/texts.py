@@ -38,7 +38,7 @@ from pipeline.errors import DataError
 from pipeline.io import read_json, reading
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.schema import TextTablePreprocessConfig
+    from pipeline.config.preprocessing import TextTablePreprocessConfig
 
 PAD, START, OOV = 0, 1, 2
 INDEX_FROM = 3  # a table's word ranks are shifted past the three marks, as Keras' Reuters' are

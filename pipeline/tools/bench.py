@@ -30,7 +30,8 @@ from pipeline.tracking import runs
 from pipeline.training import distribute
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams, TrainConfig
+    from pipeline.config.schema import DatasetParams
+    from pipeline.config.training import TrainConfig
 
 # What the table shows, in order: (key, heading, format).
 COLUMNS = (

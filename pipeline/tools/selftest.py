@@ -26,15 +26,19 @@ import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pipeline.config import datasets
 from pipeline.config.loader import load_params, overridden, params_of
-from pipeline.config.schema import DatasetParams, ImageFoldersPreprocessConfig, TrainConfig
+from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
 from pipeline.runtime import processes
 from pipeline.tools.bench import gpu_count, replica_overrides
 from pipeline.tools.doctor import Check
 from pipeline.training import distribute
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import DatasetParams
+    from pipeline.config.training import TrainConfig
 
 BATCH_PER_REPLICA = 4
 LEARNING_RATE = 0.001

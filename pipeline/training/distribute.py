@@ -15,7 +15,7 @@ from pipeline.errors import ConfigError
 from pipeline.training.cluster import check_cluster, cluster_of, is_chief, slurm_resolver, task_name
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import TrainConfig
+    from pipeline.config.training import TrainConfig
 
 
 @dataclass(frozen=True)

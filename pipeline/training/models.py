@@ -4,42 +4,117 @@ Each model ends in a Dense layer of logits (no softmax): the loss takes logits."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import keras
+import numpy as np
+
+from pipeline.config.model_table import MODELS
+from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import AnyTrainConfig, TrainConfig
+    from pipeline.config.model_table import Conv1DSettings, MlpSettings, MobileNetV2Settings, SmallConvnetSettings
+    from pipeline.config.training import AnyTrainConfig, TrainConfig
     from pipeline.data.prepared import Prepared as PreparedData
 
 
-def conv1d(
-    *,
-    max_len: int,
-    vocab_size: int,
-    num_classes: int,
-    embedding_dim: int,
-    conv_filters: Sequence[int],
-    conv_kernel_sizes: Sequence[int],
-    pool_size: int,
-) -> keras.Model:
-    """The text model: Embedding, then per block a Conv1D (ReLU) and a MaxPool, Flatten, Dense."""
-    inputs = keras.Input(shape=(max_len,), dtype="int32", name="tokens")
-    h = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")(inputs)
-    for i, (filters, kernel) in enumerate(zip(conv_filters, conv_kernel_sizes), start=1):
-        h = keras.layers.Conv1D(filters, kernel, activation="relu", name=f"conv{i}")(h)
-        h = keras.layers.MaxPooling1D(pool_size, name=f"pool{i}")(h)
-    h = keras.layers.Flatten(name="flatten")(h)
+def build_model(cfg: AnyTrainConfig, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+    """The model `cfg.model` names (its kind's table, pipeline/config/models.py), built from its
+    settings and sized from the prepared data's description; `pretrained`: the folder of the
+    weights files the download stage fetched (download.<ds>.pretrained), for a model that starts
+    from them."""
+    table = MODELS["image_folders" if data.form.pictures else "labelled_texts"]
+    module, _, function = table[cfg.model].builder.partition(":")
+    builder = getattr(importlib.import_module(module), function)
+    return builder(cfg.settings, data, pretrained)
+
+
+def _logits(h, num_classes: int):
     # Logits stay float32 under a mixed-precision policy, for a numerically sound loss.
-    logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
-    return keras.Model(inputs, logits, name="conv1d")
+    return keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
 
 
-def mobilenet_v2(
-    *, img_size: int, num_classes: int, alpha: float, dense_units: int, batchnorm_momentum: float
-) -> keras.Model:
-    """MobileNetV2 from scratch (no top, no pretrained weights), global pooling, Dense, Dense.
+def conv1d(settings: Conv1DSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+    """The text model: Embedding, then per block a Conv1D (ReLU) and a MaxPool, Flatten, Dense."""
+    inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(data.details["vocab_size"], settings.embedding_dim, name="embedding")(inputs)
+    for i, (filters, kernel) in enumerate(zip(settings.conv_filters, settings.conv_kernel_sizes), start=1):
+        h = keras.layers.Conv1D(filters, kernel, activation="relu", name=f"conv{i}")(h)
+        h = keras.layers.MaxPooling1D(settings.pool_size, name=f"pool{i}")(h)
+    h = keras.layers.Flatten(name="flatten")(h)
+    return keras.Model(inputs, _logits(h, data.num_classes), name="conv1d")
+
+
+def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+    """A bag of words and Dense layers. The bag is Keras' IntegerLookup over the word index's
+    first num_words indices (the padding 0 dropped, a rarer word counted as one
+    out-of-vocabulary word): present or not, counts, or counts weighted by the inverse document
+    frequency of the training split (smoothed as scikit-learn's: ln((1 + n) / (1 + df)) + 1)."""
+    vocab_size = data.details["vocab_size"]
+    top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
+    vocabulary = np.arange(1, top, dtype=np.int64)
+    idf = _idf(data, top) if settings.features == "tf_idf" else None
+    inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
+    bag = keras.layers.IntegerLookup(
+        vocabulary=vocabulary,
+        mask_token=0,
+        num_oov_indices=1,
+        output_mode=settings.features,
+        idf_weights=idf,
+        name="bag_of_words",
+    )(inputs)
+    h = bag
+    for i, units in enumerate(settings.units, start=1):
+        h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
+        if settings.dropout:
+            h = keras.layers.Dropout(settings.dropout, name=f"dropout{i}")(h)
+    return keras.Model(inputs, _logits(h, data.num_classes), name="mlp")
+
+
+def _idf(data: PreparedData, top: int) -> np.ndarray:
+    """The inverse document frequency of the words 1 .. top-1 in the training split, streamed."""
+    df = np.zeros(top, dtype=np.int64)
+    n = 0
+    for x, _ in data.chunks("train"):
+        present = np.zeros((len(x), top), dtype=bool)
+        rows = np.repeat(np.arange(len(x)), x.shape[1])
+        words = x.reshape(-1)
+        keep = (words > 0) & (words < top)
+        present[rows[keep], words[keep]] = True
+        df += present.sum(axis=0)
+        n += len(x)
+    return np.log((1.0 + n) / (1.0 + df[1:])) + 1.0
+
+
+def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+    """For pictures of tens of pixels a side, learnt from scratch: per block two 3x3
+    convolutions (batch-normalised, ReLU) and a 2x2 max pooling while the picture is larger than
+    4 pixels a side; global average pooling, dropout, Dense dense_units, dropout, the logits.
+    The pictures are taken at their prepared size."""
+    side = data.shape[0]
+    inputs = keras.Input(shape=(side, side, 3), name="image")
+    h = inputs
+    for i, filters in enumerate(settings.filters, start=1):
+        for j in (1, 2):
+            h = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"conv{i}_{j}")(h)
+            h = keras.layers.BatchNormalization(name=f"bn{i}_{j}")(h)
+            h = keras.layers.ReLU(name=f"relu{i}_{j}")(h)
+        if side > 4:
+            h = keras.layers.MaxPooling2D(2, name=f"pool{i}")(h)
+            side //= 2
+    h = keras.layers.GlobalAveragePooling2D(name="pooled")(h)
+    if settings.dropout:
+        h = keras.layers.Dropout(settings.dropout, name="dropout1")(h)
+    h = keras.layers.Dense(settings.dense_units, activation="relu", name="dense")(h)
+    if settings.dropout:
+        h = keras.layers.Dropout(settings.dropout, name="dropout2")(h)
+    return keras.Model(inputs, _logits(h, data.num_classes), name="small_convnet")
+
+
+def mobilenet_v2(settings: MobileNetV2Settings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+    """MobileNetV2 (no top), from scratch or from ImageNet weights, global pooling, Dense, Dense.
 
     Keras builds MobileNetV2's BatchNormalization layers with momentum 0.999, made for long
     ImageNet runs: trained from scratch for a few epochs, their moving statistics lag so far
@@ -50,20 +125,24 @@ def mobilenet_v2(
     on the channel axis: the same function, the same weights and initialisation, but a matrix
     product whose gradient is another one. TensorFlow's CPU kernel for a convolution's input
     gradient takes several times the forward pass; as Dense layers the model trains 1.3-1.4x
-    faster on a CPU and keeps both cores busy (docs/benchmarks.md).
+    faster on a CPU and keeps both cores busy (docs/benchmarks.md). ImageNet weights are loaded
+    into the convolutions, then carried over to the Dense layers.
     """
-    inputs = keras.Input(shape=(img_size, img_size, 3), name="image")
+    size = settings.img_size
+    inputs = keras.Input(shape=(size, size, 3), name="image")
     backbone = keras.applications.MobileNetV2(
-        input_shape=(img_size, img_size, 3), alpha=alpha, include_top=False, weights=None, pooling="avg"
+        input_shape=(size, size, 3), alpha=settings.alpha, include_top=False, weights=None, pooling="avg"
     )
-    backbone = keras.models.clone_model(backbone, clone_function=_pointwise_as_dense)
-    for layer in backbone.layers:
+    if settings.weights == "imagenet":
+        _load_weights(backbone, pretrained_file(pretrained, settings.alpha))
+    converted = keras.models.clone_model(backbone, clone_function=_pointwise_as_dense)
+    for source, layer in zip(backbone.layers, converted.layers):
+        layer.set_weights([w.reshape(v.shape) for w, v in zip(source.get_weights(), layer.get_weights())])
         if isinstance(layer, keras.layers.BatchNormalization):
-            layer.momentum = batchnorm_momentum
-    h = backbone(inputs)
-    h = keras.layers.Dense(dense_units, activation="relu", name="dense")(h)
-    logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
-    return keras.Model(inputs, logits, name="mobilenet_v2")
+            layer.momentum = settings.batchnorm_momentum
+    h = converted(inputs)
+    h = keras.layers.Dense(settings.dense_units, activation="relu", name="dense")(h)
+    return keras.Model(inputs, _logits(h, data.num_classes), name="mobilenet_v2")
 
 
 def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:
@@ -90,27 +169,29 @@ def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:
     return layer.__class__.from_config(layer.get_config())
 
 
-def build_model(cfg: AnyTrainConfig, data: PreparedData) -> keras.Model:
-    """Build the model that `cfg.model` names, sized from the prepared data's description."""
-    if cfg.model == "conv1d":
-        return conv1d(
-            max_len=data.shape[0],
-            vocab_size=data.details["vocab_size"],
-            num_classes=data.num_classes,
-            embedding_dim=cfg.embedding_dim,
-            conv_filters=cfg.conv_filters,
-            conv_kernel_sizes=cfg.conv_kernel_sizes,
-            pool_size=cfg.pool_size,
+def pretrained_file(folder: Optional[Path], alpha: float) -> Path:
+    """The weights file of MobileNetV2 of width `alpha` in the download stage's folder of
+    pretrained weights: the one .h5 file there, or the one Keras names for this alpha."""
+    files = sorted(Path(folder).glob("*.h5")) if folder is not None and Path(folder).is_dir() else []
+    if len(files) > 1:
+        files = [f for f in files if f"_{alpha:g}_" in f.name or f"_{alpha}_" in f.name]
+    if len(files) != 1:
+        where = folder if folder is not None else "the train stage's --pretrained folder"
+        raise ConfigError(
+            f"{where}: expected the .h5 file of MobileNetV2's ImageNet weights for alpha {alpha:g} "
+            f"(download.<ds>.pretrained, fetched by the download stage), found {len(files)}"
         )
-    if cfg.model == "mobilenet_v2":
-        return mobilenet_v2(
-            img_size=cfg.img_size,
-            num_classes=data.num_classes,
-            alpha=cfg.alpha,
-            dense_units=cfg.dense_units,
-            batchnorm_momentum=cfg.batchnorm_momentum,
-        )
-    raise ValueError(f"unknown model {cfg.model!r}")
+    return files[0]
+
+
+def _load_weights(backbone: keras.Model, path: Path) -> None:
+    try:
+        backbone.load_weights(str(path))
+    except (ValueError, OSError) as exc:
+        raise ConfigError(
+            f"{path}: not the weights of this MobileNetV2 (alpha and the file's must agree; Keras names its "
+            f"files ..._<alpha>_<size>_no_top.h5): {exc}"
+        ) from None
 
 
 def loss(reduction: Optional[str] = "sum_over_batch_size") -> keras.losses.Loss:

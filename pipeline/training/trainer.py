@@ -24,7 +24,7 @@ from pipeline.training.models import build_model, compile_model
 from pipeline.training.resume import Backup
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import AnyTrainConfig, TrainConfig
+    from pipeline.config.training import AnyTrainConfig, TrainConfig
     from pipeline.data.prepared import Prepared as PreparedData
 
 log = logging.getLogger(__name__)

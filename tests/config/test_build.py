@@ -11,7 +11,8 @@ import yaml
 from helpers import ROOT
 
 from pipeline.config import build
-from pipeline.config.schema import ImageFoldersPreprocessConfig, ImagesTrainConfig, TextsTrainConfig
+from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
+from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig
 from pipeline.errors import ConfigError
 
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -64,10 +65,10 @@ def test_the_search_spaces_are_left_to_search_space():
 
 def test_keys_that_disagree_name_the_key():
     raw = copy.deepcopy(RAW)
-    raw["train"]["reuters"]["conv_kernel_sizes"] = [5]
+    raw["train"]["reuters"]["conv1d"]["conv_kernel_sizes"] = [5]
     with pytest.raises(
         ConfigError,
-        match=r"params.yaml: train\.reuters\.conv_kernel_sizes: expected one kernel "
+        match=r"params.yaml: train\.reuters\.conv1d\.conv_kernel_sizes: expected one kernel "
         r"size per conv_filters \(2\), got 1",
     ):
         build.sections(raw)

@@ -8,7 +8,7 @@ import yaml
 from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import datasets, schema
+from pipeline.config import datasets, preprocessing, training
 from pipeline.config.loader import load_params, names, read_yaml
 from pipeline.errors import ConfigError
 
@@ -51,11 +51,11 @@ def test_the_shipped_files_declare_the_two_datasets_in_the_same_order():
 
 def test_each_kind_and_reader_takes_its_own_sections():
     texts = datasets.Dataset("news", "labelled_texts", "table")
-    assert texts.classes()["preprocess"] is schema.TextTablePreprocessConfig
-    assert texts.classes()["train"] is schema.TextsTrainConfig and texts.inputs == "sequences"
+    assert texts.classes()["preprocess"] is preprocessing.TextTablePreprocessConfig
+    assert texts.classes()["train"] is training.TextsTrainConfig and texts.inputs == "sequences"
     pictures = datasets.Dataset("shapes", "image_folders", "folders")
-    assert pictures.classes()["preprocess"] is schema.ImageFoldersPreprocessConfig
-    assert pictures.classes()["train"] is schema.ImagesTrainConfig and pictures.inputs == "images"
+    assert pictures.classes()["preprocess"] is preprocessing.ImageFoldersPreprocessConfig
+    assert pictures.classes()["train"] is training.ImagesTrainConfig and pictures.inputs == "images"
     assert list(pictures.classes()) == [*datasets.COMMON, "preprocess", "train"]
     assert set(pictures.classes()) == set(datasets.STAGE_SECTIONS)
 

@@ -4,8 +4,9 @@ import pytest
 import yaml
 from helpers import ROOT, run_command, subprocess_env, write_params
 
-from pipeline.config.loader import load_params, names, validate
-from pipeline.config.schema import STAGES, ReutersPreprocessConfig
+from pipeline.config.loader import load_params, names, params_of, validate
+from pipeline.config.preprocessing import ReutersPreprocessConfig
+from pipeline.config.schema import STAGES
 from pipeline.errors import ConfigError
 
 
@@ -97,7 +98,29 @@ def test_null_where_a_value_is_required(raw):
 
 def test_model_must_fit_the_dataset(raw):
     raw["train"]["reuters"]["model"] = "mobilenet_v2"
-    assert "train.reuters.model: expected 'conv1d', got \"mobilenet_v2\"" in error_of(raw)
+    assert "train.reuters.model: expected 'conv1d' or 'mlp', got \"mobilenet_v2\"" in error_of(raw)
+
+
+def test_a_model_is_switched_by_one_key_and_needs_its_own_settings_only(raw):
+    raw["train"]["reuters"]["model"] = "mlp"
+    params = params_of(raw, "reuters", "params.yaml")
+    assert params.train.settings.features == "multi_hot"
+    del raw["train"]["reuters"]["conv1d"]  # the settings of a model not trained are not required
+    raw["tune"]["reuters"]["space"] = [d for d in raw["tune"]["reuters"]["space"] if not d["key"].startswith("conv1d.")]
+    assert params_of(raw, "reuters", "params.yaml").train.conv1d is None  # type: ignore[attr-defined]
+    del raw["train"]["reuters"]["mlp"]
+    assert error_of(raw) == "params.yaml: train.reuters.mlp: missing key (model is mlp: its settings)"
+
+
+def test_imagenet_weights_need_the_pinned_file_in_the_download_section(raw):
+    raw["train"]["mnist"]["mobilenet_v2"]["weights"] = "imagenet"
+    assert "train.mnist.mobilenet_v2.weights: imagenet needs the weights file, and download.mnist.pretrained is" in (
+        error_of(raw)
+    )
+    raw["download"]["mnist"]["pretrained"] = [{"url": "https://example.org/w.h5", "sha256": None}]
+    assert "download.mnist.pretrained: expected a list of files, each with its sha256" in error_of(raw)
+    raw["download"]["mnist"]["pretrained"][0]["sha256"] = "0" * 64
+    assert params_of(raw, "mnist", "params.yaml").train.settings.weights == "imagenet"
 
 
 def test_yaml_syntax_error_has_line_and_column(tmp_path):
@@ -194,13 +217,13 @@ def test_monitoring_a_validation_metric_without_a_validation_split_is_a_config_e
 
 
 def test_a_kernel_size_for_each_conv_block(raw):
-    raw["train"]["reuters"]["conv_kernel_sizes"] = [5]
+    raw["train"]["reuters"]["conv1d"]["conv_kernel_sizes"] = [5]
     assert error_of(raw) == (
-        "params.yaml: train.reuters.conv_kernel_sizes: expected one kernel size per conv_filters (2), got 1"
+        "params.yaml: train.reuters.conv1d.conv_kernel_sizes: expected one kernel size per conv_filters (2), got 1"
     )
-    raw["train"]["reuters"]["conv_filters"] = []
+    raw["train"]["reuters"]["conv1d"]["conv_filters"] = []
     assert error_of(raw).startswith(
-        "params.yaml: train.reuters.conv_filters: expected a non-empty list of positive integers"
+        "params.yaml: train.reuters.conv1d.conv_filters: expected a non-empty list of positive integers"
     )
 
 

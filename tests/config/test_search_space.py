@@ -57,7 +57,7 @@ def test_the_shipped_spaces_are_valid():
         ({"low": 0.0}, "log_uniform needs low > 0, got 0"),
         ({"high": None}, "log_uniform takes low and high, and no values"),
         ({"kind": "choice"}, "a choice takes values (a list) and no low or high"),
-        ({"kind": "int", "key": "embedding_dim", "low": 4.5, "high": 9}, "int takes whole numbers"),
+        ({"kind": "int", "key": "conv1d.embedding_dim", "low": 4.5, "high": 9}, "int takes whole numbers"),
         (
             {"kind": "uniform", "low": -0.5, "high": 0.5},
             "tune.reuters.space[0]: learning_rate=-0.5 can be drawn, and "
@@ -65,8 +65,8 @@ def test_the_shipped_spaces_are_valid():
             "positive number, got -0.5",
         ),
         (
-            {"key": "embedding_dim", "kind": "uniform", "low": 4, "high": 9},
-            "embedding_dim=4.0 can be drawn, and the config rejects it",
+            {"key": "conv1d.embedding_dim", "kind": "uniform", "low": 4, "high": 9},
+            "conv1d.embedding_dim=4.0 can be drawn, and the config rejects it",
         ),
         (
             {"key": "optimizer", "kind": "choice", "low": None, "high": None, "values": ["adam", "lion"]},
@@ -108,7 +108,7 @@ class Drawn:
 def test_a_trials_values_become_overrides_the_config_reads_back(raw):
     raw["tune"]["reuters"]["space"] = [
         dim(low=4e-05),
-        dim(key="conv_filters", kind="choice", low=None, high=None, values=[[8, 4], [16, 8]]),
+        dim(key="conv1d.conv_filters", kind="choice", low=None, high=None, values=[[8, 4], [16, 8]]),
         dim(key="early_stopping.patience", kind="int", low=2, high=5),
         dim(key="optimizer", kind="choice", low=None, high=None, values=["nadam", "adam"]),
     ]
@@ -116,27 +116,27 @@ def test_a_trials_values_become_overrides_the_config_reads_back(raw):
     values = search_space.suggest(Drawn(), space)
     assert values == {
         "learning_rate": 4e-05,
-        "conv_filters": [16, 8],
+        "conv1d.conv_filters": [16, 8],
         "early_stopping.patience": 2,
         "optimizer": "adam",
     }
     sets = search_space.overrides("reuters", values)
     assert sets == [
         "train.reuters.learning_rate=4.0e-05",
-        "train.reuters.conv_filters=[16, 8]",
+        "train.reuters.conv1d.conv_filters=[16, 8]",
         "train.reuters.early_stopping.patience=2",
         "train.reuters.optimizer=adam",
     ]
     train = validate(apply_overrides(copy.deepcopy(raw), sets))["train"]["reuters"]
-    assert (train.learning_rate, train.conv_filters, train.early_stopping.patience, train.optimizer) == (
+    assert (train.learning_rate, train.settings.conv_filters, train.early_stopping.patience, train.optimizer) == (
         4e-05,
         (16, 8),
         2,
         "adam",
     )
     # Optuna keeps a list choice as its JSON text: a finished trial's params decode back
-    assert search_space.decode(space, {"conv_filters": "[16, 8]", "learning_rate": 4e-05}) == {
-        "conv_filters": [16, 8],
+    assert search_space.decode(space, {"conv1d.conv_filters": "[16, 8]", "learning_rate": 4e-05}) == {
+        "conv1d.conv_filters": [16, 8],
         "learning_rate": 4e-05,
     }
 

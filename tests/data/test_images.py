@@ -18,7 +18,7 @@ from helpers import ROOT, run_pipeline
 from PIL import Image
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import ImageFoldersPreprocessConfig
+from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
 from pipeline.data import images, prepared
 from pipeline.errors import DataError
 

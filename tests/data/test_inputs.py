@@ -1,5 +1,7 @@
 """tf.data input pipelines over the prepared shards, and how a dataset's samples reach its model."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ pytestmark = pytest.mark.slow
 import tensorflow as tf  # noqa: E402
 from helpers import described, reuters_model  # noqa: E402
 
+from pipeline.config.model_table import MobileNetV2Settings  # noqa: E402
 from pipeline.data import prepared  # noqa: E402
 from pipeline.data.inputs import (  # noqa: E402
     image_size_for,
@@ -94,7 +97,9 @@ def test_images_are_scaled_resized_and_expanded_in_the_pipeline(tmp_path):
 
 
 def test_the_prepared_description_says_whether_a_dataset_is_images():
-    images = models.mobilenet_v2(img_size=32, num_classes=10, alpha=1.0, dense_units=8, batchnorm_momentum=0.9)
+    images = models.mobilenet_v2(
+        MobileNetV2Settings(32, 1.0, 8, 0.9, None), prepared.Prepared(Path(), "images", (28, 28), list("ab"), {})
+    )
     sequences = reuters_model(max_len=20, vocab_size=50)
     pictures = prepared.Prepared(described(20, 50).folder, "images", (28, 28), list("ab"), {})
     assert image_size_for(pictures, images) == 32

@@ -13,7 +13,7 @@ import yaml
 from helpers import ROOT, run_pipeline
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import TextTablePreprocessConfig
+from pipeline.config.preprocessing import TextTablePreprocessConfig
 from pipeline.data import texts
 from pipeline.errors import DataError
 

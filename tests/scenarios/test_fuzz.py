@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
+from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
 from pipeline.data import mnist, prepared, reuters
 from pipeline.errors import ConfigError, DataError
 

@@ -18,13 +18,13 @@ SCRIPT = ROOT / "deploy" / "slurm" / "sweep.sbatch"
 # as a user writes one: a comment and a blank line, which are not experiments
 GRID = """\
 # learning rate x embedding size, one experiment a line
-train.reuters.learning_rate=0.002 train.reuters.embedding_dim=7
+train.reuters.learning_rate=0.002 train.reuters.conv1d.embedding_dim=7
 
-train.reuters.learning_rate=0.001 train.reuters.embedding_dim=16
+train.reuters.learning_rate=0.001 train.reuters.conv1d.embedding_dim=16
 """
 POINTS = [
-    {"train.reuters.learning_rate": 0.002, "train.reuters.embedding_dim": 7},
-    {"train.reuters.learning_rate": 0.001, "train.reuters.embedding_dim": 16},
+    {"train.reuters.learning_rate": 0.002, "train.reuters.conv1d.embedding_dim": 7},
+    {"train.reuters.learning_rate": 0.001, "train.reuters.conv1d.embedding_dim": 16},
 ]
 
 
@@ -218,7 +218,7 @@ def test_a_fresh_clone_gathers_every_grid_point_with_its_metrics(swept):
         baseline, params, metrics = found[name]
         assert baseline == swept["commit"]
         assert params["train"]["reuters"]["learning_rate"] == point["train.reuters.learning_rate"]
-        assert params["train"]["reuters"]["embedding_dim"] == point["train.reuters.embedding_dim"]
+        assert params["train"]["reuters"]["conv1d"]["embedding_dim"] == point["train.reuters.conv1d.embedding_dim"]
         assert params["train"]["reuters"]["epochs"] == 2  # the swept commit's, not the shipped 10
         assert 0 <= metrics["test_accuracy"] <= 1
 

@@ -101,7 +101,8 @@ def test_every_experiment_of_the_queue_is_a_complete_run(swept):
     runs = c.search_runs([experiment.experiment_id])
     assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == sorted(experiments)
     grid = sorted(
-        (r.data.params["train.reuters.learning_rate"], r.data.params["train.reuters.embedding_dim"]) for r in runs
+        (r.data.params["train.reuters.learning_rate"], r.data.params["train.reuters.conv1d.embedding_dim"])
+        for r in runs
     )
     assert grid == [("0.001", "16"), ("0.001", "7"), ("0.002", "16"), ("0.002", "7")]
     for run in runs:
@@ -177,14 +178,14 @@ def test_the_readmes_comparisons_of_a_sweep(swept):
     (column,) = [c for c in rows[0] if c in ("test_accuracy", "reports/reuters/metrics.json:test_accuracy")]
     accuracies = [float(r[column]) for r in rows]
     assert accuracies == sorted(accuracies, reverse=True)
-    assert {"train.reuters.learning_rate", "train.reuters.embedding_dim"} <= set(rows[0])
+    assert {"train.reuters.learning_rate", "train.reuters.conv1d.embedding_dim"} <= set(rows[0])
     assert "train.reuters.batch_size_per_replica" not in rows[0]  # equal in every experiment
     best, worst = rows[0]["Experiment"], rows[-1]["Experiment"]
 
     compared = sh(sys.executable, "-m", "pipeline", "compare", best, worst, cwd=path, env=env).stdout
     assert "test_accuracy" in compared and best in compared and worst in compared
     r = rows[0]
-    for key in ("train.reuters.learning_rate", "train.reuters.embedding_dim"):
+    for key in ("train.reuters.learning_rate", "train.reuters.conv1d.embedding_dim"):
         assert (key in compared) == (r[key] != rows[-1][key]), key
     assert "train.reuters.batch_size_per_replica" not in compared
 

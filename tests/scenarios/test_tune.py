@@ -87,7 +87,7 @@ def test_two_workers_share_one_study(tuned):
         assert not trial.user_attrs.get("withdrawn")
         assert run.data.tags["optuna.state"] == {"COMPLETE": "complete", "PRUNED": "pruned"}[trial.state.name]
         assert float(run.data.params["train.reuters.learning_rate"]) == trial.params["learning_rate"]
-        assert run.data.params["train.reuters.embedding_dim"] == str(trial.params["embedding_dim"])
+        assert run.data.params["train.reuters.conv1d.embedding_dim"] == str(trial.params["conv1d.embedding_dim"])
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert steps == sorted(trial.intermediate_values) == list(range(1, len(steps) + 1))
         assert run.data.metrics["epochs_trained"] == len(steps)
@@ -149,7 +149,8 @@ def test_the_best_trial_becomes_a_named_dvc_experiment(tuned):
     (rev,) = experiments["tune-reuters-best"]["revs"]
     train = rev["data"]["params"]["params.yaml"]["data"]["train"]["reuters"]
     assert train["learning_rate"] == pytest.approx(best.params["learning_rate"]) and train["epochs"] == 3
-    assert train["embedding_dim"] == best.params["embedding_dim"] and train["optimizer"] == best.params["optimizer"]
+    assert train["conv1d"]["embedding_dim"] == best.params["conv1d.embedding_dim"]
+    assert train["optimizer"] == best.params["optimizer"]
     runs = client_of(project).search_runs(
         [client_of(project).get_experiment_by_name("reuters").experiment_id],
         "tags.`dvc.exp_name` = 'tune-reuters-best'",

@@ -5,13 +5,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, described, reuters_model
+from helpers import ROOT, described, reuters_model, with_settings
 
 from pipeline.config.loader import load_params
-from pipeline.config.schema import ImagesTrainConfig, TextsTrainConfig
+from pipeline.config.model_table import MobileNetV2Settings
+from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig
 from pipeline.data.prepared import Prepared
 
 pytestmark = pytest.mark.slow
+
+
+def pictures(classes: int, side: int = 28) -> Prepared:
+    return Prepared(Path(), "images", (side, side), [str(d) for d in range(classes)], {})
 
 
 from pipeline.training import models  # noqa: E402
@@ -42,12 +47,7 @@ def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
 def test_the_reuters_layers_follow_their_params():
     reuters_cfg = load_params(ROOT / "params.yaml", "reuters").train
     assert isinstance(reuters_cfg, TextsTrainConfig)
-    cfg = dataclasses.replace(
-        reuters_cfg,
-        conv_filters=(16, 8, 4),
-        conv_kernel_sizes=(3, 3, 2),
-        pool_size=3,
-    )
+    cfg = with_settings(reuters_cfg, conv_filters=(16, 8, 4), conv_kernel_sizes=(3, 3, 2), pool_size=3)
     model = models.build_model(cfg, described(100, 50))
     convs = [(layer.filters, layer.kernel_size) for layer in model.layers if type(layer).__name__ == "Conv1D"]
     pools = [layer.pool_size for layer in model.layers if type(layer).__name__ == "MaxPooling1D"]
@@ -55,7 +55,7 @@ def test_the_reuters_layers_follow_their_params():
 
 
 def test_mobilenet_model_has_no_top_and_logits():
-    model = models.mobilenet_v2(img_size=32, num_classes=10, alpha=1.0, dense_units=512, batchnorm_momentum=0.9)
+    model = models.mobilenet_v2(MobileNetV2Settings(32, 1.0, 512, 0.9, None), pictures(10))
     assert model.input_shape == (None, 32, 32, 3)
     assert model.output_shape == (None, 10)
     backbone = model.layers[1]
@@ -72,9 +72,7 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
     reference = keras.applications.MobileNetV2(
         input_shape=(32, 32, 3), alpha=alpha, include_top=False, weights=None, pooling="avg"
     )
-    backbone = models.mobilenet_v2(
-        img_size=32, num_classes=10, alpha=alpha, dense_units=8, batchnorm_momentum=0.9
-    ).layers[1]
+    backbone = models.mobilenet_v2(MobileNetV2Settings(32, alpha, 8, 0.9, None), pictures(10)).layers[1]
     assert backbone.count_params() == reference.count_params()
     dense = {layer.name for layer in backbone.layers if type(layer) is keras.layers.Dense}
     pointwise = {
@@ -102,7 +100,7 @@ def test_the_mnist_model_follows_its_width_multiplier():
     stats = Prepared(Path(), "images", (28, 28), [str(d) for d in range(10)], {})
     widths = {}
     for alpha in (1.0, 0.5):
-        model = models.build_model(dataclasses.replace(cfg, alpha=alpha, dense_units=16), stats)
+        model = models.build_model(with_settings(cfg, alpha=alpha, dense_units=16), stats)
         backbone = model.layers[1]
         widths[alpha] = (
             backbone.get_layer("Conv1").filters,

@@ -26,9 +26,9 @@ def test_the_target_reads_the_file_once_and_a_trial_draws_over_what_it_read(tmp_
     reads = []
     monkeypatch.setattr(loader, "read_yaml", lambda path: reads.append(path))
     (tmp_path / "params.yaml").unlink()  # nothing after make() reads it
-    trial = made.trial_params({"learning_rate": 0.002, "embedding_dim": 16})
-    assert (trial.train.learning_rate, trial.train.embedding_dim, trial.train.epochs) == (0.002, 16, 3)
-    assert made.params.train.embedding_dim != 16 or made.params.train.learning_rate != 0.002  # unchanged
+    trial = made.trial_params({"learning_rate": 0.002, "conv1d.embedding_dim": 16})
+    assert (trial.train.learning_rate, trial.train.settings.embedding_dim, trial.train.epochs) == (0.002, 16, 3)
+    assert made.params.train.settings.embedding_dim != 16 or made.params.train.learning_rate != 0.002  # unchanged
     assert reads == []
 
 

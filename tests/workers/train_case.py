@@ -117,7 +117,7 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
 def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = "") -> None:
     import keras
 
-    from pipeline.config.schema import EarlyStoppingConfig
+    from pipeline.config.training import EarlyStoppingConfig
     from pipeline.training import trainer
     from pipeline.training.models import loss
     from pipeline.training.resume import Backup

@@ -1,0 +1,142 @@
+"""The models, a table per kind of dataset: each model's name (the value of `train.<ds>.model`),
+the class of its settings (the section `train.<ds>.<model>`) and its builder, as
+tensorflow/models registers its backbones. A train section holds the settings of each model it
+may switch to (`-S train.<ds>.model=mlp` needs `train.<ds>.mlp`); a model's settings are never
+required of a section that does not name it. The builders are named, not imported: they need
+TensorFlow, which the config never loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from pipeline.config.fields import fraction, positive_int, spec
+
+
+def _positive_ints(help: str, what: str = "a non-empty list of positive integers"):
+    return spec(what, lambda v: len(v) > 0 and all(n > 0 for n in v), help=help)
+
+
+def _dropout():
+    return fraction(help="Dropout rate before the last Dense layer (0: none).")
+
+
+# --------------------------------------------------------------------------- labelled texts
+
+
+@dataclass(frozen=True)
+class Conv1DSettings:
+    embedding_dim: int = positive_int(help="Width of the word embedding.")
+    conv_filters: tuple[int, ...] = _positive_ints(
+        "Filters of each Conv1D block, in order (ReLU, then MaxPooling1D); the reference settings: [64, 32]."
+    )
+    conv_kernel_sizes: tuple[int, ...] = spec(
+        "a list of positive integers, one per conv_filters",
+        lambda v: all(n > 0 for n in v),
+        help="Kernel size of each Conv1D block, one per conv_filters; the reference settings: [5, 3].",
+    )
+    pool_size: int = positive_int(help="MaxPooling1D window after each Conv1D.")
+
+    def disagreement(self) -> Optional[str]:
+        if len(self.conv_kernel_sizes) != len(self.conv_filters):
+            return (
+                f"conv_kernel_sizes: expected one kernel size per conv_filters ({len(self.conv_filters)}), "
+                f"got {len(self.conv_kernel_sizes)}"
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class MlpSettings:
+    num_words: Optional[int] = spec(
+        "an integer >= 4 or null",
+        lambda v: v >= 4,
+        help="The words the bag holds: the num_words most frequent of the word index (indices below it); the "
+        "rarer ones count as the out-of-vocabulary mark. null: every word of the prepared data.",
+    )
+    features: Literal["multi_hot", "count", "tf_idf"] = spec(
+        help="What the bag says of a word: multi_hot (present or not), count (how often), or tf_idf (the "
+        "count weighted by the word's inverse document frequency in the training split)."
+    )
+    units: tuple[int, ...] = _positive_ints("Units of each hidden Dense layer (ReLU), in order.")
+    dropout: float = _dropout()
+
+
+# --------------------------------------------------------------------------- image folders
+
+
+@dataclass(frozen=True)
+class SmallConvnetSettings:
+    filters: tuple[int, ...] = _positive_ints(
+        "Filters of each block, in order: two 3x3 convolutions (batch-normalised, ReLU), then a 2x2 max "
+        "pooling while the picture is larger than 4 pixels a side. For pictures of tens of pixels a side."
+    )
+    dense_units: int = positive_int(help="Units of the Dense layer on the pooled features.")
+    dropout: float = _dropout()
+
+
+@dataclass(frozen=True)
+class MobileNetV2Settings:
+    img_size: int = spec(
+        "an integer >= 32",
+        lambda v: v >= 32,
+        help="Side the images are resized to in the input pipeline (MobileNetV2 needs "
+        "at least 32); the reference settings train at 112.",
+    )
+    alpha: float = spec(
+        "a positive number",
+        lambda v: v > 0,
+        help="MobileNetV2's width multiplier (Keras' alpha): each layer's filters times "
+        "alpha, rounded to a multiple of 8; 1.0 is the published network, whose "
+        "pointwise layers cost about alpha squared.",
+    )
+    dense_units: int = positive_int(help="Units of the Dense layer on the pooled features.")
+    batchnorm_momentum: float = fraction(
+        help="Moving-average momentum of the backbone's BatchNormalization layers (Keras' 0.999 "
+        "leaves inference at chance after a few epochs).",
+        low_open=True,
+    )
+    weights: Optional[Literal["imagenet"]] = spec(
+        help="The backbone's initial weights: null, from scratch; imagenet, Keras' ImageNet weights for this "
+        "alpha, fetched by the download stage as one of the dataset's download.pretrained (pinned by its sha256, "
+        "looked up in the mirror like the data) and fine-tuned with the rest."
+    )
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+@dataclass(frozen=True)
+class Model:
+    settings: type  # the class of the section train.<ds>.<name>
+    builder: str  # "module:function" of pipeline.training: (settings, prepared data) -> a Keras model
+    help: str
+
+
+MODELS: dict[str, dict[str, Model]] = {
+    "labelled_texts": {
+        "conv1d": Model(
+            Conv1DSettings,
+            "pipeline.training.models:conv1d",
+            "an Embedding, a Conv1D+MaxPool block per conv_filters, and a Dense of the classes",
+        ),
+        "mlp": Model(
+            MlpSettings,
+            "pipeline.training.models:mlp",
+            "a bag of words (multi-hot, counts or TF-IDF over the word index) and Dense layers",
+        ),
+    },
+    "image_folders": {
+        "small_convnet": Model(
+            SmallConvnetSettings,
+            "pipeline.training.models:small_convnet",
+            "a few blocks of 3x3 convolutions, learnt from scratch: pictures of tens of pixels a side",
+        ),
+        "mobilenet_v2": Model(
+            MobileNetV2Settings,
+            "pipeline.training.models:mobilenet_v2",
+            "MobileNetV2 without top, from scratch or from ImageNet weights, global average pooling and "
+            "Dense dense_units: photos",
+        ),
+    },
+}

@@ -1,0 +1,27 @@
+"""pipeline/config/training.py: a kind's train section names one model of its table and holds the
+settings of each model it may switch to, required only of the one it names."""
+
+import dataclasses
+import typing
+
+from pipeline.config.model_table import MODELS
+from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig, TrainConfig
+
+
+def test_each_kind_takes_the_models_of_its_table_by_name_and_their_settings_as_optional_keys():
+    for cls, kind in ((TextsTrainConfig, "labelled_texts"), (ImagesTrainConfig, "image_folders")):
+        assert issubclass(cls, TrainConfig)
+        hints = typing.get_type_hints(cls)
+        assert typing.get_args(hints["model"]) == tuple(MODELS[kind])
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for name, model in MODELS[kind].items():
+            assert fields[name].metadata["optional_key"] is True
+            assert typing.get_args(hints[name]) == (model.settings, type(None))
+        assert not fields["epochs"].metadata["optional_key"]
+
+
+def test_a_section_without_its_models_settings_says_which_key_is_missing():
+    values = {f.name: None for f in dataclasses.fields(TextsTrainConfig)}
+    cfg = TextsTrainConfig(**{**values, "model": "mlp"})
+    assert cfg.settings is None
+    assert cfg.disagreement() == "mlp: missing key (model is mlp: its settings)"

@@ -31,8 +31,14 @@ def _optional_path(name: str, help: str):
     "--machine", "JSON of the machine the figures were measured on (CPU, instruction sets, GPUs, versions, date)."
 )
 @_optional_path("--backup-dir", "Folder for per-epoch backups, to resume a killed run (removed when training ends).")
+@_optional_path(
+    "--pretrained", "Folder of the pretrained weights the download stage fetched (download.DATASET.pretrained)."
+)
 @params_option
-def command(dataset, data, model_dir, history, summary, curves, measurements, machine, backup_dir, params_path):
+def command(
+    dataset, data, model_dir, history, summary, curves, measurements, machine, backup_dir, pretrained, params_path
+):
     """Train a dataset's model with tf.distribute; log to MLflow."""
     outputs = lifecycle.Outputs(model_dir, history, summary, curves, measurements, machine)
-    lifecycle.run(load_params(params_path, dataset), data=data, outputs=outputs, backup_dir=backup_dir)
+    params = load_params(params_path, dataset)
+    lifecycle.run(params, data=data, outputs=outputs, backup_dir=backup_dir, pretrained=pretrained)

@@ -38,8 +38,16 @@ class Outputs:
     machine: Optional[Path] = None
 
 
-def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Optional[Path]) -> None:
-    """Train `params.dataset` on the prepared folder `data` and write `outputs` (chief)."""
+def run(
+    params: DatasetParams,
+    *,
+    data: Path,
+    outputs: Outputs,
+    backup_dir: Optional[Path],
+    pretrained: Optional[Path] = None,
+) -> None:
+    """Train `params.dataset` on the prepared folder `data` (from the weights in `pretrained`,
+    the download stage's folder, when the model's settings say so) and write `outputs` (chief)."""
     dataset, cfg = params.dataset, params.train
     # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
     # cannot take the run (a single process logs: it is the chief), stops the stage at once
@@ -66,6 +74,7 @@ def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Opti
             backup=backup,
             on_epoch=training_run.log_epoch,
             verbose=2 if log.shows_progress() else 0,
+            pretrained=pretrained,
         )
         digest = trainer.weights_digest(result.model)
         if facts["workers"] > 1:  # the same final weights on every worker

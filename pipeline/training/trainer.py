@@ -118,9 +118,10 @@ class Prepared:
     step_batch: int  # the batch a training step takes: the global batch, or a smaller split whole
 
 
-def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy) -> Prepared:
-    """Seeds, precision, `cfg.model` built and compiled under `strategy`, and the training and
-    validation datasets streamed from the prepared shards (`data`, checked first): what a
+def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Optional[Path] = None) -> Prepared:
+    """Seeds, precision, `cfg.model` built (from the weights in `pretrained`, the download
+    stage's folder, when its settings say so) and compiled under `strategy`, and the training
+    and validation datasets streamed from the prepared shards (`data`, checked first): what a
     training and a benchmark (`pipeline.tools.bench`) share. Across workers each reads its own
     share of the shards."""
     data.check("train", "val")
@@ -131,7 +132,7 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy) -> Prepared:
     replicas = strategy.num_replicas_in_sync
     global_batch = global_batch_size(cfg, replicas)
     with strategy.scope():
-        model = build_model(cfg, data)
+        model = build_model(cfg, data, pretrained)
         compile_model(model, cfg)
     image_size = image_size_for(data, model)
     worker, workers = cluster.input_worker(strategy)
@@ -217,6 +218,7 @@ def train(
     backup: Optional[Backup] = None,
     on_epoch=None,
     verbose: int = 2,
+    pretrained: Optional[Path] = None,
 ) -> TrainResult:
     """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
 
@@ -227,7 +229,7 @@ def train(
     `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
     """
     backup = backup or Backup(None, strategy)
-    prepared = prepare(cfg, data=data, strategy=strategy)
+    prepared = prepare(cfg, data=data, strategy=strategy, pretrained=pretrained)
     model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
     hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
     initial_epoch = hooks.initial_epoch

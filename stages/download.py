@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from pipeline import log
@@ -19,16 +21,28 @@ from stages._common import dataset_argument, params_option, path_option
     "JSON file recording each file's name, configured URL, size and sha256 (the same on every host; "
     "where the bytes came from goes to <out>.sources.json, untracked).",
 )
+@click.option(
+    "--pretrained",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder to write the pretrained weights to (download.DATASET.pretrained; empty when there are none).",
+)
 @params_option
-def command(dataset, out, manifest, params_path):
+def command(dataset, out, manifest, pretrained, params_path):
     """Download a dataset's files, verified, into a folder."""
     params = load_params(params_path, dataset)
     results = fetch_all(params.download, out)
+    weights = [] if pretrained is None else fetch_all(params.download, pretrained, files=params.download.pretrained)
     # where the bytes came from is this host's: beside the folder, for the training run to record
     # (first: a sources file newer than the manifest names other sha256s, and is not recorded)
-    write_json(sources_path(out), {"dataset": dataset, "files": [r.source() for r in results]})
-    write_json(manifest, {"dataset": dataset, "files": [r.described() for r in results]})
+    write_json(sources_path(out), {"dataset": dataset, "files": [r.source() for r in results + weights]})
+    described = {"dataset": dataset, "files": [r.described() for r in results]}
+    if pretrained is not None:
+        described["pretrained"] = [r.described() for r in weights]
+    write_json(manifest, described)
     unpinned = params.unpinned()
+    for r in weights:
+        log.result(f"{r.name}: {r.bytes} bytes, sha256 {r.sha256} (verified) from {r.fetched_from}")
     for r in results:
         state = (
             "verified"

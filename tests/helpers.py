@@ -479,3 +479,16 @@ def stand_in_run(uri: str) -> str:
     client.log_text(run.info.run_id, "a stand-in for a model", "model/MLmodel")
     client.set_terminated(run.info.run_id)
     return run.info.run_id
+
+
+def mobilenet_weights(path: Path, alpha: float) -> Path:
+    """A stand-in for Keras' published MobileNetV2 ImageNet weights without top (the same legacy
+    HDF5 layout, layer names and shapes, random values), written to `path`."""
+    import h5py  # Keras' dependency: only in the tests that build one
+    import keras
+    from keras.src.legacy.saving import legacy_h5_format
+
+    model = keras.applications.MobileNetV2(input_shape=(96, 96, 3), alpha=alpha, include_top=False, weights=None)
+    with h5py.File(path, "w") as handle:
+        legacy_h5_format.save_weights_to_hdf5_group(handle, model)
+    return path

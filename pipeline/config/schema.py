@@ -49,11 +49,10 @@ class DownloadConfig:
         "sha256 of the file that matches it). MNIST: mnist_png.tar.gz, folders of the digits' PNG images.",
     )
     pretrained: tuple[RemoteFile, ...] = spec(
-        "a list of files, each with its sha256",
-        lambda v: all(f.sha256 for f in v),
-        help="Pretrained weights the train section's model starts from (e.g. MobileNetV2's ImageNet weights "
-        "with mobilenet_v2's weights: imagenet), fetched like the data into data/pretrained/ (a folder per dataset), "
-        "each pinned by its sha256; []: none.",
+        "a list of files",
+        help="Pretrained weights the train section's model starts from (e.g. Keras' MobileNetV2 ImageNet weights "
+        "with mobilenet_v2's weights: imagenet), fetched like the files (mirror, sha256, retries) into "
+        "data/pretrained/ (a folder per dataset), never by the train stage; []: none.",
     )
     mirror: str = spec(
         "a URL or an empty string",
@@ -217,12 +216,22 @@ class DatasetParams:
         cfg = self.preprocess
         images = isinstance(cfg, ImageFoldersPreprocessConfig)
         if isinstance(cfg, ImageFoldersPreprocessConfig) and cfg.images_sha256:
-            return []
-        return [
+            return self.unpinned_weights()
+        lines = [
             f"download.{self.dataset}.files[{i}] ({f.url}): no sha256 configured, so other bytes "
             "could be downloaded and trained on without a word; pin it"
             + (f" or preprocess.{self.dataset}.images_sha256" if images else "")
             for i, f in enumerate(self.download.files)
+            if not f.sha256
+        ]
+        return lines + self.unpinned_weights()
+
+    def unpinned_weights(self) -> list[str]:
+        """One line per pretrained weights file that no sha256 pins (nothing else checks it)."""
+        return [
+            f"download.{self.dataset}.pretrained[{i}] ({f.url}): no sha256 configured, so other weights could "
+            f"be trained from without a word; pin it (-S download.{self.dataset}.pretrained.{i}.sha256=...)"
+            for i, f in enumerate(self.download.pretrained)
             if not f.sha256
         ]
 

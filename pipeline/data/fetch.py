@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -28,7 +28,7 @@ from pipeline.errors import DownloadError, PipelineError
 from pipeline.io import WRITE_ERRNOS, file_sha256, output_place, reading, replace_dir
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.schema import DownloadConfig
+    from pipeline.config.schema import DownloadConfig, RemoteFile
 
 CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"
@@ -94,10 +94,12 @@ def fetch_all(
     cfg: DownloadConfig,
     out: Path,
     *,
+    files: Optional[Sequence[RemoteFile]] = None,
     progress: Optional[bool] = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[FetchResult]:
-    """Fetch every file of a DownloadConfig into the folder `out`, atomically.
+    """Fetch every file of a DownloadConfig (or `files`, e.g. its pretrained weights) into the
+    folder `out`, atomically; no file makes an empty folder.
 
     Files are looked up under the mirror (PIPELINE_DATA_MIRROR, else `cfg.mirror`) when one is
     set; the retries, backoff and timeout are the config's.
@@ -108,10 +110,10 @@ def fetch_all(
         progress = sys.stderr.isatty()
     staging = out.with_name(out.name + ".partial")
     with output_place(out):
-        return _fetch_into(cfg, out, staging, mirror, progress, sleep)
+        return _fetch_into(cfg, cfg.files if files is None else files, out, staging, mirror, progress, sleep)
 
 
-def _fetch_into(cfg: DownloadConfig, out: Path, staging: Path, mirror: str, progress: bool, sleep) -> list[FetchResult]:
+def _fetch_into(cfg: DownloadConfig, files, out: Path, staging: Path, mirror: str, progress: bool, sleep):
     staging.mkdir(parents=True, exist_ok=True)
     # Finished files from an earlier failed run are fetched again; only .part files are kept,
     # to resume from.
@@ -120,7 +122,7 @@ def _fetch_into(cfg: DownloadConfig, out: Path, staging: Path, mirror: str, prog
             _remove(leftover)
     results = []
     try:
-        for spec in cfg.files:
+        for spec in files:
             name = base_name(spec.url)
             source = resolve_url(spec.url, mirror)
             target = staging / name

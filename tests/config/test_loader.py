@@ -118,9 +118,12 @@ def test_imagenet_weights_need_the_pinned_file_in_the_download_section(raw):
         error_of(raw)
     )
     raw["download"]["mnist"]["pretrained"] = [{"url": "https://example.org/w.h5", "sha256": None}]
-    assert "download.mnist.pretrained: expected a list of files, each with its sha256" in error_of(raw)
+    params = params_of(raw, "mnist", "params.yaml")
+    assert params.train.settings.weights == "imagenet"
+    # unpinned weights are said at every download, as unpinned data are
+    assert params.unpinned()[-1].startswith("download.mnist.pretrained[0] (https://example.org/w.h5): no sha256")
     raw["download"]["mnist"]["pretrained"][0]["sha256"] = "0" * 64
-    assert params_of(raw, "mnist", "params.yaml").train.settings.weights == "imagenet"
+    assert not params_of(raw, "mnist", "params.yaml").unpinned_weights()
 
 
 def test_yaml_syntax_error_has_line_and_column(tmp_path):

@@ -28,7 +28,9 @@ def no_sleep(seconds):
 
 def fetch(files, out, retries=2, mirror=""):
     SLEPT.clear()
-    cfg = DownloadConfig(files=tuple(files), mirror=mirror, retries=retries, backoff_seconds=0.5, timeout_seconds=5)
+    cfg = DownloadConfig(
+        files=tuple(files), pretrained=(), mirror=mirror, retries=retries, backoff_seconds=0.5, timeout_seconds=5
+    )
     return fetch_all(cfg, out, progress=False, sleep=no_sleep)
 
 
@@ -194,6 +196,44 @@ def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
         "mnist_png.tar.gz): no sha256 configured, so other bytes could be downloaded and trained on without a word; "
         "pin it or preprocess.mnist.images_sha256"
     ]
+
+
+def test_pretrained_weights_are_fetched_like_the_files_into_their_own_folder(file_server, dataset_files, tmp_path):
+    """download.<ds>.pretrained: looked up in the mirror, verified, recorded in the manifest and
+    the sources file; an empty folder when there are none (a DVC out all the same)."""
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
+    args = ("download", "mnist", "--out", "raw", "--manifest", "raw.json", "--pretrained", "weights")
+    result = run_pipeline(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert list((tmp_path / "weights").iterdir()) == []
+    assert json.loads((tmp_path / "raw.json").read_text())["pretrained"] == []
+    weights = dataset_files / "reuters_word_index.json"  # any file stands for the weights here
+    pinned = {"url": "https://storage.example.invalid/models/reuters_word_index.json", "sha256": sha256(weights)}
+    write_params(tmp_path, {"download.mnist.pretrained": [pinned]})
+    result = run_pipeline(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "weights" / "reuters_word_index.json").read_bytes() == weights.read_bytes()
+    (entry,) = json.loads((tmp_path / "raw.json").read_text())["pretrained"]
+    assert (entry["url"], entry["sha256"], entry["verified"]) == (pinned["url"], pinned["sha256"], True)
+    sources = json.loads((tmp_path / "raw.sources.json").read_text())["files"]
+    assert sources[-1]["fetched_from"] == f"{file_server.url}/reuters_word_index.json"
+    assert f"reuters_word_index.json: {weights.stat().st_size} bytes, sha256 {pinned['sha256']} (verified)" in (
+        result.stdout
+    )
+    # another file under the pinned name: refused, and the folder from before stays
+    write_params(tmp_path, {"download.mnist.pretrained": [{**pinned, "sha256": "0" * 64}]})
+    result = run_pipeline(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "sha256 mismatch" in result.stderr
+    assert (tmp_path / "weights" / "reuters_word_index.json").exists()
+    # unpinned: fetched, and said as a warning naming the key
+    write_params(tmp_path, {"download.mnist.pretrained": [{**pinned, "sha256": None}]})
+    result = run_pipeline(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: download.mnist.pretrained[0] (https://storage.example.invalid/models/reuters_word_index.json): "
+        "no sha256 configured, so other weights could be trained from without a word"
+    ) in result.stderr
 
 
 def test_the_manifest_is_the_same_whichever_mirror_served_the_bytes(file_server, dataset_files, tmp_path):

@@ -1,16 +1,17 @@
-"""The two models, the shared loss and the optimizer set-up of both training loops."""
+"""The models of each kind, the shared loss and the optimizer set-up of both training loops."""
 
 import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, described, reuters_model, with_settings
+from helpers import ROOT, described, mobilenet_weights, reuters_model, with_settings
 
 from pipeline.config.loader import load_params
-from pipeline.config.model_table import MobileNetV2Settings
+from pipeline.config.model_table import MlpSettings, MobileNetV2Settings, SmallConvnetSettings
 from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig
 from pipeline.data.prepared import Prepared
+from pipeline.errors import ConfigError
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +110,68 @@ def test_the_mnist_model_follows_its_width_multiplier():
         )
     # Keras rounds each width to a multiple of 8 and keeps the last layer's 1280 for alpha <= 1.
     assert widths == {1.0: (32, 320, 1280), 0.5: (16, 160, 1280)}
+
+
+def test_imagenet_weights_are_loaded_into_the_backbone_and_carried_over_to_its_dense_layers(tmp_path):
+    keras = models.keras
+    folder = tmp_path / "pretrained"
+    folder.mkdir()
+    path = mobilenet_weights(folder / "mobilenet_v2_weights_tf_dim_ordering_tf_kernels_0.35_96_no_top.h5", 0.35)
+    reference = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, include_top=False, weights=None)
+    reference.load_weights(str(path))
+    model = models.mobilenet_v2(MobileNetV2Settings(32, 0.35, 8, 0.9, "imagenet"), pictures(3), folder)
+    backbone = model.layers[1]
+    for name in ("Conv1", "block_3_expand", "block_16_project", "Conv_1_bn"):
+        for ours, theirs in zip(backbone.get_layer(name).get_weights(), reference.get_layer(name).get_weights()):
+            np.testing.assert_array_equal(ours, theirs.reshape(ours.shape))
+    # from scratch, the same layers start elsewhere
+    scratch = models.mobilenet_v2(MobileNetV2Settings(32, 0.35, 8, 0.9, None), pictures(3), folder).layers[1]
+    first = reference.get_layer("Conv1").get_weights()[0]
+    assert not np.array_equal(scratch.get_layer("Conv1").get_weights()[0], first)
+
+
+def test_weights_of_another_width_or_no_weights_file_is_one_line(tmp_path):
+    folder = tmp_path / "pretrained"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=r"expected the \.h5 file of MobileNetV2's ImageNet weights for alpha 0.5"):
+        models.mobilenet_v2(MobileNetV2Settings(32, 0.5, 8, 0.9, "imagenet"), pictures(3), folder)
+    mobilenet_weights(folder / "weights_0.35_96_no_top.h5", 0.35)
+    with pytest.raises(ConfigError, match=r"weights_0.35_96_no_top.h5: not the weights of this MobileNetV2") as info:
+        models.mobilenet_v2(MobileNetV2Settings(32, 0.5, 8, 0.9, "imagenet"), pictures(3), folder)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("features", ["multi_hot", "count", "tf_idf"])
+def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_path, features):
+    from pipeline.data import prepared
+
+    x = np.array([[0, 0, 1, 5, 5, 9], [0, 1, 3, 3, 4, 12]], dtype=np.int32)
+    y = np.array([0, 1])
+    splits = {"train": (x, y), "val": (x, y), "test": (x, y)}
+    data = prepared.write_arrays(
+        tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], details={"vocab_size": 13}
+    )
+    model = models.mlp(MlpSettings(8, features, (4,), 0.0), data)
+    out = np.asarray(models.keras.Model(model.input, model.get_layer("bag_of_words").output)(x))
+    # IntegerLookup's columns: the out-of-vocabulary bucket (9 and 12 here), then the words 1..7;
+    # the padding 0 is its mask, counted nowhere
+    counts = np.array([[1, 1, 0, 0, 0, 2, 0, 0], [1, 1, 0, 2, 1, 0, 0, 0]], dtype="float32")
+    if features == "multi_hot":
+        np.testing.assert_array_equal(out, (counts > 0).astype("float32"))
+    elif features == "count":
+        np.testing.assert_array_equal(out, counts)
+    else:  # the words' inverse document frequency in the training split: ln(3 / (1 + df)) + 1
+        df = np.array([2, 0, 1, 1, 1, 0, 0])  # the words 1..7
+        idf = np.log(3 / (1 + df)) + 1
+        np.testing.assert_allclose(out[:, 1:], counts[:, 1:] * idf, rtol=1e-6)
+
+
+def test_small_convnet_takes_the_pictures_at_their_prepared_size():
+    model = models.small_convnet(SmallConvnetSettings((8, 16), 32, 0.2), pictures(4, side=12))
+    assert model.input_shape == (None, 12, 12, 3) and model.output_shape == (None, 4)
+    pools = [layer.name for layer in model.layers if isinstance(layer, models.keras.layers.MaxPooling2D)]
+    assert pools == ["pool1", "pool2"]  # 12 -> 6 -> 3: both blocks pool while the side is above 4
+    assert model.get_layer("logits").activation.__name__ == "linear"
 
 
 def test_build_model_sizes_the_model_from_the_prepared_stats():

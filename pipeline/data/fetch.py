@@ -90,6 +90,13 @@ def resolve_url(url: str, mirror: str) -> str:
     return mirror.rstrip("/") + "/" + urllib.parse.quote(base_name(url))
 
 
+def pretrained_beside(prepared: Path | str) -> Path:
+    """Where dvc.yaml's download stage puts a dataset's pretrained weights, beside its prepared
+    folder: data/prepared/<ds> -> data/pretrained/<ds> (for the commands that take --data)."""
+    prepared = Path(prepared)
+    return prepared.parent.parent / "pretrained" / prepared.name
+
+
 def fetch_all(
     cfg: DownloadConfig,
     out: Path,

@@ -54,10 +54,13 @@ def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> di
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
     from pipeline.data import prepared as prepared_data
+    from pipeline.data.fetch import pretrained_beside
     from pipeline.training import trainer  # TensorFlow: only once it trains
 
     strategy = setup.strategy
-    prepared = trainer.prepare(cfg, data=prepared_data.read(data), strategy=strategy)
+    prepared = trainer.prepare(
+        cfg, data=prepared_data.read(data), strategy=strategy, pretrained=pretrained_beside(data)
+    )
     batch, dataset = full_batches(prepared)
     model = prepared.model
     flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])

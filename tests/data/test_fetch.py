@@ -307,3 +307,9 @@ def test_a_file_url_naming_a_folder_copies_it_whole_with_its_digest(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DownloadError, match="empty: an empty folder"):
         fetch([spec((tmp_path / "empty").as_uri())], tmp_path / "none")
+
+
+def test_the_pretrained_weights_of_a_dataset_sit_beside_its_prepared_folder():
+    from pipeline.data.fetch import pretrained_beside
+
+    assert pretrained_beside("data/prepared/flowers").as_posix() == "data/pretrained/flowers"

@@ -7,6 +7,7 @@ only). pipeline/config/build.py reads a file into these; params_doc.py documents
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -237,10 +238,14 @@ class DatasetParams:
 
     def flat(self) -> dict[str, Any]:
         """Every param of this dataset's stages as flat dotted keys (for MLflow): not `tune`,
-        which is no stage's."""
+        which is no stage's, nor the settings of the models the train section does not train."""
         out: dict[str, Any] = {}
+        idle = {f.name for f in dataclasses.fields(self.train) if f.metadata.get("optional_key")} - {self.train.model}
         for stage in STAGES:
-            flatten(self.raw[stage][self.dataset], f"{stage}.{self.dataset}", out)
+            section = self.raw[stage][self.dataset]
+            if stage == "train":
+                section = {key: value for key, value in section.items() if key not in idle}
+            flatten(section, f"{stage}.{self.dataset}", out)
         return out
 
 

@@ -72,6 +72,10 @@ def test_the_shipped_spaces_are_valid():
             {"key": "optimizer", "kind": "choice", "low": None, "high": None, "values": ["adam", "lion"]},
             "optimizer=lion can be drawn",
         ),
+        (  # a model of another kind, or one whose settings the section lacks
+            {"key": "model", "kind": "choice", "low": None, "high": None, "values": ["conv1d", "small_convnet"]},
+            "model=small_convnet can be drawn, and the config rejects it: train.reuters.model: expected 'conv1d' or",
+        ),
     ],
 )
 def test_a_bad_dimension_is_one_line_naming_it(raw, fields, message):
@@ -158,3 +162,15 @@ def test_the_space_as_json_names_what_identifies_it(raw):
     assert search_space.as_json(space) == text and "learning_rate" in text
     raw["tune"]["reuters"]["space"][0]["high"] = 0.02
     assert search_space.as_json(validate(raw)["tune"]["reuters"].space) != text
+
+
+def test_the_model_is_a_dimension_like_any_other(raw):
+    """A study may search over the model: each value names a model whose settings the train
+    section holds."""
+    raw["tune"]["reuters"]["space"].append(
+        {"key": "model", "kind": "choice", "low": None, "high": None, "values": ["conv1d", "mlp"]}
+    )
+    validate(raw)
+    del raw["train"]["reuters"]["mlp"]
+    with pytest.raises(ConfigError, match=r"model=mlp can be drawn, and the config rejects it: train\.reuters\.mlp"):
+        validate(raw)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 from pipeline import log
 from pipeline.config import search_space
 from pipeline.errors import ConfigError, StudyError
-from pipeline.tracking import store
+from pipeline.tracking import probe, store
 from pipeline.tuning import study_runs
 
 JOURNAL_NAME = "optuna.journal"
@@ -103,10 +103,46 @@ def check_storage_url(url: str) -> None:
         )
 
 
+def holds_studies(url: str) -> bool:
+    """Whether there is a storage at `url` to read studies from (a journal file, a database with
+    Optuna's tables), found without making one: opening a storage with Optuna makes the file or
+    the tables when they are not there. StudyError when the database cannot be reached."""
+    check_storage_url(url)
+    if not is_database(url):
+        return Path(url.removeprefix("file://")).is_file()
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+
+    engine_url = database_url(url)
+    try:
+        if make_url(engine_url).get_backend_name() == "sqlite":  # connecting makes the file
+            database = make_url(engine_url).database
+            if not database or not Path(database).is_file():
+                return False
+        engine = create_engine(engine_url, **_engine_kwargs(url))
+        try:
+            with engine.connect() as connection:
+                return inspect(connection).has_table("studies")
+        finally:
+            engine.dispose()
+    except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
+        raise _cannot_open(url, exc) from None
+
+
+def _engine_kwargs(url: str) -> dict:
+    return {"connect_args": {"connect_timeout": 10}} if url.startswith("postgres") else {}
+
+
+def _cannot_open(url: str, exc: Exception) -> StudyError:
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    return StudyError(f"{shown(url)}: cannot open the study's storage: {reason}")
+
+
 def open_storage(url: str, cfg: TuneConfig):
     """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
     dead workers retried cfg.retries times; StudyError when it cannot be opened, ConfigError
-    when its scheme is none a study can live in or its driver is not installed."""
+    when its scheme is none a study can live in or its driver is not installed. Opening makes
+    the journal file, or Optuna's tables in the database, when they are not there yet."""
     check_storage_url(url)
     engine_url = database_url(url) if is_database(url) else url
     quiet_optuna()
@@ -118,17 +154,21 @@ def open_storage(url: str, cfg: TuneConfig):
         if not path.parent.is_dir():
             raise StudyError(f"{url}: no folder {path.parent} for the study's journal file")
         return _journal_storage(path, cfg.heartbeat_seconds, retry)
-    kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgres") else {}
     try:
         return RDBStorage(
             engine_url,
-            engine_kwargs=kwargs,
+            engine_kwargs=_engine_kwargs(url),
             heartbeat_interval=cfg.heartbeat_seconds,
             heartbeat_stale_trial_callback=retry,
         )
     except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
-        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-        raise StudyError(f"{shown(url)}: cannot open the study's storage: {reason}") from None
+        raise _cannot_open(url, exc) from None
+
+
+def study_names(storage) -> str:
+    """The names of the studies in an opened storage (None: no storage yet), for messages."""
+    names = [summary.study_name for summary in storage.get_all_studies()] if storage is not None else []
+    return ", ".join(names) or "none"
 
 
 def _on_stale(retries: int):
@@ -246,24 +286,46 @@ def identity(params: DatasetParams, name: str) -> dict:
     }
 
 
-def check_same_search(study, params: DatasetParams, name: str, url: str, *, settled: bool) -> None:
-    """A ConfigError (exit 2, nothing written to the storage) unless the study `name` loaded
-    from `url` is the search the params in force ask for, whoever made it: Optuna's own
-    direction first (a study made by a script or a teammate's minimizes what this one
-    maximizes: its worst trial would be reported as the best), then what the project records
-    in a study it creates. `settled`: its creator has had time to record that; a study that
-    still records none of it was not made by `pipeline tune`."""
+@dataclass(frozen=True)
+class Recorded:
+    """What a storage holds of a study, read without loading or creating it."""
+
+    directions: tuple[str, ...]  # Optuna's: maximize, minimize
+    user_attrs: dict
+    trials: int
+
+
+def read_study(storage, name: str) -> Optional[Recorded]:
+    """The study `name` as the opened storage holds it, or None when it holds no such study."""
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        return None
+    return Recorded(
+        tuple(d.name.lower() for d in storage.get_study_directions(study_id)),
+        dict(storage.get_study_user_attrs(study_id)),
+        storage.get_n_trials(study_id),
+    )
+
+
+def check_same_search(found: Recorded, params: DatasetParams, name: str, url: str, *, settled: bool) -> None:
+    """A ConfigError (exit 2) unless the study `name` as read from `url` is the search the
+    params in force ask for, whoever made it: Optuna's own direction first (a study made by a
+    script or a teammate's minimizes what this one maximizes: its worst trial would be reported
+    as the best), then what the project records in a study it creates. `settled`: its creator
+    has had time to record that; a study that still records none of it was not made by
+    `pipeline tune`. Called before anything is written to the study."""
     mine = identity(params, name)
     fix = f"name a new study with --study, or put tune.{params.dataset}.{{key}} back"
-    (direction,) = [d.name.lower() for d in study.directions] if len(study.directions) == 1 else ["several"]
+    (direction,) = found.directions if len(found.directions) == 1 else ("several",)
     if direction != mine["direction"]:
         raise ConfigError(
             f"study {name!r} in {shown(url)} has another direction (Optuna's: {direction}, not "
             f"{mine['direction']}): " + fix.format(key="direction")
         )
-    theirs = study.user_attrs
+    theirs = found.user_attrs
     missing = [key for key in ATTRS if key not in theirs]
-    if missing and (settled or study.trials):
+    if missing and (settled or found.trials):
         raise ConfigError(
             f"study {name!r} in {shown(url)} records no {', '.join(missing)}: it was not made by "
             f"`pipeline tune`, so it may be another search: name a new study with --study"
@@ -288,38 +350,58 @@ def open_study(
     params: DatasetParams, name: str, url: str, *, create: bool = True, wait_seconds: float = 60.0
 ) -> Opened:
     """The study `name` in the storage at `url`: created with its MLflow run by the first worker
-    (Optuna's storage decides which one, atomically), loaded and checked by every other. A study
-    of that name with another dataset, space, metric or direction is a ConfigError; so is a
-    study that does not exist when `create` is false."""
+    (Optuna's storage decides which one, atomically), read, checked and loaded by every other.
+    A study of that name with another dataset, space, metric or direction is a ConfigError; so
+    is a study that does not exist when `create` is false. Every check comes before anything is
+    written: a refused worker leaves the storage as it was."""
+    storage = open_storage(url, params.tune) if holds_studies(url) else None
+    found = read_study(storage, name) if storage is not None else None
+    if found is None and not create:
+        raise ConfigError(f"no study {name!r} in {shown(url)} (its studies: {study_names(storage)})")
+    if found is None:
+        probe.check_tracking()  # the study's run is made right after it: a store that cannot take it, first
+        storage = storage or open_storage(url, params.tune)
+        study = _create(params, name, storage)
+        if study is not None:
+            return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
+        found = read_study(storage, name)  # another worker made it first
+        assert found is not None  # Optuna refused to make it because it is there
+    check_same_search(found, params, name, url, settled=False)
+    return _join(params, name, url, storage, found, wait_seconds)
+
+
+def _chosen(params: DatasetParams, name: str, storage) -> dict:
+    cfg = params.tune
+    return dict(sampler=sampler(cfg), pruner=pruner(cfg, params.train.epochs), storage=storage, study_name=name)
+
+
+def _create(params: DatasetParams, name: str, storage):
+    """The study made, with what it searches recorded in it; None when another worker made it
+    first (for a journal, Optuna has then appended its refused creation: a line it skips)."""
     optuna = quiet_optuna()
-    cfg, mine = params.tune, identity(params, name)
-    storage = open_storage(url, cfg)
-    chosen = dict(sampler=sampler(cfg), pruner=pruner(cfg, params.train.epochs), storage=storage, study_name=name)
     try:
-        if not create:
-            raise optuna.exceptions.DuplicatedStudyError
-        study = optuna.create_study(direction=cfg.direction, **chosen)
+        study = optuna.create_study(direction=params.tune.direction, **_chosen(params, name, storage))
     except optuna.exceptions.DuplicatedStudyError:
-        try:
-            study = optuna.load_study(**chosen)
-        except KeyError:
-            names = ", ".join(s.study_name for s in optuna.get_all_study_summaries(storage)) or "none"
-            raise ConfigError(f"no study {name!r} in {shown(url)} (its studies: {names})") from None
-    else:
-        for key, value in mine.items():
-            study.set_user_attr(key, value)
-        return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
+        return None
+    for key, value in identity(params, name).items():
+        study.set_user_attr(key, value)
+    return study
+
+
+def _join(params: DatasetParams, name: str, url: str, storage, found: Recorded, wait_seconds: float) -> Opened:
+    """A study another worker made, checked again as its creator records it: its MLflow run,
+    once recorded (a moment), or made here when it is not within `wait_seconds` (its creator
+    died setting it up, or it was made elsewhere)."""
     deadline = time.monotonic() + wait_seconds
-    check_same_search(study, params, name, url, settled=False)
-    while RUN_ATTR not in study.user_attrs:  # its creator is setting it up (a moment)
-        if time.monotonic() > deadline:  # and died doing so, or it was made elsewhere
-            check_same_search(study, params, name, url, settled=True)
-            _make_run(study, params, name, url)
-            break
+    while RUN_ATTR not in found.user_attrs and time.monotonic() <= deadline:
         time.sleep(0.5)
-        check_same_search(study, params, name, url, settled=False)
-    check_same_search(study, params, name, url, settled=True)
-    run_id = study.user_attrs[RUN_ATTR]
+        found = read_study(storage, name) or found
+        check_same_search(found, params, name, url, settled=False)
+    check_same_search(found, params, name, url, settled=True)
+    study = quiet_optuna().load_study(**_chosen(params, name, storage))
+    if RUN_ATTR not in found.user_attrs:
+        return Opened(study, _make_run(study, params, name, url), shown(url), created=False)
+    run_id = found.user_attrs[RUN_ATTR]
     if store.find_run(run_id) is None:
         raise ConfigError(
             f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "

@@ -4,13 +4,14 @@ trial failed and queued again, in a journal file and in a real PostgreSQL."""
 
 import dataclasses
 import time
+from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_command, samples, use_sqlite, write_params
+from helpers import ROOT, free_ports, run_command, samples, subprocess_env, use_sqlite, write_params
 
 from pipeline.config import search_space
 from pipeline.config.loader import load_params
-from pipeline.errors import ConfigError, StudyError
+from pipeline.errors import ConfigError, StudyError, TrackingError
 from pipeline.tuning import studies
 
 
@@ -261,3 +262,151 @@ def test_a_storage_no_study_can_live_in_is_a_usage_error_naming_those_that_work(
         "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+def contents(url: str):
+    """Everything the storage holds, as it is stored: a journal file's bytes, a database's rows
+    table by table; None when there is no such file."""
+    import sqlalchemy
+
+    if not studies.is_database(url):
+        path = Path(url.removeprefix("file://"))
+        return path.read_bytes() if path.exists() else None
+    database = sqlalchemy.engine.make_url(url).database
+    if url.startswith("sqlite") and not Path(database or "").exists():
+        return None
+    engine = sqlalchemy.create_engine(studies.database_url(url))
+    try:
+        with engine.connect() as connection:
+            tables = sorted(sqlalchemy.inspect(connection).get_table_names())
+            return {t: sorted(map(repr, connection.execute(sqlalchemy.text(f'SELECT * FROM "{t}"')))) for t in tables}
+    finally:
+        engine.dispose()
+
+
+def other_space(p):
+    first = dataclasses.replace(p.tune.space[0], high=0.05)
+    return dataclasses.replace(p, tune=dataclasses.replace(p.tune, space=(first, *p.tune.space[1:])))
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
+def test_a_refused_worker_leaves_the_storage_as_it_was(tmp_path, monkeypatch, request, kind):
+    """A study `pipeline tune` made to maximize val_accuracy over its space: a worker whose params
+    minimize it, or another metric in the other direction, or the same metric over another space,
+    is refused before it writes anything: the journal's bytes, the database's rows and the
+    MLflow store are the same after each refusal."""
+    use_sqlite(tmp_path, monkeypatch)
+    url = storage_of(kind, tmp_path, request)
+    name = f"refused-{kind}-{tmp_path.name}"[:60]
+    studies.open_study(params(), name, url)
+    where = f"study {name!r} in {studies.shown(url)} has another"
+    refusals = [
+        (params("tune.reuters.direction=minimize"), f"{where} direction (Optuna's: maximize, not minimize)"),
+        (
+            params("tune.reuters.metric=val_loss", "tune.reuters.direction=minimize"),
+            f"{where} direction (Optuna's: maximize, not minimize)",
+        ),
+        (params("tune.reuters.metric=val_loss"), f"{where} metric (val_accuracy, not val_loss)"),
+        (other_space(params()), f"{where} space ("),
+    ]
+    before, tracked = contents(url), (tmp_path / "mlflow.db").read_bytes()
+    for p, message in refusals:
+        for create in (True, False):  # a worker, and --best
+            with pytest.raises(ConfigError) as info:
+                studies.open_study(p, name, url, create=create)
+            assert str(info.value).startswith(message) and info.value.exit_code == 2
+            assert contents(url) == before, (p.tune, create)
+    assert (tmp_path / "mlflow.db").read_bytes() == tracked
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
+def test_a_worker_that_joins_the_same_search_writes_nothing(tmp_path, monkeypatch, request, kind):
+    """Every worker after the first (the processes of --workers N, other hosts, Slurm tasks)
+    reads the study and checks it: the storage is the same after it joins."""
+    use_sqlite(tmp_path, monkeypatch)
+    url = storage_of(kind, tmp_path, request)
+    name = f"joined-{kind}-{tmp_path.name}"[:60]
+    first = studies.open_study(params(), name, url)
+    before = contents(url)
+    for create in (True, False):
+        joined = studies.open_study(params(), name, url, create=create)
+        assert (joined.created, joined.run_id) == (False, first.run_id)
+    assert contents(url) == before
+
+
+def fresh_database(url: str, name: str) -> str:
+    """A new, empty database on the server of `url`: its URL."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(studies.database_url(url), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
+def test_the_best_of_a_study_that_does_not_exist_makes_no_storage(tmp_path, monkeypatch, request, kind):
+    """`pipeline tune --best` reads: a study that is not there is refused without making the
+    journal file, the sqlite file or Optuna's tables in an empty database; in a storage that
+    holds other studies, without a byte written."""
+    use_sqlite(tmp_path, monkeypatch)
+    if kind == "postgresql":
+        url = fresh_database(request.getfixturevalue("postgres"), f"empty_{tmp_path.name}".lower()[:60])
+    else:
+        url = storage_of(kind, tmp_path, request)
+    empty = contents(url)
+    assert empty in (None, {})
+    with pytest.raises(ConfigError) as info:
+        studies.open_study(params(), "missing", url, create=False)
+    assert str(info.value) == f"no study 'missing' in {studies.shown(url)} (its studies: none)"
+    assert contents(url) == empty
+    studies.open_study(params(), "present", url)
+    before = contents(url)
+    with pytest.raises(ConfigError) as info:
+        studies.open_study(params(), "missing", url, create=False)
+    assert str(info.value) == f"no study 'missing' in {studies.shown(url)} (its studies: present)"
+    assert contents(url) == before
+
+
+def test_no_study_is_made_when_the_tracking_store_cannot_take_its_run(tmp_path, monkeypatch):
+    """The study's run is made right after the study: a tracking store that does not answer is
+    found before the study is made, so no study is left without its run."""
+    use_sqlite(tmp_path, monkeypatch)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_ports(1)[0]}")
+    journal = str(tmp_path / "optuna.journal")
+    with pytest.raises(TrackingError):
+        studies.open_study(params(), "unrun", journal)
+    assert contents(journal) in (None, b"")
+
+
+def test_pipeline_tune_refuses_another_direction_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    """As a user runs it: the study maximizes, the params in force minimize; one `error:` line,
+    exit 2, before TensorFlow is imported, and the journal and the MLflow store as they were."""
+    import numpy as np
+
+    from pipeline.data import prepared
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    x, y = np.ones((4, 3), dtype=np.int32), np.zeros(4, dtype=np.int32)
+    data = tmp_path / "prepared"
+    prepared.write_arrays(
+        data, {"train": (x, y), "val": (x, y)}, input_="sequences", class_names=["a"], details={"vocab_size": 5}
+    )
+    write_params(tmp_path)
+    journal = tmp_path / "optuna.journal"
+    studies.open_study(params(), "reuters", str(journal))
+    before, tracked = journal.read_bytes(), (tmp_path / "mlflow.db").read_bytes()
+    result, code, imported = run_command(
+        ["tune", "reuters", "--data", data, "--storage", journal, "-S", "tune.reuters.direction=minimize"],
+        cwd=tmp_path,
+        env=subprocess_env(MLFLOW_TRACKING_URI=uri),
+    )
+    assert code == 2 and "tensorflow" not in imported, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: study 'reuters' in {journal} has another direction (Optuna's: maximize, not minimize): "
+        "name a new study with --study, or put tune.reuters.direction back"
+    ]
+    assert journal.read_bytes() == before and (tmp_path / "mlflow.db").read_bytes() == tracked

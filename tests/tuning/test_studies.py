@@ -307,6 +307,27 @@ def test_a_worker_that_joins_the_same_search_writes_nothing(tmp_path, monkeypatc
     assert contents(url) == before
 
 
+def test_a_worker_that_loses_the_race_to_create_checks_the_study_it_lost_to(tmp_path, monkeypatch):
+    """Two workers that both found no study both ask Optuna to create it; the one refused reads
+    and checks the study the other made, as any joining worker does. In a journal file Optuna has
+    then appended the refused creation, one line it skips on reading: the only write before the
+    check, and nothing of the study changes."""
+    import json
+
+    use_sqlite(tmp_path, monkeypatch)
+    journal = tmp_path / "optuna.journal"
+    studies.open_study(params(), "raced", str(journal))
+    before, held = journal.read_bytes(), snapshot(str(journal), "raced")
+    monkeypatch.setattr(studies, "holds_studies", lambda url: False)  # as it was a moment before
+    with pytest.raises(ConfigError) as info:
+        studies.open_study(params("tune.reuters.direction=minimize"), "raced", str(journal))
+    assert str(info.value).startswith(f"study 'raced' in {journal} has another direction (Optuna's: maximize, ")
+    after = journal.read_bytes()
+    assert after.startswith(before) and snapshot(str(journal), "raced") == held
+    (line,) = after[len(before) :].splitlines()
+    assert json.loads(line)["op_code"] == 0 and json.loads(line)["study_name"] == "raced"  # CREATE_STUDY
+
+
 def fresh_database(url: str, name: str) -> str:
     """A new, empty database on the server of `url`: its URL."""
     import sqlalchemy

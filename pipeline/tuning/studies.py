@@ -1,18 +1,13 @@
-"""A study of `pipeline tune` in Optuna's storage: where it lives (a journal file beside mlflow.db,
-or a database URL), its sampler and pruner, its creation by the first worker and its checks for
-every other, the heartbeat that lets a dead worker's trial be retried, its counts and its best
-trial as the `dvc exp run` line that reproduces it. No TensorFlow here."""
+"""A study of `pipeline tune`: its sampler and pruner, its creation by the first worker and its
+checks for every other (every check before anything is written to it), its MLflow run, its
+counts and its best trial as the `dvc exp run` line that reproduces it. Where it lives and how
+its storage is opened: `storage`; what it records about itself: `attributes`. No TensorFlow here."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import logging
 import shlex
 import time
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
@@ -20,173 +15,13 @@ if TYPE_CHECKING:
 
     from pipeline.config.schema import DatasetParams, TuneConfig
 
-from pipeline import log
 from pipeline.config import search_space
-from pipeline.errors import ConfigError, StudyError
-from pipeline.tracking import store
-from pipeline.tuning import study_runs
+from pipeline.errors import ConfigError
+from pipeline.tracking import probe, store
+from pipeline.tuning import attributes, study_runs
 
-JOURNAL_NAME = "optuna.journal"
-# What the study records about itself, so that every worker can check it trains the same search.
-ATTRS = ("dataset", "space", "metric", "direction")
-RUN_ATTR = "mlflow_run_id"
-FINISHED_STATES = ("COMPLETE", "PRUNED")
-
-
-def default_storage() -> str:
-    """optuna.journal beside mlflow.db (the sqlite store in force), else in the repository root."""
-    path = store.sqlite_path(store.tracking_uri())
-    folder = path.parent if path is not None else store.repo_root()
-    return str(folder / JOURNAL_NAME)
-
-
-def is_database(url: str) -> bool:
-    """A SQLAlchemy URL (postgresql://, mysql://, sqlite:///...) rather than a journal file."""
-    return "://" in url and not url.startswith("file://")
-
-
-def shown(url: str) -> str:
-    """A storage URL with its password masked, for messages and tags."""
-    if not is_database(url):
-        return url
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: opening it says why
-        return url
-
-
-def quiet_optuna():
-    """Optuna, imported with its notices off: its INFO lines, and the warnings that the parts
-    used here (the journal file, the heartbeat, its retry; asking for trials while keeping a
-    heartbeat, which the workers do themselves) are "experimental" in its words."""
-    import optuna
-
-    optuna.logging.set_verbosity(logging.WARNING)
-    optuna.logging.disable_default_handler()
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-    return optuna
-
-
-def database_url(url: str) -> str:
-    """The URL SQLAlchemy opens: a postgresql:// one with psycopg 3 (the `postgres` extra) as its
-    driver, which SQLAlchemy takes by default only from 2.1 (before, psycopg2); ConfigError
-    when psycopg is not installed."""
-    if not url.startswith(("postgresql://", "postgresql+psycopg://")):
-        return url
-
-    if importlib.util.find_spec("psycopg") is None:
-        raise ConfigError(
-            f"{shown(url)}: a study in PostgreSQL needs psycopg, which is not installed: "
-            f"install pipeline[postgres] (make setup does)"
-        )
-    return "postgresql+psycopg://" + url.split("://", 1)[1]
-
-
-# The storages a study can live in: a journal file (a path, or file://PATH) for the workers of
-# one host, a database for several (SQLAlchemy's URL; psycopg 3 for PostgreSQL).
-STORAGE_SCHEMES = ("file", "sqlite", "postgresql", "postgresql+psycopg")
-
-
-def check_storage_url(url: str) -> None:
-    """A ConfigError (usage: exit 2) for a storage URL of a scheme no study can live in, naming
-    the ones that work, before any driver or server is asked."""
-    if "://" not in url:
-        return
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in STORAGE_SCHEMES:
-        raise ConfigError(
-            f"{shown(url)}: a study cannot live in a {scheme}:// storage: expected a journal file "
-            f"(a path, or file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"
-        )
-
-
-def open_storage(url: str, cfg: TuneConfig):
-    """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
-    dead workers retried cfg.retries times; StudyError when it cannot be opened, ConfigError
-    when its scheme is none a study can live in or its driver is not installed."""
-    check_storage_url(url)
-    engine_url = database_url(url) if is_database(url) else url
-    quiet_optuna()
-    from optuna.storages import RDBStorage
-
-    retry = _on_stale(cfg.retries)
-    if not is_database(url):
-        path = Path(url.removeprefix("file://"))
-        if not path.parent.is_dir():
-            raise StudyError(f"{url}: no folder {path.parent} for the study's journal file")
-        return _journal_storage(path, cfg.heartbeat_seconds, retry)
-    kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgres") else {}
-    try:
-        return RDBStorage(
-            engine_url,
-            engine_kwargs=kwargs,
-            heartbeat_interval=cfg.heartbeat_seconds,
-            heartbeat_stale_trial_callback=retry,
-        )
-    except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
-        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-        raise StudyError(f"{shown(url)}: cannot open the study's storage: {reason}") from None
-
-
-def _on_stale(retries: int):
-    """What happens to a trial whose worker went silent, in the worker that notices: its MLflow
-    run ends FAILED, and Optuna queues the same params again (up to `retries` times)."""
-    from optuna.storages import RetryHeartbeatStaleTrialCallback
-
-    retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
-
-    def on_stale(study, trial) -> None:
-        if trial.user_attrs.get(RUN_ATTR):
-            study_runs.TrialRun(trial.user_attrs[RUN_ATTR]).finish(
-                "failed",
-                epochs=len(trial.intermediate_values),
-                value=None,
-                metric="",
-                reason="its worker stopped sending heartbeats (killed, or its host went down)",
-            )
-        retry(study, trial)
-        retried = RetryHeartbeatStaleTrialCallback.retry_history(trial)
-        again = "queued again with the same params" if len(retried) < retries else f"not retried ({retries} retries)"
-        log.log.warning("trial %d: its worker went silent; failed, %s", trial.number, again)
-
-    return on_stale
-
-
-def _journal_storage(path: Path, interval: int, retry):
-    """A journal file storage with Optuna's heartbeat, which Optuna gives its database storage
-    only: each running trial records the time in its system attributes; one silent for twice
-    the interval is stale, failed and retried, as in RDBStorage."""
-    from optuna.storages import JournalStorage
-    from optuna.storages._heartbeat import BaseHeartbeat  # the interface RDBStorage implements
-    from optuna.storages.journal import JournalFileBackend
-    from optuna.trial import TrialState
-
-    class JournalWithHeartbeat(JournalStorage, BaseHeartbeat):
-        def record_heartbeat(self, trial_id: int) -> None:
-            self.set_trial_system_attr(trial_id, "heartbeat", time.time())
-
-        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-            now = time.time()
-            return [
-                t._trial_id
-                for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-                if now - t.system_attrs.get("heartbeat", t.datetime_start.timestamp() if t.datetime_start else now)
-                > 2 * interval
-            ]
-
-        def get_heartbeat_interval(self) -> int:
-            return interval
-
-        def get_heartbeat_stale_trial_callback(self):
-            return retry
-
-    try:
-        return JournalWithHeartbeat(JournalFileBackend(str(path)))
-    except (OSError, ValueError, KeyError) as exc:
-        raise StudyError(f"{path}: cannot read it as an Optuna journal: {exc}") from None
+# quiet_optuna is named here too: tests/scenarios/test_tune.py imports it from this module
+from pipeline.tuning.storage import holds_studies, open_storage, quiet_optuna, shown, study_names
 
 
 def sampler(cfg: TuneConfig):
@@ -232,50 +67,6 @@ def pruner(cfg: TuneConfig, epochs: int):
     return optuna.pruners.NopPruner()
 
 
-def identity(params: DatasetParams, name: str) -> dict:
-    """What a study must agree on with every worker that joins it: the search (dataset, space,
-    metric, direction) and the name it was created under (a study copied or renamed in its
-    storage is another one)."""
-    cfg = params.tune
-    return {
-        "dataset": params.dataset,
-        "space": search_space.as_json(cfg.space),
-        "metric": cfg.metric,
-        "direction": cfg.direction,
-        "study": name,
-    }
-
-
-def check_same_search(study, params: DatasetParams, name: str, url: str, *, settled: bool) -> None:
-    """A ConfigError (exit 2, nothing written to the storage) unless the study `name` loaded
-    from `url` is the search the params in force ask for, whoever made it: Optuna's own
-    direction first (a study made by a script or a teammate's minimizes what this one
-    maximizes: its worst trial would be reported as the best), then what the project records
-    in a study it creates. `settled`: its creator has had time to record that; a study that
-    still records none of it was not made by `pipeline tune`."""
-    mine = identity(params, name)
-    fix = f"name a new study with --study, or put tune.{params.dataset}.{{key}} back"
-    (direction,) = [d.name.lower() for d in study.directions] if len(study.directions) == 1 else ["several"]
-    if direction != mine["direction"]:
-        raise ConfigError(
-            f"study {name!r} in {shown(url)} has another direction (Optuna's: {direction}, not "
-            f"{mine['direction']}): " + fix.format(key="direction")
-        )
-    theirs = study.user_attrs
-    missing = [key for key in ATTRS if key not in theirs]
-    if missing and (settled or study.trials):
-        raise ConfigError(
-            f"study {name!r} in {shown(url)} records no {', '.join(missing)}: it was not made by "
-            f"`pipeline tune`, so it may be another search: name a new study with --study"
-        )
-    for key, value in mine.items():
-        if key in theirs and theirs[key] != value:
-            raise ConfigError(
-                f"study {name!r} in {shown(url)} has another {key} ({_brief(theirs[key])}, not "
-                f"{_brief(value)}): " + fix.format(key=key)
-            )
-
-
 @dataclass
 class Opened:
     study: optuna.Study
@@ -288,38 +79,59 @@ def open_study(
     params: DatasetParams, name: str, url: str, *, create: bool = True, wait_seconds: float = 60.0
 ) -> Opened:
     """The study `name` in the storage at `url`: created with its MLflow run by the first worker
-    (Optuna's storage decides which one, atomically), loaded and checked by every other. A study
-    of that name with another dataset, space, metric or direction is a ConfigError; so is a
-    study that does not exist when `create` is false."""
+    (Optuna's storage decides which one, atomically), read, checked and loaded by every other.
+    A study of that name with another dataset, space, metric or direction is a ConfigError; so
+    is a study that does not exist when `create` is false. Every check comes before anything is
+    written: a refused worker leaves the storage as it was."""
+    storage = open_storage(url, params.tune) if holds_studies(url) else None
+    found = attributes.read(storage, name) if storage is not None else None
+    if found is None and not create:
+        raise ConfigError(f"no study {name!r} in {shown(url)} (its studies: {study_names(storage)})")
+    if found is None:
+        probe.check_tracking()  # the study's run is made right after it: a store that cannot take it, first
+        storage = storage or open_storage(url, params.tune)
+        study = _create(params, name, storage)
+        if study is not None:
+            return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
+        found = attributes.read(storage, name)  # another worker made it first
+        assert found is not None  # Optuna refused to make it because it is there
+    attributes.check_same_search(found, params, name, shown(url), settled=False)
+    return _join(params, name, url, storage, found, wait_seconds)
+
+
+def _chosen(params: DatasetParams, name: str, storage) -> dict:
+    cfg = params.tune
+    return dict(sampler=sampler(cfg), pruner=pruner(cfg, params.train.epochs), storage=storage, study_name=name)
+
+
+def _create(params: DatasetParams, name: str, storage):
+    """The study made, with what it searches recorded in it; None when another worker made it
+    first (for a journal, Optuna has then appended its refused creation: a line it skips)."""
     optuna = quiet_optuna()
-    cfg, mine = params.tune, identity(params, name)
-    storage = open_storage(url, cfg)
-    chosen = dict(sampler=sampler(cfg), pruner=pruner(cfg, params.train.epochs), storage=storage, study_name=name)
     try:
-        if not create:
-            raise optuna.exceptions.DuplicatedStudyError
-        study = optuna.create_study(direction=cfg.direction, **chosen)
+        study = optuna.create_study(direction=params.tune.direction, **_chosen(params, name, storage))
     except optuna.exceptions.DuplicatedStudyError:
-        try:
-            study = optuna.load_study(**chosen)
-        except KeyError:
-            names = ", ".join(s.study_name for s in optuna.get_all_study_summaries(storage)) or "none"
-            raise ConfigError(f"no study {name!r} in {shown(url)} (its studies: {names})") from None
-    else:
-        for key, value in mine.items():
-            study.set_user_attr(key, value)
-        return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
+        return None
+    attributes.record(study, params, name)
+    return study
+
+
+def _join(
+    params: DatasetParams, name: str, url: str, storage, found: attributes.Recorded, wait_seconds: float
+) -> Opened:
+    """A study another worker made, checked again as its creator records it: its MLflow run,
+    once recorded (a moment), or made here when it is not within `wait_seconds` (its creator
+    died setting it up, or it was made elsewhere)."""
     deadline = time.monotonic() + wait_seconds
-    check_same_search(study, params, name, url, settled=False)
-    while RUN_ATTR not in study.user_attrs:  # its creator is setting it up (a moment)
-        if time.monotonic() > deadline:  # and died doing so, or it was made elsewhere
-            check_same_search(study, params, name, url, settled=True)
-            _make_run(study, params, name, url)
-            break
+    while attributes.RUN_ATTR not in found.user_attrs and time.monotonic() <= deadline:
         time.sleep(0.5)
-        check_same_search(study, params, name, url, settled=False)
-    check_same_search(study, params, name, url, settled=True)
-    run_id = study.user_attrs[RUN_ATTR]
+        found = attributes.read(storage, name) or found
+        attributes.check_same_search(found, params, name, shown(url), settled=False)
+    attributes.check_same_search(found, params, name, shown(url), settled=True)
+    study = quiet_optuna().load_study(**_chosen(params, name, storage))
+    if attributes.RUN_ATTR not in found.user_attrs:
+        return Opened(study, _make_run(study, params, name, url), shown(url), created=False)
+    run_id = found.user_attrs[attributes.RUN_ATTR]
     if store.find_run(run_id) is None:
         raise ConfigError(
             f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
@@ -331,13 +143,8 @@ def open_study(
 def _make_run(study, params: DatasetParams, name: str, url: str) -> str:
     """The study's MLflow run, made and recorded in the study; its id."""
     run_id = study_runs.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
-    study.set_user_attr(RUN_ATTR, run_id)
+    study.set_user_attr(attributes.RUN_ATTR, run_id)
     return run_id
-
-
-def _brief(value) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def settings(params: DatasetParams, name: str, url: str) -> dict:
@@ -358,16 +165,13 @@ def settings(params: DatasetParams, name: str, url: str) -> dict:
     }
 
 
-WITHDRAWN_ATTR = "withdrawn"
-
-
 def counts(study) -> dict[str, int]:
     """The study's trials by state: complete, pruned, failed, running, waiting (a retry); not
     the ones withdrawn (see within_budget)."""
     found = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0}
     names = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}
     for trial in study.get_trials(deepcopy=False):
-        if not trial.user_attrs.get(WITHDRAWN_ATTR):
+        if not trial.user_attrs.get(attributes.WITHDRAWN_ATTR):
             found[names[trial.state.name]] += 1
     return found
 
@@ -383,7 +187,7 @@ def within_budget(study, trial, trials: int) -> bool:
         for t in study.get_trials(deepcopy=False)
         if t.number < trial.number
         and t.state.name in ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
-        and not t.user_attrs.get(WITHDRAWN_ATTR)
+        and not t.user_attrs.get(attributes.WITHDRAWN_ATTR)
     )
     return ahead < trials
 
@@ -398,7 +202,7 @@ def best(study, space) -> Optional[dict]:
         "number": trial.number,
         "value": trial.value,
         "params": search_space.decode(space, trial.params),
-        "run_id": trial.user_attrs.get(RUN_ATTR),
+        "run_id": trial.user_attrs.get(attributes.RUN_ATTR),
     }
 
 

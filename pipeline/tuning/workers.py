@@ -4,7 +4,8 @@ train stage's own code (`trainer.train`: the same config checks, model and loops
 prepared data, reports each epoch's metric to the pruner, and is an MLflow run under the
 study's. Several workers here are processes started by `pipeline tune --workers N`; on other
 hosts or Slurm array tasks each is a `pipeline tune` of its own on the same storage. The study
-itself (storage, sampler, pruner, best trial) is `pipeline.tuning.studies`'s."""
+itself (sampler, pruner, best trial) is `pipeline.tuning.studies`'s, its storage
+`pipeline.tuning.storage`'s."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from pipeline.config.loader import load_params, overridden, params_of
 from pipeline.errors import ConfigError
 from pipeline.runtime import processes
 from pipeline.training import cluster, distribute
-from pipeline.tuning import studies, study_runs
+from pipeline.tuning import attributes, studies, study_runs
+from pipeline.tuning.storage import check_storage_url, default_storage
 
 if TYPE_CHECKING:
     from pipeline.config.schema import DatasetParams
@@ -51,13 +53,13 @@ class Target:
     def make(cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], data) -> Target:
         params = load_params(params_path, dataset, overrides)
         if storage:  # a usage error before the data, the store or a driver is asked
-            studies.check_storage_url(storage)
+            check_storage_url(storage)
         return cls(
             params,
             str(params_path),
             tuple(overrides),
             study or params.tune.study,
-            storage or studies.default_storage(),
+            storage or default_storage(),
             str(data),
         )
 
@@ -193,7 +195,7 @@ class Trial:
         study, dataset = self.opened.study, self.target.dataset
         trial = study.ask()
         if not studies.within_budget(study, trial, self.cfg.trials):  # another worker took the last place
-            trial.set_user_attr(studies.WITHDRAWN_ATTR, True)
+            trial.set_user_attr(attributes.WITHDRAWN_ATTR, True)
             study.tell(trial, state=TrialState.FAIL)
             return
         values = search_space.suggest(trial, self.cfg.space)
@@ -233,7 +235,7 @@ class Trial:
             data_description=self.data,
             worker=f"{socket.gethostname()}:{os.getpid()}",
         )
-        trial.set_user_attr(studies.RUN_ATTR, run.run_id)
+        trial.set_user_attr(attributes.RUN_ATTR, run.run_id)
         return run
 
     def _train(self, params: DatasetParams, trial, run):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from pipeline.config.loader import load_params, overridden, params_of
+from pipeline.data.fetch import pretrained_beside
 from pipeline.errors import ConfigError
 from pipeline.runtime import environment, processes, usage
 from pipeline.tools import capacity
@@ -54,7 +55,6 @@ def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> di
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
     from pipeline.data import prepared as prepared_data
-    from pipeline.data.fetch import pretrained_beside
     from pipeline.training import trainer  # TensorFlow: only once it trains
 
     strategy = setup.strategy

@@ -38,14 +38,7 @@ class Outputs:
     machine: Optional[Path] = None
 
 
-def run(
-    params: DatasetParams,
-    *,
-    data: Path,
-    outputs: Outputs,
-    backup_dir: Optional[Path],
-    pretrained: Optional[Path] = None,
-) -> None:
+def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Optional[Path], pretrained=None) -> None:
     """Train `params.dataset` on the prepared folder `data` (from the weights in `pretrained`,
     the download stage's folder, when the model's settings say so) and write `outputs` (chief)."""
     dataset, cfg = params.dataset, params.train

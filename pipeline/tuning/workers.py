@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 from pipeline import log
 from pipeline.config import search_space
 from pipeline.config.loader import load_params, overridden, params_of
+from pipeline.data.fetch import pretrained_beside
 from pipeline.errors import ConfigError
 from pipeline.runtime import processes
 from pipeline.training import cluster, distribute
@@ -261,6 +262,7 @@ class Trial:
                     strategy=self.setup.strategy,
                     on_epoch=on_epoch,
                     verbose=0,
+                    pretrained=pretrained_beside(self.target.data),
                 )
         finally:
             keras.backend.clear_session()

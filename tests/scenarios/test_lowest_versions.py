@@ -38,6 +38,8 @@ UNIT_MODULES = (
     "test_options",
     "test_errors",
     "tuning/test_studies",
+    "tuning/test_storage",
+    "tuning/test_attributes",
     "tuning/test_study_runs",
     "data/test_archives",
     "data/test_prepared",

@@ -24,7 +24,7 @@ from pipeline.config import loader, params_doc
 from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
 from pipeline.io import write_json
-from pipeline.options import params_option
+from pipeline.options import data_option, dataset_option, host_option, json_option, params_option, set_option
 from pipeline.runtime import imports, usage
 from pipeline.serving import registry, server
 from pipeline.tools import bench, devices, doctor, selftest
@@ -88,13 +88,9 @@ def stage_finished(_result, **_options):
 
 
 @cli.command("devices")
-@click.option(
-    "--dataset",
-    help="Apply this dataset's train.<dataset>.devices and strategy from the params file.  "
-    "[default: its first dataset]",
-)
+@dataset_option()
 @params_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 def devices_command(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
     report = devices.report(params_path, dataset)
@@ -117,35 +113,14 @@ def params_command(dataset, params_path, markdown, rewrite):
     Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
     takes it, with its value and its meaning; the meanings are the config types' own
     (pipeline/config/schema.py), which also check the values."""
-    raw = loader.read_params(params_path)
-    built = loader.validate(raw, source=str(params_path))
-    if rewrite:
-        click.echo(params_doc.rewrite(params_path, raw))
-        return
-    if dataset is not None and dataset not in built["train"]:
-        raise errors.ConfigError(f"unknown dataset {dataset!r}: {params_path} declares {', '.join(built['train'])}")
-    docs = params_doc.describe(raw, [dataset] if dataset else list(built["train"]))
-    if markdown:
-        click.echo(params_doc.format_markdown(docs), nl=False)
-    else:
-        width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
-        click.echo(params_doc.format_text(docs, width=width), nl=False)
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
+    click.echo(params_doc.command(params_path, dataset, markdown=markdown, rewrite=rewrite, width=width), nl=False)
 
 
 @cli.command("bench")
 @click.argument("dataset")
-@click.option(
-    "-S",
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set a param for this measurement, as `dvc exp run -S` does (e.g. "
-    "train.reuters.steps_per_execution=8). Repeatable.",
-)
-@click.option(
-    "--data", type=click.Path(path_type=Path), default=None, help="The prepared data.  [default: data/prepared/DATASET]"
-)
+@set_option("for this measurement", "train.reuters.steps_per_execution=8")
+@data_option
 @click.option(
     "--warmup",
     type=click.IntRange(min=1),
@@ -198,12 +173,9 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
 
 
 @cli.command("doctor")
-@click.option(
-    "--dataset",
-    help="Whose train.<dataset> params decide the strategy checked.  [default: the params file's first dataset]",
-)
+@dataset_option()
 @params_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 def doctor_command(dataset, params_path, as_json):
     """Check this host before a run: problems and their fixes.
 
@@ -221,17 +193,12 @@ def doctor_command(dataset, params_path, as_json):
 
 
 @cli.command("selftest")
-@click.option(
-    "--dataset",
-    "datasets",
-    multiple=True,
-    help="Check this dataset's model only (repeatable).  [default: every dataset]",
-)
+@dataset_option(multiple=True)
 @click.option(
     "--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Training steps each process takes."
 )
 @params_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 def selftest_command(datasets, steps, params_path, as_json):
     """Check distributed training on this host before a long run, in minutes.
 
@@ -252,15 +219,7 @@ def selftest_command(datasets, steps, params_path, as_json):
 
 @cli.command("tune")
 @click.argument("dataset")
-@click.option(
-    "-S",
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set a param for this study, as `dvc exp run -S` does (e.g. tune.reuters.trials=40 or "
-    "train.reuters.epochs=5). Repeatable.",
-)
+@set_option("for this study", "tune.reuters.trials=40 or train.reuters.epochs=5")
 @click.option("--study", default=None, help="The study's name.  [default: tune.DATASET.study]")
 @click.option(
     "--storage",
@@ -278,9 +237,7 @@ def selftest_command(datasets, steps, params_path, as_json):
     show_default=True,
     help="Worker processes on this host, the cores shared out between them.",
 )
-@click.option(
-    "--data", type=click.Path(path_type=Path), default=None, help="The prepared data.  [default: data/prepared/DATASET]"
-)
+@data_option
 @click.option("--best", "best_only", is_flag=True, help="Run no trial: show the best so far and its dvc exp run line.")
 @click.option(
     "--apply",
@@ -335,12 +292,7 @@ def promote_command(dataset, version, force, params_path):
 @click.option(
     "--version", "version", type=click.IntRange(min=1), default=None, help="Serve this version instead of the alias's."
 )
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Interface to serve on (0.0.0.0: every interface, as in a container).",
-)
+@host_option
 @click.option(
     "--port",
     type=click.IntRange(1, 65535),
@@ -371,7 +323,7 @@ def serve_command(dataset, alias, version, host, port, workers, params_path):
 @cli.command("compare")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
 @click.option("--all", "show_all", is_flag=True, help="Show the params and tags that are equal too.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV: section, key, one column per run.")
 def compare_command(runs, show_all, as_json, as_csv):
     """MLflow runs side by side: what differs among them, and their metrics.
@@ -393,7 +345,7 @@ def compare_command(runs, show_all, as_json, as_csv):
 
 
 @cli.command("ui")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to serve on.")
+@host_option
 @click.option("--port", type=int, default=5000, show_default=True, help="Port to serve on (MLflow's own).")
 def ui_command(host, port):
     """MLflow's UI on this project's runs, on 127.0.0.1.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import build, datasets, loader, schema
+from pipeline.errors import ConfigError
 
 
 def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
@@ -59,7 +60,7 @@ def format_params(raw: dict) -> str:
     return PARAMS_HEADER + "\n" + "\n".join(lines) + "\n"
 
 
-def rewrite(path: Path, raw: dict) -> str:
+def rewrite_file(path: Path, raw: dict) -> str:
     """`pipeline params --rewrite`: put the validated params `raw` of file `path` back in the
     form `dvc exp run -S` writes (when it is not already); the line that says what was done."""
     text = format_params(raw)
@@ -70,6 +71,20 @@ def rewrite(path: Path, raw: dict) -> str:
         f"{path}: rewritten in the form `dvc exp run -S` writes (comments other than the header "
         "dropped: the meanings are in `pipeline params`)"
     )
+
+
+def command(path: Path, dataset: str | None, *, markdown: bool, rewrite: bool, width: int) -> str:
+    """What `pipeline params` prints: the file validated, then put back in DVC's form
+    (`rewrite`), or its keys (DATASET's only, when given) as docs/params.md's table
+    (`markdown`) or as text `width` columns wide."""
+    raw = loader.read_params(path)
+    built = loader.validate(raw, source=str(path))
+    if rewrite:
+        return rewrite_file(path, raw) + "\n"
+    if dataset is not None and dataset not in built["train"]:
+        raise ConfigError(f"unknown dataset {dataset!r}: {path} declares {', '.join(built['train'])}")
+    docs = describe(raw, [dataset] if dataset else list(built["train"]))
+    return format_markdown(docs) if markdown else format_text(docs, width=width)
 
 
 # --------------------------------------------------------------------------- key documentation

@@ -161,9 +161,10 @@ def apply_overrides(raw: Any, overrides: Sequence[str], source: str = "params.ya
 
 
 def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]:
-    """Every section of the schema built from `raw` (`build.sections`), and every value each
-    tune.<ds>.space can draw checked against train.<ds>; ConfigError naming the first bad key."""
+    """Every section of the schema built from `raw` (`build.sections`, once), and every value each
+    tune.<ds>.space can draw checked against train.<ds> (that section alone built again with it);
+    ConfigError naming the first bad key."""
     built = build.sections(raw, source)
     for ds in built["tune"]:
-        search_space.check(raw, built["tune"][ds].space, ds, source)
+        search_space.check(raw, built, ds, source)
     return built

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import search_space
+from pipeline.config import datasets, search_space
 from pipeline.config.loader import apply_overrides, load_params, validate
 from pipeline.errors import ConfigError
 
@@ -76,6 +76,55 @@ def test_the_shipped_spaces_are_valid():
 )
 def test_a_bad_dimension_is_one_line_naming_it(raw, fields, message):
     assert message in error_of(raw, dim(**fields))
+
+
+def test_a_drawn_value_is_checked_against_the_datasets_other_sections(raw):
+    """The keys that must agree (build._check_across) judge a drawn value too: a monitor that
+    needs the validation split preprocess does not hold, kernel sizes not one per filter count."""
+    raw["preprocess"]["reuters"]["validation_split"] = 0
+    raw["train"]["reuters"]["early_stopping"]["monitor"] = "loss"
+    monitor = dim(key="early_stopping.monitor", kind="choice", low=None, high=None, values=["loss", "val_loss"])
+    assert error_of(raw, monitor) == (
+        "params.yaml: tune.reuters.space[0]: early_stopping.monitor=val_loss can be drawn, and the config "
+        "rejects it: train.reuters.early_stopping.monitor: val_loss needs a validation split, and "
+        "preprocess.reuters.validation_split is 0: monitor loss or set a split"
+    )
+    kernels = dim(key="conv_kernel_sizes", kind="choice", low=None, high=None, values=[[5, 3], [5]])
+    assert "conv_kernel_sizes=[5] can be drawn, and the config rejects it: train.reuters.conv_kernel_sizes: " in (
+        error_of(raw, kernels)
+    )
+
+
+def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value(monkeypatch):
+    """The whole file is built once; each value a space can draw builds its dataset's train
+    section alone (not the file again)."""
+    from pipeline.config import build
+
+    spaces = {
+        ds: tune.space for ds, tune in validate(yaml.safe_load((ROOT / "params.yaml").read_text()))["tune"].items()
+    }
+    built: list[str] = []
+    whole = []
+    real_build, real_sections = build._build, build.sections
+
+    def counted(cls, value, path, source):
+        if "." in path and "." not in path.split(".", 1)[1] and "[" not in path:  # a stage's section
+            built.append(path)
+        return real_build(cls, value, path, source)
+
+    monkeypatch.setattr(build, "_build", counted)
+
+    def sections(*args):
+        whole.append(args)
+        return real_sections(*args)
+
+    monkeypatch.setattr(build, "sections", sections)
+    params = load_params(ROOT / "params.yaml", "reuters")
+    assert len(whole) == 1
+    once = [f"{stage}.{ds}" for stage in datasets.STAGE_SECTIONS for ds in spaces]
+    drawn = [f"train.{ds}" for ds, space in spaces.items() for d in space for _ in search_space.drawable_extremes(d)]
+    assert drawn and sorted(built) == sorted(once + drawn)
+    assert params.train.epochs > 0
 
 
 def test_a_key_twice_and_an_empty_space(raw):

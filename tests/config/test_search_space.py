@@ -8,7 +8,7 @@ import pytest
 import yaml
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import datasets, search_space
+from pipeline.config import datasets, search_space, templates
 from pipeline.config.loader import apply_overrides, load_params, validate
 from pipeline.errors import ConfigError
 
@@ -96,13 +96,11 @@ def test_a_drawn_value_is_checked_against_the_datasets_other_sections(raw):
 
 
 def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value(monkeypatch):
-    """The whole file is built once; each value a space can draw builds its dataset's train
-    section alone (not the file again)."""
+    """The datasets' sections are built once, and each template's (under its placeholder name);
+    each value a space can draw builds its dataset's train section alone (not the file again)."""
     from pipeline.config import build
 
-    spaces = {
-        ds: tune.space for ds, tune in validate(yaml.safe_load((ROOT / "params.yaml").read_text()))["tune"].items()
-    }
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     built: list[str] = []
     whole = []
     real_build, real_sections = build._build, build.sections
@@ -112,17 +110,19 @@ def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value
             built.append(path)
         return real_build(cls, value, path, source)
 
-    monkeypatch.setattr(build, "_build", counted)
-
-    def sections(*args):
+    def counted_sections(*args):
         whole.append(args)
         return real_sections(*args)
 
-    monkeypatch.setattr(build, "sections", sections)
+    monkeypatch.setattr(build, "_build", counted)
+    monkeypatch.setattr(build, "sections", counted_sections)
     params = load_params(ROOT / "params.yaml", "reuters")
-    assert len(whole) == 1
-    once = [f"{stage}.{ds}" for stage in datasets.STAGE_SECTIONS for ds in spaces]
-    drawn = [f"train.{ds}" for ds, space in spaces.items() for d in space for _ in search_space.drawable_extremes(d)]
+    assert len(whole) == 1 + len(raw["add"])  # the datasets', then each template's
+    once = [f"{stage}.{ds}" for ds in raw["train"] for stage in datasets.STAGE_SECTIONS]
+    once += [f"{stage}.{templates.PLACEHOLDER}" for _ in raw["add"] for stage in datasets.STAGE_SECTIONS]
+    spaces = [(ds, raw["tune"][ds]["space"]) for ds in raw["train"]]
+    spaces += [(templates.PLACEHOLDER, template["tune"]["space"]) for template in raw["add"].values()]
+    drawn = [f"train.{ds}" for ds, space in spaces for d in space for _ in d["values"] or (d["low"], d["high"])]
     assert drawn and sorted(built) == sorted(once + drawn)
     assert params.train.epochs > 0
 

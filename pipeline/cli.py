@@ -167,9 +167,7 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
     )
     if json_path is not None:
         write_json(json_path, results if replicas is not None else results[0])
-    click.echo(bench.headline(results[0]))
-    click.echo(bench.table(results))
-    click.echo(bench.peak_line(results[0]))
+    click.echo(bench.report(results))
 
 
 @cli.command("doctor")
@@ -183,11 +181,7 @@ def doctor_command(dataset, params_path, as_json):
     memory and the strategy, one line each: pass, warn or fail with its fix. Exits 1 if any
     check fails."""
     results = doctor.run_checks(params_path, dataset)
-    if as_json:
-        click.echo(json.dumps([c.as_dict() for c in results], indent=2))
-    else:
-        for check in results:
-            click.echo(doctor.format_line(check))
+    click.echo(doctor.report(results, as_json))
     if any(c.status == "fail" for c in results):
         sys.exit(1)
 
@@ -208,11 +202,7 @@ def selftest_command(datasets, steps, params_path, as_json):
     force must sum every replica's value right. One line per check; exits 1 if any fails."""
     started = time.perf_counter()
     checks = selftest.run(params_path, datasets or loader.names(params_path), steps)
-    if as_json:
-        click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
-    else:
-        click.echo("\n".join(selftest.format_lines(checks)))
-        click.echo(selftest.verdict(checks, time.perf_counter() - started))
+    click.echo(selftest.report(checks, as_json, time.perf_counter() - started))
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
@@ -335,13 +325,8 @@ def compare_command(runs, show_all, as_json, as_csv):
     system metrics left out)."""
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
-    result = compare.compare(runs, show_all=show_all)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    elif as_csv:
-        click.echo(compare.as_csv(result), nl=False)
-    else:
-        click.echo(compare.as_text(result))
+    form = "json" if as_json else "csv" if as_csv else "text"
+    click.echo(compare.render(compare.compare(runs, show_all=show_all), form), nl=False)
 
 
 @cli.command("ui")

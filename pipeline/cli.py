@@ -1,5 +1,5 @@
-"""The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`,
-`params`, `promote`, `selftest`, `serve`, `tune` and `ui`.
+"""The `pipeline` command: the DVC stages' commands, plus `add`, `bench`, `compare`, `devices`,
+`doctor`, `params`, `promote`, `remove`, `selftest`, `serve`, `tune` and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from pipeline import errors, log
-from pipeline.config import loader, params_doc
+from pipeline.config import datasets, declare, loader, params_doc
 from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
 from pipeline.io import write_json
@@ -100,7 +100,7 @@ def devices_command(dataset, params_path, as_json):
 @cli.command("params")
 @click.argument("dataset", required=False)
 @params_option
-@click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (one column per dataset).")
+@click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (a column per dataset).")
 @click.option(
     "--rewrite",
     is_flag=True,
@@ -110,11 +110,41 @@ def devices_command(dataset, params_path, as_json):
 def params_command(dataset, params_path, markdown, rewrite):
     """Every param, its value and what it means.
 
-    Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
-    takes it, with its value and its meaning; the meanings are the config types' own
-    (pipeline/config/schema.py), which also check the values."""
+    Each key of the params file, the datasets' then the add section's templates (DATASET's
+    alone, when given), as `dvc exp run -S` takes it, with its value and its meaning; the
+    meanings are the config types' own (pipeline/config/schema.py), which also check them."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
     click.echo(params_doc.command(params_path, dataset, markdown=markdown, rewrite=rewrite, width=width), nl=False)
+
+
+@cli.command("add")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(list(datasets.KINDS)), required=True, help="What its samples are.")
+@click.option("--url", required=True, help="Where its file is published: http://, https:// or file://.")
+@click.option("--sha256", metavar="HEX", help="The file's sha256, checked by the download.  [default: none]")
+@set_option("in the new sections", "preprocess.NAME.text_column=summary")
+@params_option
+def add_command(name, kind, url, sha256, overrides, params_path):
+    """Declare a dataset NAME: its sections in the params file, its stages in dvc.yaml.
+
+    KIND is image_folders (pictures in a folder per class: an archive or a folder) or
+    labelled_texts (a CSV or JSON Lines file of texts and labels). Each stage section of the
+    params file gets a copy of add.KIND, the defaults of a new dataset of that kind, with
+    --url, --sha256 and each -S set; dvc.yaml lists NAME in each foreach, and its measurements
+    and learning curves. Both files are checked first, and neither is written unless both
+    are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
+    click.echo(declare.add(params_path, name, kind, url, sha256, overrides))
+
+
+@cli.command("remove")
+@click.argument("name")
+@params_option
+def remove_command(name, params_path):
+    """Take dataset NAME out of the params file and dvc.yaml: `pipeline add`'s way back.
+
+    Its sections, and its name in dvc.yaml's foreach lists, metrics and plots; its files
+    (data/, models/, reports/), dvc.lock and its MLflow runs and model are left alone."""
+    click.echo(declare.remove(params_path, name))
 
 
 @cli.command("bench")

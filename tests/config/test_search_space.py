@@ -105,10 +105,10 @@ def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value
     whole = []
     real_build, real_sections = build._build, build.sections
 
-    def counted(cls, value, path, source):
+    def counted(cls, value, path, *rest, **named):
         if "." in path and "." not in path.split(".", 1)[1] and "[" not in path:  # a stage's section
             built.append(path)
-        return real_build(cls, value, path, source)
+        return real_build(cls, value, path, *rest, **named)
 
     def counted_sections(*args):
         whole.append(args)

@@ -1,5 +1,5 @@
-"""The `pipeline` command: the DVC stages' commands, plus `bench`, `compare`, `devices`, `doctor`,
-`params`, `promote`, `selftest`, `serve`, `tune` and `ui`.
+"""The `pipeline` command: the DVC stages' commands, plus `add`, `bench`, `compare`, `devices`,
+`doctor`, `params`, `promote`, `remove`, `selftest`, `serve`, `tune` and `ui`.
 
 The stage commands live in the application layer (`stages/`) and are found through the
 package's entry points (group `pipeline.stages`, in pyproject.toml), so the library never
@@ -20,11 +20,11 @@ from pathlib import Path
 import click
 
 from pipeline import errors, log
-from pipeline.config import loader, params_doc
+from pipeline.config import datasets, declare, loader, params_doc
 from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
 from pipeline.io import write_json
-from pipeline.options import params_option
+from pipeline.options import data_option, dataset_option, host_option, json_option, params_option, set_option
 from pipeline.runtime import imports, usage
 from pipeline.serving import registry, server
 from pipeline.tools import bench, devices, doctor, selftest
@@ -88,13 +88,9 @@ def stage_finished(_result, **_options):
 
 
 @cli.command("devices")
-@click.option(
-    "--dataset",
-    help="Apply this dataset's train.<dataset>.devices and strategy from the params file.  "
-    "[default: its first dataset]",
-)
+@dataset_option()
 @params_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 def devices_command(dataset, params_path, as_json):
     """Show devices and the strategy training would use."""
     report = devices.report(params_path, dataset)
@@ -104,7 +100,7 @@ def devices_command(dataset, params_path, as_json):
 @cli.command("params")
 @click.argument("dataset", required=False)
 @params_option
-@click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (one column per dataset).")
+@click.option("--markdown", is_flag=True, help="Print the table docs/params.md shows (a column per dataset).")
 @click.option(
     "--rewrite",
     is_flag=True,
@@ -114,38 +110,47 @@ def devices_command(dataset, params_path, as_json):
 def params_command(dataset, params_path, markdown, rewrite):
     """Every param, its value and what it means.
 
-    Each key of the params file (of DATASET's sections only, when given), as `dvc exp run -S`
-    takes it, with its value and its meaning; the meanings are the config types' own
-    (pipeline/config/schema.py), which also check the values."""
-    raw = loader.read_params(params_path)
-    built = loader.validate(raw, source=str(params_path))
-    if rewrite:
-        click.echo(params_doc.rewrite(params_path, raw))
-        return
-    if dataset is not None and dataset not in built["train"]:
-        raise errors.ConfigError(f"unknown dataset {dataset!r}: {params_path} declares {', '.join(built['train'])}")
-    docs = params_doc.describe(raw, [dataset] if dataset else list(built["train"]))
-    if markdown:
-        click.echo(params_doc.format_markdown(docs), nl=False)
-    else:
-        width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
-        click.echo(params_doc.format_text(docs, width=width), nl=False)
+    Each key of the params file, the datasets' then the add section's templates (DATASET's
+    alone, when given), as `dvc exp run -S` takes it, with its value and its meaning; the
+    meanings are the config types' own (pipeline/config/schema.py), which also check them."""
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
+    click.echo(params_doc.command(params_path, dataset, markdown=markdown, rewrite=rewrite, width=width), nl=False)
+
+
+@cli.command("add")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(list(datasets.KINDS)), required=True, help="What its samples are.")
+@click.option("--url", required=True, help="Where its file is published: http://, https:// or file://.")
+@click.option("--sha256", metavar="HEX", help="The file's sha256, checked by the download.  [default: none]")
+@set_option("in the new sections", "preprocess.NAME.text_column=summary")
+@params_option
+def add_command(name, kind, url, sha256, overrides, params_path):
+    """Declare a dataset NAME: its sections in the params file, its stages in dvc.yaml.
+
+    KIND is image_folders (pictures in a folder per class: an archive or a folder) or
+    labelled_texts (a CSV or JSON Lines file of texts and labels). Each stage section of the
+    params file gets a copy of add.KIND, the defaults of a new dataset of that kind, with
+    --url, --sha256 and each -S set; dvc.yaml lists NAME in each foreach, and its measurements
+    and learning curves. Both files are checked first, and neither is written unless both
+    are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
+    click.echo(declare.add(params_path, name, kind, url, sha256, overrides))
+
+
+@cli.command("remove")
+@click.argument("name")
+@params_option
+def remove_command(name, params_path):
+    """Take dataset NAME out of the params file and dvc.yaml: `pipeline add`'s way back.
+
+    Its sections, and its name in dvc.yaml's foreach lists, metrics and plots; its files
+    (data/, models/, reports/), dvc.lock and its MLflow runs and model are left alone."""
+    click.echo(declare.remove(params_path, name))
 
 
 @cli.command("bench")
 @click.argument("dataset")
-@click.option(
-    "-S",
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set a param for this measurement, as `dvc exp run -S` does (e.g. "
-    "train.reuters.steps_per_execution=8). Repeatable.",
-)
-@click.option(
-    "--data", type=click.Path(path_type=Path), default=None, help="The prepared data.  [default: data/prepared/DATASET]"
-)
+@set_option("for this measurement", "train.reuters.steps_per_execution=8")
+@data_option
 @click.option(
     "--warmup",
     type=click.IntRange(min=1),
@@ -192,18 +197,13 @@ def bench_command(dataset, overrides, data, warmup, steps, replicas, json_path, 
     )
     if json_path is not None:
         write_json(json_path, results if replicas is not None else results[0])
-    click.echo(bench.headline(results[0]))
-    click.echo(bench.table(results))
-    click.echo(bench.peak_line(results[0]))
+    click.echo(bench.report(results))
 
 
 @cli.command("doctor")
-@click.option(
-    "--dataset",
-    help="Whose train.<dataset> params decide the strategy checked.  [default: the params file's first dataset]",
-)
+@dataset_option()
 @params_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 def doctor_command(dataset, params_path, as_json):
     """Check this host before a run: problems and their fixes.
 
@@ -211,27 +211,18 @@ def doctor_command(dataset, params_path, as_json):
     memory and the strategy, one line each: pass, warn or fail with its fix. Exits 1 if any
     check fails."""
     results = doctor.run_checks(params_path, dataset)
-    if as_json:
-        click.echo(json.dumps([c.as_dict() for c in results], indent=2))
-    else:
-        for check in results:
-            click.echo(doctor.format_line(check))
+    click.echo(doctor.report(results, as_json))
     if any(c.status == "fail" for c in results):
         sys.exit(1)
 
 
 @cli.command("selftest")
-@click.option(
-    "--dataset",
-    "datasets",
-    multiple=True,
-    help="Check this dataset's model only (repeatable).  [default: every dataset]",
-)
+@dataset_option(multiple=True)
 @click.option(
     "--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Training steps each process takes."
 )
 @params_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 def selftest_command(datasets, steps, params_path, as_json):
     """Check distributed training on this host before a long run, in minutes.
 
@@ -241,26 +232,14 @@ def selftest_command(datasets, steps, params_path, as_json):
     force must sum every replica's value right. One line per check; exits 1 if any fails."""
     started = time.perf_counter()
     checks = selftest.run(params_path, datasets or loader.names(params_path), steps)
-    if as_json:
-        click.echo(json.dumps([c.as_dict() for c in checks], indent=2))
-    else:
-        click.echo("\n".join(selftest.format_lines(checks)))
-        click.echo(selftest.verdict(checks, time.perf_counter() - started))
+    click.echo(selftest.report(checks, as_json, time.perf_counter() - started))
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
 
 @cli.command("tune")
 @click.argument("dataset")
-@click.option(
-    "-S",
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set a param for this study, as `dvc exp run -S` does (e.g. tune.reuters.trials=40 or "
-    "train.reuters.epochs=5). Repeatable.",
-)
+@set_option("for this study", "tune.reuters.trials=40 or train.reuters.epochs=5")
 @click.option("--study", default=None, help="The study's name.  [default: tune.DATASET.study]")
 @click.option(
     "--storage",
@@ -278,9 +257,7 @@ def selftest_command(datasets, steps, params_path, as_json):
     show_default=True,
     help="Worker processes on this host, the cores shared out between them.",
 )
-@click.option(
-    "--data", type=click.Path(path_type=Path), default=None, help="The prepared data.  [default: data/prepared/DATASET]"
-)
+@data_option
 @click.option("--best", "best_only", is_flag=True, help="Run no trial: show the best so far and its dvc exp run line.")
 @click.option(
     "--apply",
@@ -335,12 +312,7 @@ def promote_command(dataset, version, force, params_path):
 @click.option(
     "--version", "version", type=click.IntRange(min=1), default=None, help="Serve this version instead of the alias's."
 )
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Interface to serve on (0.0.0.0: every interface, as in a container).",
-)
+@host_option
 @click.option(
     "--port",
     type=click.IntRange(1, 65535),
@@ -371,7 +343,7 @@ def serve_command(dataset, alias, version, host, port, workers, params_path):
 @cli.command("compare")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
 @click.option("--all", "show_all", is_flag=True, help="Show the params and tags that are equal too.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@json_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV: section, key, one column per run.")
 def compare_command(runs, show_all, as_json, as_csv):
     """MLflow runs side by side: what differs among them, and their metrics.
@@ -383,17 +355,12 @@ def compare_command(runs, show_all, as_json, as_csv):
     system metrics left out)."""
     if as_json and as_csv:
         raise click.UsageError("give --json or --csv, not both")
-    result = compare.compare(runs, show_all=show_all)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    elif as_csv:
-        click.echo(compare.as_csv(result), nl=False)
-    else:
-        click.echo(compare.as_text(result))
+    form = "json" if as_json else "csv" if as_csv else "text"
+    click.echo(compare.render(compare.compare(runs, show_all=show_all), form), nl=False)
 
 
 @cli.command("ui")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to serve on.")
+@host_option
 @click.option("--port", type=int, default=5000, show_default=True, help="Port to serve on (MLflow's own).")
 def ui_command(host, port):
     """MLflow's UI on this project's runs, on 127.0.0.1.

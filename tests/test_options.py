@@ -17,3 +17,39 @@ def test_every_command_that_reads_params_takes_the_shared_option():
         assert option.opts == ["--params"], name
         assert (option.default, option.type.type, option.show_default) == (Path("params.yaml"), Path, True), name
         assert option.help == "The params file (defaults live there and nowhere else).", name
+
+
+SHARED = {"--json": "as_json", "-S": "overrides", "--dataset": None, "--data": "data", "--host": "host"}
+
+
+def test_the_shared_options_are_defined_in_options_alone():
+    """cli.py takes each shared option from pipeline/options.py: no copy of it to drift apart."""
+    import ast
+
+    import pipeline.cli
+
+    source = Path(pipeline.cli.__file__).read_text()
+    literals = [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and n.value in SHARED]
+    assert literals == ["--json"]  # bench's --json FILE, a file to write: another option
+
+
+def test_each_shared_option_reads_the_same_wherever_it_is_taken():
+    import click
+
+    ctx = click.Context(cli)
+    seen: dict[str, set] = {}
+    for name in cli.list_commands(ctx):
+        for param in cli.get_command(ctx, name).params:
+            for opt in set(param.opts) & set(SHARED):
+                if opt == "--json" and not param.is_flag:  # bench's --json FILE: a file to write
+                    continue
+                seen.setdefault(opt, set()).add((param.name, param.multiple, param.metavar, param.type.name))
+    assert {opt: len(kinds) for opt, kinds in seen.items()} == {
+        "--json": 1,
+        "-S": 1,
+        "--dataset": 2,
+        "--data": 1,
+        "--host": 1,
+    }
+    assert seen["-S"] == {("overrides", True, "KEY=VALUE", "text")}
+    assert {kind[:2] for kind in seen["--dataset"]} == {("dataset", False), ("datasets", True)}

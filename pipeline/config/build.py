@@ -190,3 +190,14 @@ def _scalar(value: Any, tp: type):
 def _show(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def dataset_section(value: Any, stage: str, name: str, built: dict[str, dict[str, Any]], source: str):
+    """Dataset `name`'s section of `stage` built from the mapping `value` in place of its section in
+    `built` (a file's sections, as `sections` returned them), checked as `sections` checks it: its
+    own keys, then `_check_across`'s checks of dataset `name` with its other sections from `built`.
+    Its class is the one its preprocess section in `built` says (a value drawn for a train key)."""
+    dataset = datasets.of(built["preprocess"][name], name)
+    section = _build(dataset.classes()[stage], value, f"{stage}.{name}", source)
+    _check_across({s: {name: section if s == stage else built[s][name]} for s in built}, source)
+    return section

@@ -180,9 +180,9 @@ def _dataset(section: Any, name: str, source: str) -> Dataset:
     if not isinstance(section, dict):
         raise ConfigError(f"{where}: expected a mapping, got {section!r}"[:200])
     kind, reader = section.get("kind"), section.get("reader")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ConfigError(f"{where}.kind: expected {' or '.join(map(repr, KINDS))}, got {kind!r}")
-    if reader not in KINDS[kind].readers:
+    if not isinstance(reader, str) or reader not in KINDS[kind].readers:
         raise ConfigError(
             f"{where}.reader: expected {' or '.join(map(repr, KINDS[kind].readers))} for kind {kind!r}, got {reader!r}"
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import build, datasets, search_space
+from pipeline.config import build, datasets, search_space, templates
 from pipeline.config.schema import DatasetParams
 from pipeline.errors import ConfigError
 
@@ -118,7 +118,7 @@ def overridden(params: DatasetParams, overrides: Sequence[str], source: str) -> 
     """`params` with the `key=value` overrides applied to a copy of its mapping (a trial's drawn
     values): the sections built and checked again, not the search spaces, which `params` passed."""
     raw = apply_overrides(copy.deepcopy(params.raw), overrides, source)
-    return _bundle(build.sections(raw, source), params.dataset, raw)
+    return _bundle(build.sections(templates.stages_of(raw), source), params.dataset, raw)
 
 
 def _bundle(built: dict[str, dict[str, Any]], dataset: str, raw: Any) -> DatasetParams:
@@ -161,9 +161,13 @@ def apply_overrides(raw: Any, overrides: Sequence[str], source: str = "params.ya
 
 
 def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]:
-    """Every section of the schema built from `raw` (`build.sections`), and every value each
-    tune.<ds>.space can draw checked against train.<ds>; ConfigError naming the first bad key."""
-    built = build.sections(raw, source)
+    """Every dataset's sections built from `raw` (`build.sections`, once), and every value each
+    tune.<ds>.space can draw checked against train.<ds> (that section alone built again with it);
+    then the `add` section's templates, each as a dataset of its kind (`templates.check`), which
+    the result leaves out: they declare no dataset. ConfigError naming the first bad key."""
+    stages = templates.stages_of(raw)
+    built = build.sections(stages, source)
     for ds in built["tune"]:
-        search_space.check(raw, built["tune"][ds].space, ds, source)
+        search_space.check(stages, built, ds, source)
+    templates.check(raw, source)
     return built

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import build, datasets, fields, loader, schema
+from pipeline.config import build, datasets, fields, loader, templates
+from pipeline.errors import ConfigError
 
 
 def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
@@ -44,7 +45,9 @@ def format_params(raw: dict) -> str:
     its own after `url: `), and comments inside or after a list are dropped. Written in that
     form, the file is a fixed point of the rewrite, so an override changes the lines of its
     own value only. This is DVC's writer (ruamel.yaml's round-trip dumper, block style) plus
-    the header comment and a blank line between stage sections, both of which DVC keeps."""
+    the header comment and a blank line between top-level sections, both of which DVC keeps;
+    but not after a section whose last value is in a list (tune's space, before `add`): that
+    blank line, a comment after a list, DVC drops."""
     from ruamel.yaml import YAML
 
     writer = YAML()
@@ -52,14 +55,22 @@ def format_params(raw: dict) -> str:
     stream = io.StringIO()
     writer.dump(raw, stream)
     lines: list[str] = []
+    sections = iter(raw.values())
     for line in stream.getvalue().splitlines():
-        if lines and line[:1] not in ("", " ", "-"):  # a stage section after the first
+        if lines and line[:1] not in ("", " ", "-") and not _ends_in_list(next(sections)):  # a section after the first
             lines.append("")
         lines.append(line)
     return PARAMS_HEADER + "\n" + "\n".join(lines) + "\n"
 
 
-def rewrite(path: Path, raw: dict) -> str:
+def _ends_in_list(value: Any) -> bool:
+    """Whether the last line YAML writes of `value` is in a list (an item, or a key of one)."""
+    while isinstance(value, dict) and value:
+        value = list(value.values())[-1]
+    return isinstance(value, list)
+
+
+def rewrite_file(path: Path, raw: dict) -> str:
     """`pipeline params --rewrite`: put the validated params `raw` of file `path` back in the
     form `dvc exp run -S` writes (when it is not already); the line that says what was done."""
     text = format_params(raw)
@@ -70,6 +81,20 @@ def rewrite(path: Path, raw: dict) -> str:
         f"{path}: rewritten in the form `dvc exp run -S` writes (comments other than the header "
         "dropped: the meanings are in `pipeline params`)"
     )
+
+
+def command(path: Path, dataset: str | None, *, markdown: bool, rewrite: bool, width: int) -> str:
+    """What `pipeline params` prints: the file validated, then put back in DVC's form
+    (`rewrite`), or its keys as docs/params.md's table (`markdown`) or as text `width` columns
+    wide: every dataset's, then the `add` section's templates (DATASET's alone, when given)."""
+    raw = loader.read_params(path)
+    built = loader.validate(raw, source=str(path))
+    if rewrite:
+        return rewrite_file(path, raw) + "\n"
+    if dataset is not None and dataset not in built["train"]:
+        raise ConfigError(f"unknown dataset {dataset!r}: {path} declares {', '.join(built['train'])}")
+    docs = describe(raw, [dataset]) if dataset else describe(raw, list(built["train"]), templates.kinds(raw))
+    return format_markdown(docs) if markdown else format_text(docs, width=width)
 
 
 # --------------------------------------------------------------------------- key documentation
@@ -85,6 +110,18 @@ class KeyDoc:
     meaning: str  # empty for the second and later items of a list
     has_value: bool = True  # False for a mapping (its keys follow)
 
+    @property
+    def column(self) -> str:
+        """Whose key it is: a dataset's name, or `add.<kind>` for a template's key."""
+        parts = self.key.split(".")
+        return ".".join(parts[:2]) if parts[0] == templates.SECTION else parts[1]
+
+    @property
+    def section(self) -> str:
+        """The section it is in: `train.reuters`, `add.image_folders.train`."""
+        parts = self.key.split(".")
+        return ".".join(parts[:3] if parts[0] == templates.SECTION else parts[:2])
+
 
 def meaning(cls: type, name: str) -> str:
     """What field `name` of config class `cls` means, with the values it takes."""
@@ -94,14 +131,20 @@ def meaning(cls: type, name: str) -> str:
     return text if expect == "a mapping" else f"{text} Value: {expect}."
 
 
-def describe(raw: dict, names: Sequence[str]) -> list[KeyDoc]:
-    """Every key of a validated params file, in the file's order, for the given datasets."""
+def describe(raw: dict, names: Sequence[str], kinds: Sequence[str] = ()) -> list[KeyDoc]:
+    """Every key of a validated params file, in the file's order, for the given datasets, then
+    for the templates of the given kinds (`add.<kind>.<stage>.<key>`)."""
     found = datasets.declared(raw, "params")
     docs: list[KeyDoc] = []
-    for stage, section in raw.items():
-        for ds, values in section.items():
+    for stage in (stage for stage in raw if stage in datasets.STAGE_SECTIONS):
+        for ds, values in raw[stage].items():
             if ds in names:
                 _describe(found[ds].classes()[stage], values, f"{stage}.{ds}", f"{stage}.<ds>", docs, True)
+    for kind in kinds:
+        template = raw[templates.SECTION][kind]
+        classes = datasets.Dataset(templates.PLACEHOLDER, kind, template["preprocess"]["reader"]).classes()
+        for stage, values in template.items():
+            _describe(classes[stage], values, f"{templates.SECTION}.{kind}.{stage}", f"{stage}.<ds>", docs, True)
     return docs
 
 
@@ -145,9 +188,9 @@ def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
     out: list[str] = []
     section = None
     for doc in docs:
-        if section is not None and doc.key.split(".")[:2] != section:
+        if section is not None and doc.section != section:
             out.append("")
-        section = doc.key.split(".")[:2]
+        section = doc.section
         out.append(f"{doc.key}: {show_value(doc.value)}" if doc.has_value else f"{doc.key}:")
         if doc.meaning:
             out.extend(
@@ -163,11 +206,12 @@ def format_text(docs: Sequence[KeyDoc], width: int = 100) -> str:
 
 
 def format_markdown(docs: Sequence[KeyDoc]) -> str:
-    """docs/params.md's table: a row per key (with `<ds>` for the dataset), a column per dataset."""
+    """docs/params.md's table: a row per key (with `<ds>` for the dataset), a column per dataset
+    (and per template, `add.<kind>`); a meaning that differs between them names whose it is."""
     rows: dict[str, dict] = {}
     names: list[str] = []
     for doc in docs:
-        ds = doc.key.split(".")[1]
+        ds = doc.column
         if ds not in names:
             names.append(ds)
         row = rows.setdefault(doc.template, {"values": {}, "meanings": {}, "has_value": doc.has_value})
@@ -179,13 +223,17 @@ def format_markdown(docs: Sequence[KeyDoc]) -> str:
         "| Key | " + " | ".join(names) + " | Meaning |",
         "|---|" + "---|" * len(names) + "---|",
     ]
-    for template, row in rows.items():
+    # a template's key that no dataset has (a reader's own) among its stage's keys, not last
+    stages = list(dict.fromkeys(template.split(".")[0] for template in rows))
+    for template, row in sorted(rows.items(), key=lambda item: stages.index(item[0].split(".")[0])):
         cells = []
         for ds in names:
             values = row["values"].get(ds)
             cells.append("<br>".join(values) if values else ("" if not row["has_value"] else "—"))
-        texts = list(dict.fromkeys(row["meanings"].values()))
-        text = texts[0] if len(texts) == 1 else " ".join(f"{ds}: {t}" for ds, t in row["meanings"].items())
+        whose: dict[str, list[str]] = {}
+        for ds, meant in row["meanings"].items():
+            whose.setdefault(meant, []).append(ds)
+        text = next(iter(whose)) if len(whose) == 1 else " ".join(f"{', '.join(d)}: {t}" for t, d in whose.items())
         lines.append(f"| `{template}` | " + " | ".join(cells) + " | " + text.replace("|", "\\|") + " |")
     return "\n".join(lines) + "\n"
 
@@ -193,6 +241,6 @@ def format_markdown(docs: Sequence[KeyDoc]) -> str:
 def _markdown_value(value: Any) -> str:
     if isinstance(value, str) and fields.is_url(value):
         return f"[{value.rstrip('/').rsplit('/', 1)[-1]}]({value})"
-    if isinstance(value, str) and schema.is_sha256(value):
+    if isinstance(value, str) and fields.is_sha256(value):
         return f"`{value[:12]}…`"
     return f"`{show_value(value)}`"

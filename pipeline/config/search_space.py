@@ -18,12 +18,14 @@ from pipeline.errors import ConfigError
 PER_WORKER = ("devices", "strategy", "cross_device_ops", "num_packs", "slurm_port_base")
 
 
-def check(raw: dict, space: Sequence, dataset: str, source: str) -> None:
-    """ConfigError naming the dimension when a key is not a param of train.<dataset>, is set per
-    worker, appears twice, has fields its kind does not take, or can draw a value that
-    train.<dataset> would reject (checked at the range's ends and at every choice)."""
+def check(raw: dict, built: dict[str, dict[str, Any]], dataset: str, source: str) -> None:
+    """ConfigError naming the dimension of tune.<dataset>.space (in `built`, the file's sections
+    as `build.sections` returned them from `raw`) when a key is not a param of train.<dataset>,
+    is set per worker, appears twice, has fields its kind does not take, or can draw a value
+    that train.<dataset> would reject (checked at the range's ends and at every choice: that
+    section alone built with the value, with its checks against the dataset's other sections)."""
     seen = set()
-    for i, dim in enumerate(space):
+    for i, dim in enumerate(built["tune"][dataset].space):
         where = f"{source}: tune.{dataset}.space[{i}]"
         _check_key(raw["train"][dataset], dim.key, dataset, f"{where}.key")
         if dim.key in seen:
@@ -31,10 +33,10 @@ def check(raw: dict, space: Sequence, dataset: str, source: str) -> None:
         seen.add(dim.key)
         _check_fields(dim, where)
         for value in drawable_extremes(dim):
-            trial = copy.deepcopy(raw)
-            _set(trial["train"][dataset], dim.key, value)
+            trial = copy.deepcopy(raw["train"][dataset])
+            _set(trial, dim.key, value)
             try:
-                build.sections(trial, source)
+                build.dataset_section(trial, "train", dataset, built, source)
             except ConfigError as exc:
                 reason = str(exc).removeprefix(f"{source}: ")
                 raise ConfigError(

@@ -315,6 +315,11 @@ def peak_line(result: dict) -> str:
     return f"peak: {result['peak_gflops']:,.1f} GFLOP/s = {result['peak']}"
 
 
+def report(results: list[dict]) -> str:
+    """What `pipeline bench` prints: the headline, the table, the peak."""
+    return "\n".join([headline(results[0]), table(results), peak_line(results[0])])
+
+
 def gpu_count() -> int:
     import tensorflow as tf
 

@@ -8,6 +8,7 @@ fail. The checks that need TensorFlow run last and import it only then.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import shutil
@@ -327,3 +328,8 @@ def run_checks(params_path: Path, dataset: Optional[str], folder: Optional[Path]
 def format_line(check: Check) -> str:
     line = f"{check.status:<5} {check.name:<10} {check.detail}"
     return f"{line}; fix: {check.fix}" if check.fix and check.status != "pass" else line
+
+
+def report(checks: list[Check], as_json: bool) -> str:
+    """What `pipeline doctor` prints: a line per check, or the checks as JSON."""
+    return json.dumps([c.as_dict() for c in checks], indent=2) if as_json else "\n".join(map(format_line, checks))

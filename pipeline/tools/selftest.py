@@ -23,6 +23,7 @@ replica's gradient shows in the weights, where Adam's normalised step would hide
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -172,6 +173,13 @@ def verdict(checks: list[Check], seconds: float) -> str:
     return f"selftest: passed, {len(checks)} check{'s' if len(checks) != 1 else ''} in {seconds:.0f} s" + (
         f" ({warned} with a warning)" if warned else ""
     )
+
+
+def report(checks: list[Check], as_json: bool, seconds: float) -> str:
+    """What `pipeline selftest` prints: a line per check and the verdict, or the checks as JSON."""
+    if as_json:
+        return json.dumps([c.as_dict() for c in checks], indent=2)
+    return "\n".join([*format_lines(checks), verdict(checks, seconds)])
 
 
 # --------------------------------------------------------------------------- in each process

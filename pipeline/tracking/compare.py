@@ -127,6 +127,13 @@ def as_text(result: dict, width: int = 40) -> str:
     return "\n".join(out)
 
 
+def render(result: dict, form: str) -> str:
+    """What `pipeline compare` prints: the comparison as `form`, json, csv or text."""
+    if form == "json":
+        return json.dumps(result, indent=2) + "\n"
+    return as_csv(result) if form == "csv" else as_text(result) + "\n"
+
+
 def as_csv(result: dict) -> str:
     """One row per value: section, key, then one column per run (named by run id)."""
     buffer = io.StringIO()

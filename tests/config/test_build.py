@@ -10,12 +10,12 @@ import pytest
 import yaml
 from helpers import ROOT
 
-from pipeline.config import build
+from pipeline.config import build, templates
 from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
 from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig
 from pipeline.errors import ConfigError
 
-RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
+RAW = templates.stages_of(yaml.safe_load((ROOT / "params.yaml").read_text()))  # `add` is the loader's
 
 
 def test_every_section_is_built_for_every_dataset():
@@ -85,3 +85,24 @@ def test_keys_that_disagree_name_the_key():
 )
 def test_the_first_missing_key_of_a_dotted_path_and_its_nearest_name(parts, expected):
     assert build.missing_key(RAW, parts) == expected
+
+
+def test_one_datasets_section_is_built_with_the_checks_across_its_sections():
+    built = build.sections(copy.deepcopy(RAW))
+    train = copy.deepcopy(RAW["train"]["reuters"])
+    train["epochs"] = 3
+    assert build.dataset_section(train, "train", "reuters", built, "params.yaml").epochs == 3
+    train["epochs"] = 0
+    with pytest.raises(ConfigError, match=r"^params.yaml: train\.reuters\.epochs: expected a positive integer, got 0$"):
+        build.dataset_section(train, "train", "reuters", built, "params.yaml")
+    train["epochs"], train["conv_kernel_sizes"] = 3, [5]
+    with pytest.raises(ConfigError, match=r"^params.yaml: train\.reuters\.conv_kernel_sizes: expected one kernel"):
+        build.dataset_section(train, "train", "reuters", built, "params.yaml")
+    raw = copy.deepcopy(RAW)
+    raw["preprocess"]["mnist"]["validation_split"] = 0
+    raw["train"]["mnist"]["early_stopping"]["monitor"] = "loss"
+    built = build.sections(raw)
+    train = copy.deepcopy(raw["train"]["mnist"])
+    train["early_stopping"]["monitor"] = "val_loss"
+    with pytest.raises(ConfigError, match=r"preprocess\.mnist\.validation_split is 0: monitor loss or set a split$"):
+        build.dataset_section(train, "train", "mnist", built, "params.yaml")

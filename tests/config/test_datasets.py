@@ -80,6 +80,8 @@ def test_a_name_one_stage_section_lacks_is_one_error_naming_both():
     [
         ("kind", "tables", r"preprocess\.mnist\.kind: expected 'labelled_texts' or 'image_folders', got 'tables'"),
         ("reader", "table", r"preprocess\.mnist\.reader: expected 'folders' or 'digits' for kind 'image_folders'"),
+        ("kind", ["image_folders"], r"preprocess\.mnist\.kind: expected .* got \['image_folders'\]$"),
+        ("reader", {"a": 1}, r"preprocess\.mnist\.reader: expected 'folders' or 'digits' .* got \{'a': 1\}$"),
     ],
 )
 def test_an_unknown_kind_or_reader_is_named(key, value, message):

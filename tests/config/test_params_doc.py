@@ -15,7 +15,7 @@ import pytest
 import yaml
 from helpers import ROOT, field_cases, run_command, run_pipeline, subprocess_env
 
-from pipeline.config import build, datasets, loader, params_doc, schema
+from pipeline.config import build, datasets, loader, params_doc, schema, templates
 from pipeline.config.loader import read_yaml, validate
 from pipeline.config.params_doc import describe, format_markdown, format_params
 
@@ -61,8 +61,10 @@ def test_describe_lists_every_key_of_the_file():
             leaves.add(key)
 
     walk(raw, "")
-    docs = describe(raw, NAMES)
+    docs = describe(raw, NAMES, templates.kinds(raw))
     assert leaves <= {d.key for d in docs if d.has_value}
+    assert any(d.key.startswith("add.labelled_texts.") for d in docs)
+    assert not any(d.key.startswith("add.") for d in describe(raw, NAMES))  # a dataset's keys alone
     # the first item of a list is explained
     assert all(d.meaning for d in docs if not re.search(r"\.[1-9][0-9]*\.", d.key))
 
@@ -77,7 +79,8 @@ def page_table() -> str:
 
 
 def test_the_params_pages_table_is_current():
-    generated = format_markdown(describe(read_yaml(PARAMS), loader.names(PARAMS)))
+    raw = read_yaml(PARAMS)
+    generated = format_markdown(describe(raw, loader.names(PARAMS), templates.kinds(raw)))
     assert page_table() == generated, (
         "docs/params.md's params table is not what `pipeline params --markdown` prints: a default or a "
         "help text changed. Replace the lines between the markers with that command's output."

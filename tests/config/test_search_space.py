@@ -8,7 +8,7 @@ import pytest
 import yaml
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import search_space
+from pipeline.config import datasets, search_space, templates
 from pipeline.config.loader import apply_overrides, load_params, validate
 from pipeline.errors import ConfigError
 
@@ -80,6 +80,55 @@ def test_the_shipped_spaces_are_valid():
 )
 def test_a_bad_dimension_is_one_line_naming_it(raw, fields, message):
     assert message in error_of(raw, dim(**fields))
+
+
+def test_a_drawn_value_is_checked_against_the_datasets_other_sections(raw):
+    """The keys that must agree (build._check_across) judge a drawn value too: a monitor that
+    needs the validation split preprocess does not hold, kernel sizes not one per filter count."""
+    raw["preprocess"]["reuters"]["validation_split"] = 0
+    raw["train"]["reuters"]["early_stopping"]["monitor"] = "loss"
+    monitor = dim(key="early_stopping.monitor", kind="choice", low=None, high=None, values=["loss", "val_loss"])
+    assert error_of(raw, monitor) == (
+        "params.yaml: tune.reuters.space[0]: early_stopping.monitor=val_loss can be drawn, and the config "
+        "rejects it: train.reuters.early_stopping.monitor: val_loss needs a validation split, and "
+        "preprocess.reuters.validation_split is 0: monitor loss or set a split"
+    )
+    kernels = dim(key="conv_kernel_sizes", kind="choice", low=None, high=None, values=[[5, 3], [5]])
+    assert "conv_kernel_sizes=[5] can be drawn, and the config rejects it: train.reuters.conv_kernel_sizes: " in (
+        error_of(raw, kernels)
+    )
+
+
+def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value(monkeypatch):
+    """The datasets' sections are built once, and each template's (under its placeholder name);
+    each value a space can draw builds its dataset's train section alone (not the file again)."""
+    from pipeline.config import build
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    built: list[str] = []
+    whole = []
+    real_build, real_sections = build._build, build.sections
+
+    def counted(cls, value, path, *rest, **named):
+        if "." in path and "." not in path.split(".", 1)[1] and "[" not in path:  # a stage's section
+            built.append(path)
+        return real_build(cls, value, path, *rest, **named)
+
+    def counted_sections(*args):
+        whole.append(args)
+        return real_sections(*args)
+
+    monkeypatch.setattr(build, "_build", counted)
+    monkeypatch.setattr(build, "sections", counted_sections)
+    params = load_params(ROOT / "params.yaml", "reuters")
+    assert len(whole) == 1 + len(raw["add"])  # the datasets', then each template's
+    once = [f"{stage}.{ds}" for ds in raw["train"] for stage in datasets.STAGE_SECTIONS]
+    once += [f"{stage}.{templates.PLACEHOLDER}" for _ in raw["add"] for stage in datasets.STAGE_SECTIONS]
+    spaces = [(ds, raw["tune"][ds]["space"]) for ds in raw["train"]]
+    spaces += [(templates.PLACEHOLDER, template["tune"]["space"]) for template in raw["add"].values()]
+    drawn = [f"train.{ds}" for ds, space in spaces for d in space for _ in d["values"] or (d["low"], d["high"])]
+    assert drawn and sorted(built) == sorted(once + drawn)
+    assert params.train.epochs > 0
 
 
 def test_a_key_twice_and_an_empty_space(raw):

@@ -1,0 +1,192 @@
+"""`pipeline add` and `pipeline remove`: a dataset declared in the params file and the dvc.yaml
+beside it, or taken out of both.
+
+`add` copies the params file's template of the dataset's kind (`add.<kind>`, pipeline/config/
+templates.py) under the new name in every stage section, after the datasets there, sets its
+file's URL and sha256 and the `-S` overrides given, and checks the whole file as every command
+does; it then lists the name in each `foreach` of dvc.yaml and its report in `metrics` and
+`plots`. `remove` takes the same things out. Both write the params file in the form `dvc exp
+run -S` writes it (`params_doc.format_params`) and edit dvc.yaml through ruamel.yaml's round
+trip, which keeps its comments and flow lists; either both files change or neither does: they
+are written only once everything is checked, each to a temporary file renamed over it."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline import io as files
+from pipeline.config import datasets, fields, loader, params_doc, templates
+from pipeline.errors import ConfigError
+
+# What dvc.yaml shows of each dataset besides its stages (as it shows Reuters' and MNIST's)
+MEASUREMENTS = "reports/{name}/measurements.json"
+HISTORY = "reports/{name}/history.csv"
+PLOTS = {"accuracy": ["accuracy", "val_accuracy"], "loss": ["loss", "val_loss"]}
+
+
+def add(params_path: Path, name: str, kind: str, url: str, sha256: str | None, overrides: Sequence[str]) -> str:
+    """Declare dataset `name` of `kind` (see the module's docstring); the line that says so."""
+    source = str(params_path)
+    raw = _read(params_path)
+    if datasets.name_problem(name) is not None:
+        raise ConfigError(
+            f"NAME {name!r}: expected a dataset name of {datasets.NAME_RULE}: {datasets.name_problem(name)}"
+        )
+    for stage in datasets.STAGE_SECTIONS:
+        if name in raw[stage]:
+            raise ConfigError(f"{source}: {stage}.{name}: already declared (`pipeline remove {name}` takes it out)")
+    if not fields.is_url(url):
+        raise ConfigError(f"--url {url}: expected an http://, https:// or file:// URL")
+    if sha256 is not None and not fields.is_sha256(sha256):
+        raise ConfigError(f"--sha256 {sha256}: expected a 64-digit hex sha256")
+    template = (raw.get(templates.SECTION) or {}).get(kind)
+    if template is None:
+        raise ConfigError(
+            f"{source}: {templates.SECTION}.{kind}: missing: the sections a new {kind} dataset starts with "
+            "(docs/own-data.md)"
+        )
+    for stage, section in templates.fill(template, name, url, sha256).items():
+        raw[stage][name] = section
+    for item in overrides:
+        parts = item.partition("=")[0].strip().split(".")
+        if len(parts) < 3 or parts[0] not in datasets.STAGE_SECTIONS or parts[1] != name:
+            raise ConfigError(f"-S {item}: `pipeline add` sets the new dataset's keys: <stage>.{name}.<key>=<value>")
+    loader.validate(loader.apply_overrides(raw, overrides, source), source)
+    _write(params_path, raw, lambda pipeline: _list(pipeline, name))
+    return f"added {name} ({kind}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}"
+
+
+def remove(params_path: Path, name: str) -> str:
+    """Take dataset `name` out of the params file and dvc.yaml; the lines that say so and what
+    was left alone."""
+    source = str(params_path)
+    raw = _read(params_path)
+    names = list(raw["download"])
+    if name not in names:
+        raise ConfigError(f"{source}: no dataset {name!r} to remove: it declares {', '.join(names)}")
+    if names == [name]:
+        raise ConfigError(f"{source}: {name} is its only dataset: a params file declares one at least")
+    for stage in datasets.STAGE_SECTIONS:
+        del raw[stage][name]
+    loader.validate(raw, source)
+    _write(params_path, raw, lambda pipeline: _unlist(pipeline, name))
+    return (
+        f"removed {name} from {params_path} and {_dvc_yaml(params_path)}\n"
+        f"left alone: data/raw/{name}, data/prepared/{name}, models/{name}, reports/{name}, dvc.lock's "
+        f"entries for its stages, and its MLflow experiment and registered model {name}"
+    )
+
+
+def _dvc_yaml(params_path: Path) -> Path:
+    return params_path.parent / "dvc.yaml"
+
+
+def _read(params_path: Path) -> Any:
+    """The params file as read and checked whole (with the dvc.yaml beside it, which must be there)."""
+    if not _dvc_yaml(params_path).is_file():
+        raise ConfigError(
+            f"{_dvc_yaml(params_path)}: file not found: a dataset is declared in the params file and the "
+            "dvc.yaml beside it"
+        )
+    raw = loader.read_params(params_path)
+    loader.validate(raw, str(params_path))
+    return raw
+
+
+def _write(params_path: Path, raw: dict, edit) -> None:
+    """Both files written, or neither: the params file holding `raw`, and dvc.yaml as `edit`
+    (a function of its round-trip document) leaves it, once what it lists is checked."""
+    from ruamel.yaml import YAML  # ruamel: only `pipeline add` and `remove` edit dvc.yaml
+
+    path = _dvc_yaml(params_path)
+    loader.read_yaml(path)  # a YAML error named as every command names it
+    editor = YAML()
+    editor.indent(mapping=2, sequence=4, offset=2)
+    editor.width = 4096  # long lines stay as they are
+    editor.preserve_quotes = True
+    document = editor.load(path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict) or not isinstance(document.get("stages"), dict):
+        raise ConfigError(f"{path}: expected a mapping with the stages")
+    edit(document)
+    text = io.StringIO()
+    editor.dump(document, text)
+    datasets.check_foreach(list(raw["download"]), yaml.safe_load(text.getvalue()), str(params_path), str(path))
+    with files.atomic_outputs(params_path, path) as (params_tmp, pipeline_tmp):
+        params_tmp.write_text(params_doc.format_params(raw), encoding="utf-8")
+        pipeline_tmp.write_text(text.getvalue(), encoding="utf-8")
+
+
+def _entries(document: Any, key: str) -> Any:
+    """dvc.yaml's top-level list `key` (`metrics`, `plots`), made empty when it has none."""
+    from ruamel.yaml.comments import CommentedSeq  # ruamel: as in _write
+
+    if document.get(key) is None:
+        document[key] = CommentedSeq()
+    if not isinstance(document[key], list):
+        raise ConfigError(f"dvc.yaml: {key}: expected a list, got {type(document[key]).__name__}")
+    return document[key]
+
+
+def _append(seq: Any, value: Any) -> None:
+    """Append to a round-trip list, the comment after its last item kept after the new last
+    (a comment after a list is its last item's: the next section's heading)."""
+    last = len(seq) - 1
+    seq.append(value)
+    if last >= 0 and last in seq.ca.items:
+        seq.ca.items[last + 1] = seq.ca.items.pop(last)
+
+
+def _delete(seq: Any, index: int) -> None:
+    """Delete a round-trip list's item, the comment after the last item kept after the new last."""
+    after = seq.ca.items.pop(index) if index == len(seq) - 1 and index in seq.ca.items else None
+    del seq[index]
+    if after is not None and seq:
+        seq.ca.items[len(seq) - 1] = after
+
+
+def _list(document: Any, name: str) -> None:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq  # ruamel: as in _write
+
+    for spec in document["stages"].values():
+        if isinstance(spec, dict) and isinstance(spec.get("foreach"), list) and name not in spec["foreach"]:
+            _append(spec["foreach"], name)
+    metrics = _entries(document, "metrics")
+    if MEASUREMENTS.format(name=name) not in metrics:
+        _append(metrics, MEASUREMENTS.format(name=name))
+    plots = _entries(document, "plots")
+    if not any(_shows(plot, name) for plot in plots):
+        for title, columns in PLOTS.items():
+            y = CommentedSeq(columns)
+            y.fa.set_flow_style()
+            spec = CommentedMap(x="epoch", y=CommentedMap({HISTORY.format(name=name): y}))
+            _append(plots, CommentedMap({f"{name} {title}": spec}))
+
+
+def _unlist(document: Any, name: str) -> None:
+    for spec in document["stages"].values():
+        if isinstance(spec, dict) and isinstance(spec.get("foreach"), list) and name in spec["foreach"]:
+            _delete(spec["foreach"], spec["foreach"].index(name))
+    for key in ("metrics", "plots"):
+        entries = document.get(key)
+        for index in reversed(range(len(entries) if isinstance(entries, list) else 0)):
+            if _shows(entries[index], name):
+                _delete(entries, index)
+
+
+def _shows(entry: Any, name: str) -> bool:
+    """Whether a metrics or plots entry of dvc.yaml shows a file of reports/<name>/."""
+    prefix = f"reports/{name}/"
+    if isinstance(entry, str):
+        return entry.startswith(prefix)
+    if not isinstance(entry, dict):
+        return False
+    for key, spec in entry.items():
+        ys = spec.get("y") if isinstance(spec, dict) else None
+        if str(key).startswith(prefix) or (isinstance(ys, dict) and any(str(y).startswith(prefix) for y in ys)):
+            return True
+    return False

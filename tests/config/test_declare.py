@@ -1,0 +1,209 @@
+"""`pipeline add` and `pipeline remove` on copies of the repository's own params.yaml and
+dvc.yaml: a dataset declared in both from its kind's template (the file still the fixed point of
+`pipeline params --rewrite`, dvc.yaml's comments and flow lists kept), taken out again to the
+same bytes, and every refusal one `error:` line, exit 2, both files untouched."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import ROOT, run_command
+from pytest_codeblocks import extract_from_file
+
+from pipeline.config import loader
+from pipeline.config.params_doc import format_params
+from pipeline.config.preprocessing import TextTablePreprocessConfig
+
+URL = "https://data.example.com/shapes.tar.gz"
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    for name in ("params.yaml", "dvc.yaml"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    return tmp_path
+
+
+def pipeline(project: Path, *args: str):
+    """`pipeline ARGS` in `project`: (exit code, stdout, stderr lines); it must not import TensorFlow."""
+    result, code, imported = run_command(list(args), cwd=project)
+    assert "tensorflow" not in imported and "mlflow" not in imported
+    return code, result.stdout, result.stderr.splitlines()
+
+
+def files(project: Path) -> tuple[bytes, bytes]:
+    return (project / "params.yaml").read_bytes(), (project / "dvc.yaml").read_bytes()
+
+
+def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
+    code, out, err = pipeline(project, "add", "shapes", "--kind", "image_folders", "--url", URL)
+    assert (code, err) == (0, [])
+    assert out == "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes\n"
+    assert loader.names(project / "params.yaml") == ["reuters", "mnist", "shapes"]
+    params = loader.load_params(project / "params.yaml", "shapes")
+    raw = params.raw
+    template = raw["add"]["image_folders"]
+    for stage in template:
+        assert list(raw[stage])[-1] == "shapes"  # after the datasets there
+        assert stage in ("download", "tune") or raw[stage]["shapes"] == template[stage]
+    assert {**raw["tune"]["shapes"], "study": None} == template["tune"]
+    assert [(f.url, f.sha256) for f in params.download.files] == [(URL, None)]
+    assert (params.preprocess.kind, params.preprocess.reader, params.tune.study) == (
+        "image_folders",
+        "folders",
+        "shapes",
+    )
+    text = (project / "params.yaml").read_text()
+    assert text == format_params(yaml.safe_load(text))  # the form `dvc exp run -S` writes
+    code, out, _ = pipeline(project, "params", "--rewrite")
+    assert (code, out) == (0, "params.yaml: already in the form `dvc exp run -S` writes\n")
+    original = (ROOT / "dvc.yaml").read_text()
+    added = (project / "dvc.yaml").read_text()
+    assert added.replace("foreach: [reuters, mnist, shapes]", "foreach: [reuters, mnist]") == original.replace(
+        "  - reports/mnist/measurements.json\n",
+        "  - reports/mnist/measurements.json\n  - reports/shapes/measurements.json\n",
+    ) + (
+        "  - shapes accuracy:\n      x: epoch\n      y:\n        reports/shapes/history.csv: [accuracy, val_accuracy]\n"
+        "  - shapes loss:\n      x: epoch\n      y:\n        reports/shapes/history.csv: [loss, val_loss]\n"
+    )
+    assert added.count("foreach: [reuters, mnist, shapes]") == 4
+
+
+def test_add_sets_the_sha256_and_each_override_and_remove_gives_back_the_same_bytes(project):
+    before = files(project)
+    sha = "ab" * 32
+    code, out, err = pipeline(
+        project,
+        "add",
+        "topics",
+        "--kind",
+        "labelled_texts",
+        "--url",
+        "file:///srv/topics.csv",
+        "--sha256",
+        sha,
+        "-S",
+        "preprocess.topics.text_column=summary",
+        "--set",
+        "train.topics.epochs=12",
+    )
+    assert (code, err) == (0, []), err
+    params = loader.load_params(project / "params.yaml", "topics")
+    assert isinstance(params.preprocess, TextTablePreprocessConfig) and params.preprocess.text_column == "summary"
+    assert (params.download.files[0].sha256, params.train.epochs) == (sha, 12)
+    code, out, err = pipeline(project, "add", "shapes", "--kind", "image_folders", "--url", URL)
+    assert code == 0 and loader.names(project / "params.yaml") == ["reuters", "mnist", "topics", "shapes"]
+    for name in ("topics", "shapes"):
+        code, out, err = pipeline(project, "remove", name)
+        assert (code, err) == (0, [])
+        assert out.splitlines()[0] == f"removed {name} from params.yaml and dvc.yaml"
+        assert out.splitlines()[1].startswith(f"left alone: data/raw/{name}, data/prepared/{name}, models/{name}")
+    assert files(project) == before
+
+
+def test_remove_takes_out_a_shipped_dataset_and_its_reports(project):
+    code, out, err = pipeline(project, "remove", "reuters")
+    assert (code, err) == (0, [])
+    assert loader.names(project / "params.yaml") == ["mnist"]
+    text = (project / "dvc.yaml").read_text()
+    assert "reuters" not in text.split("metrics:")[1] and text.count("foreach: [mnist]") == 4
+    assert "\n\n# Plot definitions" in text  # the comment after the last metric stays before the plots
+    code, _, err = pipeline(project, "remove", "mnist")
+    assert (code, err) == (2, ["error: params.yaml: mnist is its only dataset: a params file declares one at least"])
+
+
+OK = ["shapes", "--kind", "image_folders", "--url", URL]
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["add", "mnist", "--kind", "image_folders", "--url", URL],
+            "params.yaml: download.mnist: already declared (`pipeline remove mnist` takes it out)",
+        ),
+        (
+            ["add", "MNIST", "--kind", "image_folders", "--url", URL],
+            "params.yaml: download.MNIST: expected a dataset name apart from download.mnist by more than case",
+        ),
+        (
+            ["add", "my data", "--kind", "image_folders", "--url", URL],
+            "NAME 'my data': expected a dataset name of 1 to 64 ASCII letters, digits, '_' or '-', starting with a "
+            "letter or '_': ' ' is not one of them",
+        ),
+        (["add", "yes", "--kind", "image_folders", "--url", URL], "NAME 'yes': expected a dataset name of"),
+        (["add", *OK[:2], "images", *OK[3:]], "pipeline add: Invalid value for '--kind': 'images' is not one of"),
+        (["add", *OK[:4], "ftp://data.example.com/s.zip"], "--url ftp://data.example.com/s.zip: expected an http://"),
+        (["add", *OK, "--sha256", "abc"], "--sha256 abc: expected a 64-digit hex sha256"),
+        (
+            ["add", *OK, "-S", "train.shapes.epoch=3"],
+            "-S train.shapes.epoch=3: params.yaml has no key 'epoch' under train.shapes (did you mean 'epochs'?)",
+        ),
+        (
+            ["add", *OK, "-S", "train.reuters.epochs=3"],
+            "-S train.reuters.epochs=3: `pipeline add` sets the new dataset's keys: <stage>.shapes.<key>=<value>",
+        ),
+        (["add", *OK, "-S", "train.shapes.epochs=0"], "params.yaml: train.shapes.epochs: expected a positive integer"),
+        (
+            ["add", *OK, "-S", "preprocess.shapes.validation_split=0"],
+            "params.yaml: train.shapes.early_stopping.monitor: val_accuracy needs a validation split",
+        ),
+        (["add", *OK, "-S", "serve.shapes.top_k=x"], "params.yaml: serve.shapes.top_k: expected a positive integer"),
+        (["add", *OK[:3]], "pipeline add: Missing option '--url'."),
+        (["remove", "shapes"], "params.yaml: no dataset 'shapes' to remove: it declares reuters, mnist"),
+    ],
+)
+def test_a_refusal_is_one_line_and_changes_neither_file(project, args, line):
+    before = files(project)
+    code, out, err = pipeline(project, *args)
+    assert (code, out, len(err)) == (2, "", 1), err
+    assert err[0].startswith(f"error: {line}"), err
+    assert files(project) == before
+
+
+def test_a_dvc_yaml_that_cannot_take_the_dataset_changes_neither_file(project):
+    text = re.sub(r"^metrics:\n(  - .*\n)+", "metrics: 3\n", (project / "dvc.yaml").read_text(), flags=re.M)
+    (project / "dvc.yaml").write_text(text)
+    before = files(project)
+    code, _, err = pipeline(project, "add", *OK)
+    assert (code, err) == (2, ["error: dvc.yaml: metrics: expected a list, got int"])
+    assert files(project) == before
+    (project / "dvc.yaml").unlink()
+    code, _, err = pipeline(project, "add", *OK)
+    assert code == 2 and err[0].startswith("error: dvc.yaml: file not found:")
+    assert (project / "params.yaml").read_bytes() == before[0]
+
+
+def test_a_template_missing_from_the_params_file_is_named(project):
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    del raw["add"]["labelled_texts"]
+    (project / "params.yaml").write_text(format_params(raw))
+    code, _, err = pipeline(project, "add", "topics", "--kind", "labelled_texts", "--url", URL)
+    assert (code, err) == (
+        2,
+        [
+            "error: params.yaml: add.labelled_texts: missing: the sections a new labelled_texts dataset starts with "
+            "(docs/own-data.md)"
+        ],
+    )
+
+
+def test_own_data_pages_commands_add_and_remove_a_dataset(project):
+    """docs/own-data.md's first block: each `pipeline` line of it, run as it stands."""
+    (block,) = [b for b in extract_from_file(ROOT / "docs" / "own-data.md") if b.syntax == "bash"][:1]
+    lines = [line for line in block.code.splitlines() if line.startswith("pipeline ")]
+    assert [line.split()[1] for line in lines][:2] == ["add", "add"]
+    for line in lines:
+        code, _, err = pipeline(project, *shlex.split(line)[1:])
+        assert (code, err) == (0, []), (line, err)
+    assert loader.names(project / "params.yaml")[2:] == ["shapes", "topics"]
+
+
+def test_add_and_remove_take_the_shared_options_and_their_help_imports_no_tensorflow():
+    for command in ("add", "remove"):
+        result, code, imported = run_command([command, "--help"])
+        assert (code, imported) == (0, set()) and "--params" in result.stdout
+    result, _, _ = run_command(["add", "--help"])
+    assert "-S, --set KEY=VALUE" in result.stdout and "--kind [labelled_texts|image_folders]" in result.stdout

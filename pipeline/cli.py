@@ -122,18 +122,24 @@ def params_command(dataset, params_path, markdown, rewrite):
 @click.option("--kind", type=click.Choice(list(datasets.KINDS)), required=True, help="What its samples are.")
 @click.option("--url", required=True, help="Where its file is published: http://, https:// or file://.")
 @click.option("--sha256", metavar="HEX", help="The file's sha256, checked by the download.  [default: none]")
+@click.option(
+    "--photos",
+    is_flag=True,
+    help="Image folders of photos (a hundred pixels a side or more): MobileNetV2 from ImageNet weights (add.photos) "
+    "instead of a small convnet learnt from scratch (add.image_folders).",
+)
 @set_option("in the new sections", "preprocess.NAME.text_column=summary")
 @params_option
-def add_command(name, kind, url, sha256, overrides, params_path):
+def add_command(name, kind, url, sha256, photos, overrides, params_path):
     """Declare a dataset NAME: its sections in the params file, its stages in dvc.yaml.
 
     KIND is image_folders (pictures in a folder per class: an archive or a folder) or
     labelled_texts (a CSV or JSON Lines file of texts and labels). Each stage section of the
-    params file gets a copy of add.KIND, the defaults of a new dataset of that kind, with
+    params file gets a copy of add.KIND (add.photos with --photos), the defaults of a new dataset, with
     --url, --sha256 and each -S set; dvc.yaml lists NAME in each foreach, and its measurements
     and learning curves. Both files are checked first, and neither is written unless both
     are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
-    click.echo(declare.add(params_path, name, kind, url, sha256, overrides))
+    click.echo(declare.add(params_path, name, kind, url, sha256, overrides, photos=photos))
 
 
 @cli.command("remove")

@@ -29,9 +29,15 @@ HISTORY = "reports/{name}/history.csv"
 PLOTS = {"accuracy": ["accuracy", "val_accuracy"], "loss": ["loss", "val_loss"]}
 
 
-def add(params_path: Path, name: str, kind: str, url: str, sha256: str | None, overrides: Sequence[str]) -> str:
-    """Declare dataset `name` of `kind` (see the module's docstring); the line that says so."""
+def add(
+    params_path: Path, name: str, kind: str, url: str, sha256: str | None, overrides: Sequence[str], photos=False
+) -> str:
+    """Declare dataset `name` of `kind` (see the module's docstring), from the template of
+    photos when `photos`; the line that says so."""
     source = str(params_path)
+    if photos and kind != "image_folders":
+        raise ConfigError(f"--photos: a template of image folders, and --kind is {kind}")
+    template_name = "photos" if photos else kind
     raw = _read(params_path)
     if datasets.name_problem(name) is not None:
         raise ConfigError(
@@ -44,11 +50,11 @@ def add(params_path: Path, name: str, kind: str, url: str, sha256: str | None, o
         raise ConfigError(f"--url {url}: expected an http://, https:// or file:// URL")
     if sha256 is not None and not fields.is_sha256(sha256):
         raise ConfigError(f"--sha256 {sha256}: expected a 64-digit hex sha256")
-    template = (raw.get(templates.SECTION) or {}).get(kind)
+    template = (raw.get(templates.SECTION) or {}).get(template_name)
     if template is None:
         raise ConfigError(
-            f"{source}: {templates.SECTION}.{kind}: missing: the sections a new {kind} dataset starts with "
-            "(docs/own-data.md)"
+            f"{source}: {templates.SECTION}.{template_name}: missing: the sections a new {kind} dataset starts "
+            "with (docs/own-data.md)"
         )
     for stage, section in templates.fill(template, name, url, sha256).items():
         raw[stage][name] = section
@@ -58,7 +64,8 @@ def add(params_path: Path, name: str, kind: str, url: str, sha256: str | None, o
             raise ConfigError(f"-S {item}: `pipeline add` sets the new dataset's keys: <stage>.{name}.<key>=<value>")
     loader.validate(loader.apply_overrides(raw, overrides, source), source)
     _write(params_path, raw, lambda pipeline: _list(pipeline, name))
-    return f"added {name} ({kind}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}"
+    described = f"{kind}, photos" if photos else kind
+    return f"added {name} ({described}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}"
 
 
 def remove(params_path: Path, name: str) -> str:

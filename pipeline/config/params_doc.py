@@ -142,7 +142,8 @@ def describe(raw: dict, names: Sequence[str], kinds: Sequence[str] = ()) -> list
                 _describe(found[ds].classes()[stage], values, f"{stage}.{ds}", f"{stage}.<ds>", docs, True)
     for kind in kinds:
         template = raw[templates.SECTION][kind]
-        classes = datasets.Dataset(templates.PLACEHOLDER, kind, template["preprocess"]["reader"]).classes()
+        reader = template["preprocess"]["reader"]
+        classes = datasets.Dataset(templates.PLACEHOLDER, templates.TEMPLATES[kind], reader).classes()
         for stage, values in template.items():
             _describe(classes[stage], values, f"{templates.SECTION}.{kind}.{stage}", f"{stage}.<ds>", docs, True)
     return docs

@@ -21,6 +21,9 @@ from pipeline.config import build, datasets, search_space
 from pipeline.errors import ConfigError
 
 SECTION = "add"
+# the templates a params file may hold, each of a kind: one per kind, and photos, pictures of a
+# hundred pixels a side or more (`pipeline add --photos`), which start from ImageNet weights
+TEMPLATES = {"image_folders": "image_folders", "labelled_texts": "labelled_texts", "photos": "image_folders"}
 # the name a template is built under: a dataset name nothing else in a message says
 PLACEHOLDER = "NAME"
 # what stands for the URL --url gives, to build a template's download section
@@ -44,12 +47,12 @@ def check(raw: Any, source: str) -> None:
     section = raw[SECTION]
     if not isinstance(section, dict) or not section:
         raise ConfigError(
-            f"{source}: {SECTION}: expected a mapping of kinds ({', '.join(datasets.KINDS)}) to a new dataset's "
+            f"{source}: {SECTION}: expected a mapping of templates ({', '.join(TEMPLATES)}) to a new dataset's "
             f"sections, got {_show(section)}"
         )
-    for kind, template in section.items():
-        _check_key(kind, list(datasets.KINDS), SECTION, source)
-        _check_template(kind, template, source)
+    for name, template in section.items():
+        _check_key(name, list(TEMPLATES), SECTION, source)
+        _check_template(name, template, source)
 
 
 def kinds(raw: dict) -> list[str]:
@@ -64,8 +67,8 @@ def _check_key(key: Any, allowed: list[str], where: str, source: str) -> None:
         raise ConfigError(f"{source}: {where}.{key}: unknown key{did_you_mean}")
 
 
-def _check_template(kind: str, template: Any, source: str) -> None:
-    where = f"{SECTION}.{kind}"
+def _check_template(name: str, template: Any, source: str) -> None:
+    where, kind = f"{SECTION}.{name}", TEMPLATES[name]
     if not isinstance(template, dict):
         raise ConfigError(f"{source}: {where}: expected a mapping of stage sections, got {_show(template)}")
     for stage in template:

@@ -150,12 +150,16 @@ class TrainConfig:
 
     def disagreement(self) -> Optional[str]:
         """What the keys of this section say against each other (`<key>: <problem>`), which no
-        key's own check sees; None when they agree."""
+        key's own check sees; None when they agree. The settings of every model the section
+        holds are checked, not only the trained one's: a switch must not meet a latent error."""
         if self.settings is None:
             return f"{self.model}: missing key (model is {self.model}: its settings)"
-        check = getattr(self.settings, "disagreement", None)
-        problem = check() if check else None
-        return f"{self.model}.{problem}" if problem else None
+        for f in dataclasses.fields(self):
+            settings: Any = getattr(self, f.name) if f.metadata.get("optional_key") else None
+            problem = settings.disagreement() if hasattr(settings, "disagreement") else None
+            if problem:
+                return f"{f.name}.{problem}"
+        return None
 
 
 _SECTION = "the section of its name, beside it (a model's settings are needed only where it is chosen)"

@@ -95,8 +95,8 @@ def test_one_datasets_section_is_built_with_the_checks_across_its_sections():
     train["epochs"] = 0
     with pytest.raises(ConfigError, match=r"^params.yaml: train\.reuters\.epochs: expected a positive integer, got 0$"):
         build.dataset_section(train, "train", "reuters", built, "params.yaml")
-    train["epochs"], train["conv_kernel_sizes"] = 3, [5]
-    with pytest.raises(ConfigError, match=r"^params.yaml: train\.reuters\.conv_kernel_sizes: expected one kernel"):
+    train["epochs"], train["conv1d"]["conv_kernel_sizes"] = 3, [5]
+    with pytest.raises(ConfigError, match=r"^params.yaml: train\.reuters\.conv1d\.conv_kernel_sizes: expected one"):
         build.dataset_section(train, "train", "reuters", built, "params.yaml")
     raw = copy.deepcopy(RAW)
     raw["preprocess"]["mnist"]["validation_split"] = 0

@@ -148,7 +148,7 @@ OK = ["shapes", "--kind", "image_folders", "--url", URL]
         (["add", *OK, "-S", "train.shapes.epochs=0"], "params.yaml: train.shapes.epochs: expected a positive integer"),
         (
             ["add", *OK, "-S", "preprocess.shapes.validation_split=0"],
-            "params.yaml: train.shapes.early_stopping.monitor: val_accuracy needs a validation split",
+            "params.yaml: train.shapes.early_stopping.monitor: val_loss needs a validation split",
         ),
         (["add", *OK, "-S", "serve.shapes.top_k=x"], "params.yaml: serve.shapes.top_k: expected a positive integer"),
         (["add", *OK[:3]], "pipeline add: Missing option '--url'."),

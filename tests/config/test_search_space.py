@@ -93,8 +93,8 @@ def test_a_drawn_value_is_checked_against_the_datasets_other_sections(raw):
         "rejects it: train.reuters.early_stopping.monitor: val_loss needs a validation split, and "
         "preprocess.reuters.validation_split is 0: monitor loss or set a split"
     )
-    kernels = dim(key="conv_kernel_sizes", kind="choice", low=None, high=None, values=[[5, 3], [5]])
-    assert "conv_kernel_sizes=[5] can be drawn, and the config rejects it: train.reuters.conv_kernel_sizes: " in (
+    kernels = dim(key="conv1d.conv_kernel_sizes", kind="choice", low=None, high=None, values=[[5, 3], [5]])
+    assert "sizes=[5] can be drawn, and the config rejects it: train.reuters.conv1d.conv_kernel_sizes: " in (
         error_of(raw, kernels)
     )
 

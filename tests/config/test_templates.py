@@ -34,12 +34,12 @@ def error_of(raw, key: str, value) -> str:
     return str(info.value)
 
 
-def test_the_shipped_templates_are_one_per_kind_and_valid(raw):
-    assert sorted(templates.kinds(raw)) == sorted(datasets.KINDS)
+def test_the_shipped_templates_are_one_per_kind_and_photos_and_valid(raw):
+    assert sorted(templates.kinds(raw)) == sorted([*datasets.KINDS, "photos"])
     validate(raw)
-    for kind, template in raw["add"].items():
+    for name, template in raw["add"].items():
         assert list(template) == list(datasets.STAGE_SECTIONS)
-        assert template["preprocess"]["kind"] == kind
+        assert template["preprocess"]["kind"] == templates.TEMPLATES[name]
         assert template["download"]["files"] == [{"url": "", "sha256": None}]
 
 
@@ -61,8 +61,8 @@ def test_the_shipped_templates_are_one_per_kind_and_valid(raw):
         (
             "add.image_folders.preprocess.validation_split",
             0,
-            "add.image_folders.train.early_stopping.monitor: val_accuracy needs a validation split, and "
-            "add.image_folders.preprocess.validation_split is 0: monitor accuracy or set a split",
+            "add.image_folders.train.early_stopping.monitor: val_loss needs a validation split, and "
+            "add.image_folders.preprocess.validation_split is 0: monitor loss or set a split",
         ),
         (
             "add.image_folders.tune.space.0.key",
@@ -76,9 +76,9 @@ def test_the_shipped_templates_are_one_per_kind_and_valid(raw):
             "add.labelled_texts.tune.space[0]: log_uniform needs low > 0, got -1",
         ),
         (
-            "add.labelled_texts.train.conv_kernel_sizes",
+            "add.labelled_texts.train.conv1d.conv_kernel_sizes",
             [3],
-            "add.labelled_texts.train.conv_kernel_sizes: expected one kernel size per conv_filters (2), got 1",
+            "add.labelled_texts.train.conv1d.conv_kernel_sizes: expected one kernel size per conv_filters (2), got 1",
         ),
         ("add.images", {}, 'add.images: unknown key (did you mean "image_folders"?)'),
         ("add.image_folders.serv", {}, 'add.image_folders.serv: unknown key (did you mean "serve"?)'),
@@ -101,7 +101,7 @@ def test_the_shipped_templates_are_one_per_kind_and_valid(raw):
             "add.image_folders.download.files[0].sha256: expected '' or null (`pipeline add` sets it from --sha256)",
         ),
         ("add.image_folders.tune.study", "a b", "add.image_folders.tune.study: expected a study name"),
-        ("add", None, "add: expected a mapping of kinds (labelled_texts, image_folders) to a new dataset's sections"),
+        ("add", None, "add: expected a mapping of templates (image_folders, labelled_texts, photos) to a new"),
     ],
 )
 def test_a_bad_default_is_one_line_naming_its_key_in_the_template(raw, key, value, message):

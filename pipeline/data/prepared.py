@@ -355,8 +355,42 @@ def write_arrays(
         return writer.finish(done, input_=input_, shape=shape, class_names=class_names, details=details, assets=assets)
 
 
-def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (train, validation) for a seeded random hold-out; each keeps the original order."""
+def split_validation(
+    n: int, fraction: float, seed: int, labels: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, validation) for a seeded random hold-out; each keeps the original order.
+    Without `labels`, the first round(n x fraction) of a seeded permutation are held out; with
+    the samples' `labels` (class indices), the hold-out is stratified: of each class, the first
+    `class_quotas` of its samples in that permutation."""
+    if labels is not None:
+        perm = np.random.RandomState(seed).permutation(n)
+        held = held_out_by_class(np.asarray(labels)[perm], fraction)
+        return np.sort(perm[~held]), np.sort(perm[held])
     n_val = int(round(n * fraction))
     perm = np.random.RandomState(seed).permutation(n)
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def class_quotas(counts: np.ndarray, fraction: float) -> np.ndarray:
+    """How many samples of each class (of `counts` samples each) a stratified split holds out:
+    round(fraction x count) (half to even, as the unstratified split rounds its total), at least
+    one of a class of two samples or more (when fraction > 0), and never all of a class's: a
+    class of one sample keeps it. So a class of two or more samples is in both parts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    quotas = np.rint(counts * fraction).astype(np.int64)
+    if fraction > 0:
+        quotas = np.maximum(quotas, (counts >= 2).astype(np.int64))
+    return np.minimum(quotas, np.maximum(counts - 1, 0))
+
+
+def held_out_by_class(labels: np.ndarray, fraction: float) -> np.ndarray:
+    """Which samples a stratified split holds out, the samples (their class indices) in an
+    order already drawn: of each class, its first `class_quotas` samples in that order. A
+    boolean array; memory: a few integers a sample."""
+    labels = np.asarray(labels, dtype=np.int64)
+    counts = np.bincount(labels)
+    by_class = np.argsort(labels, kind="stable")  # by class, each class in the given order
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each class's first place in by_class
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[by_class] = np.arange(len(labels)) - first[labels[by_class]]
+    return rank < class_quotas(counts, fraction)[labels]

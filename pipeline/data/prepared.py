@@ -172,6 +172,28 @@ class Prepared:
         digest.update(y_all.tobytes())
         return digest.hexdigest()[:16], y_all
 
+    def class_weights(self, split: str = "train") -> list[float]:
+        """Each class's "balanced" weight (scikit-learn's formula): n / (classes x the class's
+        count), of `split`'s n samples. The counts are the description's, which the split's
+        writer counted of the labels it wrote (the shards are checked against their sha256
+        before a training reads them), so no pass over the shards. A class with no sample in
+        the split has no such weight (n / 0), and a weight of 0 would drop it silently: a
+        DataError naming it (`stratify: true` in the preprocess section keeps every class of
+        two samples or more in each split, and one of a single sample in training)."""
+        counts, n = self.split(split).class_counts, self.samples(split)
+        path = self.folder / DESCRIPTION
+        if len(counts) != self.num_classes:
+            raise DataError(f"{path}: {split}: {len(counts)} class counts for {self.num_classes} classes")
+        missing = [name for name, count in zip(self.class_names, counts) if count == 0]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise DataError(
+                f"{path}: class {missing[0]!r}{more} has no {split} sample, so no balanced class weight "
+                f"(n / (classes x its count)); prepare the data with stratify: true, which keeps every class "
+                f"in training, or train with class_weight: none"
+            )
+        return [n / (len(counts) * count) for count in counts]
+
     def shards_digest(self, split: str) -> str:
         """sha256 of a split's shard digests, as a short hex: from the description alone."""
         lines = "".join(f"{s.file} {s.sha256}\n" for s in self.split(split).shards)

@@ -545,3 +545,4 @@ def test_a_stratified_hold_out_validates_on_a_rare_class_and_keeps_the_training_
     again = images.prepare(raw, tmp_path / "again", stratified, "preprocess.pics")
     for split in ("train", "val", "test"):
         assert again.split(split).shards == found.split(split).shards  # the same bytes: seeded
+    assert found.class_weights("train") == pytest.approx([38 / (3 * 2), 38 / (3 * 18), 38 / (3 * 18)])

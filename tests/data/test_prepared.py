@@ -159,3 +159,18 @@ def test_held_out_by_class_takes_each_class_first_samples_in_the_order_given():
     # (places 0 and 2); class 2: 1 sample, kept
     assert np.flatnonzero(held).tolist() == [0, 1, 2, 4]
     assert prepared.held_out_by_class(np.zeros(0, np.int64), 0.5).tolist() == []
+
+
+def test_balanced_class_weights_are_n_over_classes_times_count(tmp_path):
+    y = np.array([0] * 6 + [1] * 3 + [2] * 1 + [3] * 2, dtype=np.int32)
+    x = np.zeros((len(y), 3), np.int32)
+    found = write(tmp_path / "out", {"train": (x, y), "val": (x[:2], y[[0, 6]])})
+    weights = found.class_weights("train")
+    assert weights == pytest.approx([12 / (4 * 6), 12 / (4 * 3), 12 / (4 * 1), 12 / (4 * 2)])
+    # the description's counts are those of the labels in the shards
+    assert found.split("train").class_counts == np.bincount(found.digest("train")[1], minlength=4).tolist()
+    sklearn = pytest.importorskip("sklearn.utils.class_weight")  # scikit-learn's own "balanced"
+    assert weights == pytest.approx(sklearn.compute_class_weight("balanced", classes=np.arange(4), y=y).tolist())
+    # a class the split lacks has no such weight: one error naming it, not a silent 0
+    with pytest.raises(DataError, match=r"stats\.json: class 'c' \(and 1 more\) has no val sample.*stratify: true"):
+        found.class_weights("val")

@@ -17,6 +17,17 @@ def _validation_split():
     )
 
 
+def _stratify(holds_out: str, drawn_by: str, every: str):
+    """The key of the readers whose splits this project draws (Keras' Reuters split is Keras')."""
+    return spec(
+        "true or false",
+        help=f"true: {holds_out} class by class: of each class, round(share x its count) samples, at least 1 "
+        "of a class of 2 or more and never all of a class's (a class of 1 stays in training), drawn by "
+        f"{drawn_by}; so a rare class is in {every}, and class_weight: balanced has a weight for each. false: "
+        "the share of all the samples, drawn at random (a rare class may be missing from a split).",
+    )
+
+
 def _kind():
     return spec(
         "'image_folders' or 'labelled_texts'",
@@ -76,6 +87,11 @@ class TextTablePreprocessConfig(_TextsPreprocessConfig):
         lambda v: bool(v),
         help="The column holding each sample's label (text or integer); the classes are its values, sorted.",
     )
+    stratify: bool = _stratify(
+        "the test share, then the validation share of the rest, are held out",
+        "split_seed and validation_seed",
+        "every split (from 3 samples on, with a test_split below 0.5)",
+    )
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,11 @@ class ImageFoldersPreprocessConfig:
     validation_split: float = _validation_split()
     validation_seed: int = non_negative_int(
         help="Seed of the validation hold-out, and of the order the training split is written in."
+    )
+    stratify: bool = _stratify(
+        "the validation share is held out (the test split is the test folder)",
+        "validation_seed",
+        "training and validation (from 2 training pictures on)",
     )
     images_sha256: Optional[str] = spec(
         "a 64-digit hex sha256 or null",

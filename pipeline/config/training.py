@@ -136,8 +136,11 @@ class TrainConfig:
     devices: DeviceConfig = spec("a mapping", help="Which devices training uses, and how.")
     class_weight: Literal["balanced", "none"] = spec(
         help="balanced: each class's samples weigh n / (classes x the class's count in the training split) in "
-        "the loss, so that a rare class counts as much as a common one (logged to MLflow); none: every "
-        "sample weighs 1."
+        "the training loss, so that a rare class counts as much as a common one (the epochs' training loss is "
+        "that weighted one; accuracy and validation are not weighted); the weights are logged to MLflow "
+        "(class_weights.json). "
+        "A class with no training sample is an error (the preprocess section's stratify: true keeps one of each). "
+        "none: every sample weighs 1."
     )
 
     # a name of the kind's table of models: its subclass (`train_config`) says which

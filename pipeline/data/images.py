@@ -10,7 +10,9 @@ unpacked to disk), made 8 bits a channel as Keras reads them (`eight_bit`: a 16-
 value >> 8, never clipped; palette, 1-bit, CMYK converted; a mode no PNG or JPEG decodes to
 refused), a transparent one laid on white, made grey (Pillow's ITU-R 601-2 luma rule) or RGB
 as `color` says, and resized to `image_size` square with Pillow's bilinear filter when they
-are not that size already; a served picture goes through the same function (`picture`).
+are not that size already; a served picture goes through the same function (`picture`). The
+validation share is held out of the training pictures at random or, with `stratify`, class by
+class (`prepared.split_validation`); the test split is the test folder.
 
 Anything in a class folder that is not a picture, a class folder with no picture and a class
 one split lacks are errors naming the file, so no sample is silently dropped; what an operating
@@ -254,11 +256,12 @@ def list_pictures(raw_dir: Path | str) -> Listing:
 
 def _places(listing: Listing, cfg: ImageFoldersPreprocessConfig) -> dict[str, tuple[str, int, int]]:
     """Each picture's (prepared split, place in it, class): the validation hold-out drawn
-    from the training pictures by `validation_seed`; the training split in an order drawn
-    from the same seed, so that a bounded shuffle buffer draws every class from the first
-    batch on; validation and test in the listing's order."""
+    from the training pictures by `validation_seed` (class by class with `stratify`); the
+    training split in an order drawn from the same seed, so that a bounded shuffle buffer
+    draws every class from the first batch on; validation and test in the listing's order."""
     train = listing.pictures["train"]
-    train_idx, val_idx = split_validation(len(train), cfg.validation_split, cfg.validation_seed)
+    labels = np.array([label for _, label in train], dtype=np.int64) if cfg.stratify else None
+    train_idx, val_idx = split_validation(len(train), cfg.validation_split, cfg.validation_seed, labels)
     order = training_order(len(train_idx), cfg.validation_seed)
     places = {}
     for place, i in zip(order, train_idx):

@@ -172,6 +172,28 @@ class Prepared:
         digest.update(y_all.tobytes())
         return digest.hexdigest()[:16], y_all
 
+    def class_weights(self, split: str = "train") -> list[float]:
+        """Each class's "balanced" weight (scikit-learn's formula): n / (classes x the class's
+        count), of `split`'s n samples. The counts are the description's, which the split's
+        writer counted of the labels it wrote (the shards are checked against their sha256
+        before a training reads them), so no pass over the shards. A class with no sample in
+        the split has no such weight (n / 0), and a weight of 0 would drop it silently: a
+        DataError naming it (`stratify: true` in the preprocess section keeps every class of
+        two samples or more in each split, and one of a single sample in training)."""
+        counts, n = self.split(split).class_counts, self.samples(split)
+        path = self.folder / DESCRIPTION
+        if len(counts) != self.num_classes:
+            raise DataError(f"{path}: {split}: {len(counts)} class counts for {self.num_classes} classes")
+        missing = [name for name, count in zip(self.class_names, counts) if count == 0]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise DataError(
+                f"{path}: class {missing[0]!r}{more} has no {split} sample, so no balanced class weight "
+                f"(n / (classes x its count)); prepare the data with stratify: true, which keeps every class "
+                f"in training, or train with class_weight: none"
+            )
+        return [n / (len(counts) * count) for count in counts]
+
     def shards_digest(self, split: str) -> str:
         """sha256 of a split's shard digests, as a short hex: from the description alone."""
         lines = "".join(f"{s.file} {s.sha256}\n" for s in self.split(split).shards)
@@ -355,8 +377,42 @@ def write_arrays(
         return writer.finish(done, input_=input_, shape=shape, class_names=class_names, details=details, assets=assets)
 
 
-def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (train, validation) for a seeded random hold-out; each keeps the original order."""
+def split_validation(
+    n: int, fraction: float, seed: int, labels: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, validation) for a seeded random hold-out; each keeps the original order.
+    Without `labels`, the first round(n x fraction) of a seeded permutation are held out; with
+    the samples' `labels` (class indices), the hold-out is stratified: of each class, the first
+    `class_quotas` of its samples in that permutation."""
+    if labels is not None:
+        perm = np.random.RandomState(seed).permutation(n)
+        held = held_out_by_class(np.asarray(labels)[perm], fraction)
+        return np.sort(perm[~held]), np.sort(perm[held])
     n_val = int(round(n * fraction))
     perm = np.random.RandomState(seed).permutation(n)
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def class_quotas(counts: np.ndarray, fraction: float) -> np.ndarray:
+    """How many samples of each class (of `counts` samples each) a stratified split holds out:
+    round(fraction x count) (half to even, as the unstratified split rounds its total), at least
+    one of a class of two samples or more (when fraction > 0), and never all of a class's: a
+    class of one sample keeps it. So a class of two or more samples is in both parts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    quotas = np.rint(counts * fraction).astype(np.int64)
+    if fraction > 0:
+        quotas = np.maximum(quotas, (counts >= 2).astype(np.int64))
+    return np.minimum(quotas, np.maximum(counts - 1, 0))
+
+
+def held_out_by_class(labels: np.ndarray, fraction: float) -> np.ndarray:
+    """Which samples a stratified split holds out, the samples (their class indices) in an
+    order already drawn: of each class, its first `class_quotas` samples in that order. A
+    boolean array; memory: a few integers a sample."""
+    labels = np.asarray(labels, dtype=np.int64)
+    counts = np.bincount(labels)
+    by_class = np.argsort(labels, kind="stable")  # by class, each class in the given order
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each class's first place in by_class
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[by_class] = np.arange(len(labels)) - first[labels[by_class]]
+    return rank < class_quotas(counts, fraction)[labels]

@@ -12,7 +12,8 @@ texts) and keeps it beside the splits, where a served model reads it.
 The classes are the label column's values, sorted (as numbers when every one is an integer;
 `01` and `1` are two classes, ordered by their text), the same order in every process; the
 file is split into train and test by a seeded shuffle (`test_split`, `split_seed`), then the
-validation share is held out of train.
+validation share is held out of train; with `stratify`, each hold-out is drawn class by class
+(`prepared.class_quotas`), so that a rare class is in every split.
 Every row is a sample: an empty text or label, a missing column, a column (or a JSON key)
 named twice and a file that is not UTF-8 are errors naming the file and line. What an
 operating system leaves beside the table (`.DS_Store`, `._notes.csv`) is passed over.
@@ -28,12 +29,12 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol
 
 import numpy as np
 
 from pipeline.data import archives, prepared
-from pipeline.data.prepared import Prepared, split_validation
+from pipeline.data.prepared import Prepared, held_out_by_class, split_validation
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
 
@@ -140,11 +141,25 @@ def encode_sequences(sequences: list, cfg: Encoding, vocab_size: int) -> np.ndar
 # --------------------------------------------------------------------------- splitting
 
 
-def split_order(n: int, cfg: Splitting) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+def split_order(
+    n: int, cfg: Splitting, labels: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
     """(the seeded order of the samples, how many of it are train and validation, the train and
-    validation positions among those), as Keras' Reuters split: a shuffle, the test share last."""
+    validation positions among those), as Keras' Reuters split: a shuffle, the test share last.
+    With the samples' `labels` (class indices), both hold-outs are stratified
+    (`prepared.class_quotas`): of each class, its last samples in the shuffled order are the
+    test share (moved to the end, the rest keeping that order), then the validation share is
+    held out of the rest class by class."""
     order = np.arange(n)
     np.random.RandomState(cfg.split_seed).shuffle(order)
+    if labels is not None:
+        labels = np.asarray(labels)
+        test = held_out_by_class(labels[order][::-1], cfg.test_split)[::-1]
+        order = np.concatenate((order[~test], order[test]))
+        n_train_all = int(n - test.sum())
+        held_from = labels[order[:n_train_all]]
+        train_idx, val_idx = split_validation(n_train_all, cfg.validation_split, cfg.validation_seed, held_from)
+        return order, n_train_all, train_idx, val_idx
     n_train_all = int(n * (1 - cfg.test_split))
     train_idx, val_idx = split_validation(n_train_all, cfg.validation_split, cfg.validation_seed)
     return order, n_train_all, train_idx, val_idx
@@ -357,7 +372,8 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
     classes = class_order(set(labels_))
     if len(classes) < 2:
         raise DataError(f"{path}: {cfg.label_column}: one label ({classes[0]!r}); expected two or more")
-    places = _places(len(labels_), cfg)
+    position = {c: i for i, c in enumerate(classes)}
+    places = _places(len(labels_), cfg, np.array([position[label] for label in labels_]) if cfg.stratify else None)
     counter = _Words()
     for row, (text, _) in enumerate(table_rows(path, cfg.text_column, cfg.label_column)):
         split, place = places[row]
@@ -368,7 +384,6 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
         index_from=INDEX_FROM, skip_top=0, max_len=cfg.max_len, padding=cfg.padding, truncating=cfg.truncating
     )
     vocab_size = cfg.num_words or len(word_index) + INDEX_FROM + 1  # the rarest word's id, and one
-    position = {c: i for i, c in enumerate(classes)}
     lengths = Lengths(cfg.max_len)
     with prepared.Writer(out) as writer:
         sizes = Counter(split for split, _ in places)
@@ -390,10 +405,11 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
         )
 
 
-def _places(n: int, cfg: Splitting) -> list[tuple[str, int]]:
+def _places(n: int, cfg: Splitting, labels: Optional[np.ndarray] = None) -> list[tuple[str, int]]:
     """Each row's (split, place in it), as `split_order` splits the rows: the order a seeded
-    shuffle gives, the test share last, the validation share held out of the rest."""
-    order, n_train_all, train_idx, val_idx = split_order(n, cfg)
+    shuffle gives, the test share last, the validation share held out of the rest (each class
+    apart, with the rows' `labels`)."""
+    order, n_train_all, train_idx, val_idx = split_order(n, cfg, labels)
     places: list[tuple[str, int]] = [("", 0)] * n
     for place, i in enumerate(train_idx):
         places[order[i]] = ("train", place)

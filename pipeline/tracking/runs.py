@@ -33,6 +33,27 @@ def device_params(figures: dict) -> dict:
     }
 
 
+# the artifact of a run trained with class weights: each class's weight and training count
+CLASS_WEIGHTS = "class_weights.json"
+
+
+def class_weights(prepared: Prepared) -> dict:
+    """What `CLASS_WEIGHTS` holds: the rule, then each class by name (in class order) with its
+    count in the training split and its weight in the training loss (`Prepared.class_weights`,
+    the weights the training applies)."""
+    counts = prepared.split("train").class_counts
+    weights = prepared.class_weights("train")
+    return {
+        "class_weight": "balanced",
+        "rule": "train samples / (classes x the class's train samples)",
+        "train_samples": prepared.samples("train"),
+        "classes": {
+            name: {"train_samples": count, "weight": weight}
+            for name, count, weight in zip(prepared.class_names, counts, weights)
+        },
+    }
+
+
 class TrainingRun:
     """The MLflow run of one training: opened by the train stage, reopened by evaluate.
 
@@ -141,11 +162,14 @@ class TrainingRun:
     @tracked("the run's params and tags")
     def log_setup(self, params: DatasetParams, figures: dict, data: Path, prepared: Prepared) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
-        lineage and framework tags, and the prepared data as dataset inputs."""
+        lineage and framework tags, the prepared data as dataset inputs, and with
+        `class_weight: balanced` each class's weight (`CLASS_WEIGHTS`)."""
         if self._active is None:
             return
         import mlflow
 
+        # first: a class without a training sample is one error before anything is logged
+        weights = class_weights(prepared) if params.train.class_weight == "balanced" else None
         mlflow.log_params(
             {
                 **params.flat(),
@@ -166,6 +190,8 @@ class TrainingRun:
             }
         )
         lineage.log_inputs(params.dataset, data, prepared, ("train", "val"))
+        if weights is not None:
+            mlflow.log_dict(weights, CLASS_WEIGHTS)
 
     @tracked("an epoch's metrics")
     def log_epoch(self, epoch: int, row: dict) -> None:

@@ -5,12 +5,19 @@ each step (the samples of all replicas, so a short last batch is weighted right)
 ization losses are scaled with `tf.nn.scale_regularization_loss`, and loss sums, correct counts
 and sample counts are reduced across replicas with `strategy.reduce`. This loop also works
 under `MultiWorkerMirroredStrategy`, where Keras 3 `fit` does not (keras-team/keras#20585).
+
+With class weights (`train.<ds>.class_weight: balanced`) each training sample's loss is
+multiplied by its class's weight before that average, sum(w_i x l_i) / global batch, as Keras
+`fit(class_weight=...)` weighs it; the epoch's training loss is then sum(w_i x l_i) / n, and its
+accuracy is not weighted (the figures `fit` reports: its compiled `metrics` take no sample
+weights). Validation is unweighted, as in `fit`. Without class weights the step is the one it
+was before they existed.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import keras
@@ -24,17 +31,29 @@ SUM = tf.distribute.ReduceOp.SUM
 
 class CustomLoop:
     """Train a model compiled by `models.compile_model` with `strategy.run`; the optimizer is
-    the model's own, built there."""
+    the model's own, built there. `class_weights`: each class's weight in the training loss
+    (by class index), or None: every sample weighs 1."""
 
-    def __init__(self, model: keras.Model, strategy, *, jit_compile: bool = False):
+    def __init__(
+        self,
+        model: keras.Model,
+        strategy,
+        *,
+        jit_compile: bool = False,
+        class_weights: Optional[Sequence[float]] = None,
+    ):
         self.model = model
         self.strategy = strategy
         self.optimizer = model.optimizer
         self.loss_obj = loss(reduction=None)  # per sample: averaged over the global batch below
+        # float32, as Keras' fit makes its class weights a tensor
+        self.class_weights = None if class_weights is None else tf.constant(list(class_weights), tf.float32)
         self._replica_train = tf.function(self._train_on_replica, jit_compile=jit_compile)
         self._replica_eval = tf.function(self._eval_on_replica, jit_compile=jit_compile)
 
     def _sums(self, labels, logits, per_example):
+        """(sum of the per-example losses, weighted ones when the step weighs them; right
+        answers; samples)."""
         predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
         correct = tf.reduce_sum(tf.cast(tf.equal(predicted, tf.cast(labels, tf.int32)), tf.float32))
         count = tf.cast(tf.shape(labels)[0], tf.float32)
@@ -44,9 +63,12 @@ class CustomLoop:
         context = tf.distribute.get_replica_context()
         local = tf.cast(tf.shape(y)[0], tf.float32)
         global_batch = tf.cast(context.all_reduce(SUM, local), tf.int32)
+        weights = None if self.class_weights is None else tf.gather(self.class_weights, tf.cast(y, tf.int32))
         with tf.GradientTape() as tape:
             logits = self.model(x, training=True)
             per_example = self.loss_obj(y, tf.cast(logits, tf.float32))
+            if weights is not None:
+                per_example = per_example * weights
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             if self.model.losses:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))

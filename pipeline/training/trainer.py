@@ -116,6 +116,16 @@ class Prepared:
     global_batch_size: int
     train_samples: int
     step_batch: int  # the batch a training step takes: the global batch, or a smaller split whole
+    # each class's weight in the training loss (`class_weights`), or None: every sample weighs 1
+    class_weights: Optional[list[float]] = None
+
+
+def class_weights(cfg: AnyTrainConfig, data: PreparedData) -> Optional[list[float]]:
+    """Each class's weight in the training loss, by class index, as `cfg.class_weight` says:
+    balanced, the training split's `Prepared.class_weights` (n / (classes x the class's count);
+    a DataError for a class without a training sample); none, None: training is given no
+    weights at all, the same step as before the key existed."""
+    return data.class_weights("train") if cfg.class_weight == "balanced" else None
 
 
 def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Optional[Path] = None) -> Prepared:
@@ -123,8 +133,9 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Op
     stage's folder, when its settings say so) and compiled under `strategy`, and the training
     and validation datasets streamed from the prepared shards (`data`, checked first): what a
     training and a benchmark (`pipeline.tools.bench`) share. Across workers each reads its own
-    share of the shards."""
+    share of the shards. The class weights are the whole training split's on every worker."""
     data.check("train", "val")
+    weights = class_weights(cfg, data)
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -160,7 +171,7 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Op
         workers=workers,
     )
     val_ds = _validation(data, global_batch, replicas, image_size, worker, workers)
-    return Prepared(model, train_ds, val_ds, global_batch, share * workers, batch)
+    return Prepared(model, train_ds, val_ds, global_batch, share * workers, batch, weights)
 
 
 def _validation(
@@ -230,7 +241,7 @@ def train(
     """
     backup = backup or Backup(None, strategy)
     prepared = prepare(cfg, data=data, strategy=strategy, pretrained=pretrained)
-    model, train_ds, val_ds = prepared.model, prepared.train_ds, prepared.val_ds
+    model = prepared.model
     hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
     initial_epoch = hooks.initial_epoch
     best = BestEpoch(
@@ -249,23 +260,39 @@ def train(
         stopper=best.stopper,
         publisher=hooks.publisher,
     )
-    if cfg.loop == "fit":
-        # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
-        model.fit(
-            train_ds, validation_data=val_ds, epochs=cfg.epochs, callbacks=callbacks, verbose=verbose, shuffle=False
-        )
-    else:
-        loop = CustomLoop(model, strategy, jit_compile=cfg.jit_compile)
-        loop.fit(
-            train_ds,
-            val_ds,
-            epochs=cfg.epochs,
-            initial_epoch=initial_epoch,
-            callbacks=callbacks,
-            lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None,
-            progress=None if verbose else False,
-        )
+    _run(cfg, prepared, strategy, callbacks, initial_epoch, lr_for_epoch, verbose)
     return _result(prepared, hooks.recorder.rows, best.restore(model))
+
+
+def _run(cfg: AnyTrainConfig, prepared: Prepared, strategy, callbacks, initial_epoch: int, lr_for_epoch, verbose: int):
+    """The epochs, by `cfg.loop`: Keras' fit, or the custom loop (which sets each epoch's
+    learning rate itself); both weigh each training sample's loss by its class's weight when
+    `prepared.class_weights` has them."""
+    weights = prepared.class_weights
+    if cfg.loop == "fit":
+        # no class_weight argument at all without weights: the same fit as before the key existed
+        weighted = {} if weights is None else {"class_weight": dict(enumerate(weights))}
+        # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
+        prepared.model.fit(
+            prepared.train_ds,
+            validation_data=prepared.val_ds,
+            epochs=cfg.epochs,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,
+            **weighted,
+        )
+        return
+    loop = CustomLoop(prepared.model, strategy, jit_compile=cfg.jit_compile, class_weights=weights)
+    loop.fit(
+        prepared.train_ds,
+        prepared.val_ds,
+        epochs=cfg.epochs,
+        initial_epoch=initial_epoch,
+        callbacks=callbacks,
+        lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None,
+        progress=None if verbose else False,
+    )
 
 
 def _schedule(cfg: AnyTrainConfig):

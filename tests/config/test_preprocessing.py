@@ -18,7 +18,8 @@ def test_the_text_readers_share_every_key_but_their_own_reading():
     shared = names(ReutersPreprocessConfig) & names(TextTablePreprocessConfig)
     assert {"num_words", "max_len", "padding", "truncating", "test_split", "split_seed"} <= shared
     assert names(ReutersPreprocessConfig) - shared == {"skip_top", "index_from"}
-    assert names(TextTablePreprocessConfig) - shared == {"text_column", "label_column"}
+    # stratify: a table's split is this project's to draw; Keras' Reuters split is Keras'
+    assert names(TextTablePreprocessConfig) - shared == {"text_column", "label_column", "stratify"}
     # one declaration, one meaning, for a key both take
     for name in shared - {"reader"}:
         meanings = {
@@ -30,3 +31,13 @@ def test_the_text_readers_share_every_key_but_their_own_reading():
 
 def test_pictures_take_no_text_key():
     assert not names(ImageFoldersPreprocessConfig) & {"max_len", "num_words", "text_column"}
+
+
+def test_the_readers_whose_splits_are_drawn_here_may_stratify_them():
+    """The table and the image folders take `stratify` (one meaning each, one declaration);
+    Keras' Reuters split is Keras' own, which takes none."""
+    assert "stratify" in names(TextTablePreprocessConfig) & names(ImageFoldersPreprocessConfig)
+    assert "stratify" not in names(ReutersPreprocessConfig)
+    for cls in (TextTablePreprocessConfig, ImageFoldersPreprocessConfig):
+        stratify = next(f for f in dataclasses.fields(cls) if f.name == "stratify")
+        assert stratify.type in (bool, "bool") and "class by class" in stratify.metadata["help"]

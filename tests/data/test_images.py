@@ -523,3 +523,26 @@ def test_class_folders_equal_as_numbers_are_distinct_classes_sorted_by_name(tmp_
     _, found, classes = read_splits(raw_with(tmp_path, files, "pics.zip"), 8, "grey")
     assert classes == ["01", "1", "10", "2"]  # as Keras' image_dataset_from_directory: by name
     assert found["train"][0][:, 0, 0].tolist() == [10, 0, 20, 30]
+
+
+def test_a_stratified_hold_out_validates_on_a_rare_class_and_keeps_the_training_order(tmp_path, cfg):
+    """ant and zebra have 20 training pictures each, Bee 3: a random 10% hold-out leaves Bee
+    out of validation (this seed); class by class it holds out 1 Bee (and 2 of each other),
+    keeps 2 for training, and the training split is still written in a seeded order, not by
+    class. No picture is dropped; the test split is the test folder's."""
+    counts = {"ant": 20, "zebra": 20, "Bee": 3}
+    files = {f"train/{label}/{i}.png": flat(SHADES[label] + i % 3) for label, n in counts.items() for i in range(n)}
+    files.update({f"test/{label}/0.png": flat(SHADES[label]) for label in counts})
+    raw = raw_with(tmp_path, files)
+    drawn = images.prepare(raw, tmp_path / "random", cfg, "preprocess.pics")
+    assert drawn.class_names == ["Bee", "ant", "zebra"] and drawn.split("val").class_counts[0] == 0
+    stratified = dataclasses.replace(cfg, stratify=True)
+    found = images.prepare(raw, tmp_path / "stratified", stratified, "preprocess.pics")
+    assert found.split("val").class_counts == [1, 2, 2] and found.split("train").class_counts == [2, 18, 18]
+    assert found.split("test").class_counts == [1, 1, 1]
+    labels = found.head("train", 100)[1].tolist()
+    assert labels != sorted(labels) and len(set(labels[:10])) >= 2  # the seeded order, not by class
+    again = images.prepare(raw, tmp_path / "again", stratified, "preprocess.pics")
+    for split in ("train", "val", "test"):
+        assert again.split(split).shards == found.split(split).shards  # the same bytes: seeded
+    assert found.class_weights("train") == pytest.approx([38 / (3 * 2), 38 / (3 * 18), 38 / (3 * 18)])

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -38,6 +39,7 @@ def write_notes_params(folder: Path) -> Path:
         "split_seed": 113,
         "validation_split": 0.1,
         "validation_seed": 7,
+        "stratify": False,
     }
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -283,3 +285,54 @@ def test_a_table_with_a_column_or_key_twice_is_refused_naming_it(tmp_path, cfg):
     with pytest.raises(DataError) as caught:
         texts.prepare(raw, tmp_path / "out", cfg, "preprocess.notes")
     assert str(caught.value) == f"{raw / 'notes.jsonl'}:2: two keys named 'label'; expected each key once"
+
+
+def imbalanced_rows() -> list[dict]:
+    """70 texts: 40 of sport, 27 of business, and 3 of a rare topic, spread through the file."""
+    topics = ["sport"] * 40 + ["business"] * 27
+    for place in (11, 35, 60):
+        topics.insert(place, "rare")
+    return [{"text": f"the {topic}word said uniq{i}", "label": topic} for i, topic in enumerate(topics)]
+
+
+def test_a_stratified_split_keeps_a_rare_class_in_every_split(tmp_path, cfg):
+    """A random draw of 20% for testing and 10% of the rest for validation leaves the rare
+    class (3 of 70 texts) out of the validation split with these seeds; drawn class by class,
+    each split holds one of its texts, and each class is split in proportion."""
+    classes = ["business", "rare", "sport"]
+    _, drawn, _ = prepared(tmp_path / "random", cfg, imbalanced_rows())
+    assert drawn["class_names"] == classes
+    assert drawn["class_counts"]["val"][1] == 0  # the rare class: none to validate on
+    splits, stats, _ = prepared(tmp_path / "stratified", dataclasses.replace(cfg, stratify=True), imbalanced_rows())
+    counts = stats["class_counts"]
+    # test: round(0.2 x 27) = 5, at least 1 of 3, round(0.2 x 40) = 8; validation of the rest
+    # (22, 2, 32): round(2.2) = 2, at least 1 of 2 (never both), round(3.2) = 3
+    assert counts == {"train": [20, 1, 29], "val": [2, 1, 3], "test": [5, 1, 8]}
+    assert sum(stats["samples"].values()) == 70  # every text is in a split: none dropped
+    again, _, _ = prepared(tmp_path / "again", dataclasses.replace(cfg, stratify=True), imbalanced_rows())
+    for split in ("train", "val", "test"):
+        assert np.array_equal(splits[split][0], again[split][0]) and np.array_equal(splits[split][1], again[split][1])
+    # a class of one text keeps it for training; of two, one is tested and none validated
+    few = [r for r in imbalanced_rows() if r["label"] != "rare" or r["text"].endswith("uniq11")]
+    assert prepared(tmp_path / "one", dataclasses.replace(cfg, stratify=True), few)[1]["class_counts"]["train"][1] == 1
+    two = [r for r in imbalanced_rows() if not r["text"].endswith("uniq60")]
+    counts = prepared(tmp_path / "two", dataclasses.replace(cfg, stratify=True), two)[1]["class_counts"]
+    assert [counts[split][1] for split in ("train", "val", "test")] == [1, 0, 1]
+
+
+def test_the_stratified_test_share_is_the_last_of_each_class_in_the_seeded_shuffle():
+    """As the random split tests the last share of the shuffled order, the stratified one
+    tests the last samples of each class in it; the rest keep that order."""
+    labels = np.array([0] * 8 + [1] * 2)
+    cfg = SimpleNamespace(test_split=0.25, split_seed=3, validation_split=0.0, validation_seed=7)
+    shuffled = np.arange(10)
+    np.random.RandomState(3).shuffle(shuffled)
+    order, n_train_all, train_idx, val_idx = texts.split_order(10, cfg, labels)
+    assert n_train_all == 7 and val_idx.tolist() == [] and train_idx.tolist() == list(range(7))
+    zeros, ones = [i for i in shuffled if labels[i] == 0], [i for i in shuffled if labels[i] == 1]
+    assert sorted(order[7:].tolist()) == sorted([*zeros[-2:], ones[-1]])  # round(0.25 x 8) = 2; 1 of 2
+    assert order[:7].tolist() == [i for i in shuffled if i not in order[7:]]
+    assert [i for i in shuffled if i in order[7:]] == order[7:].tolist()
+    # without labels: the split it always was (Reuters' is Keras')
+    plain = texts.split_order(10, cfg)
+    assert plain[0].tolist() == shuffled.tolist() and plain[1] == int(10 * 0.75)

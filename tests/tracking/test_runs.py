@@ -1,6 +1,8 @@
 """pipeline/tracking/runs.py: the runs a training, an evaluation and a benchmark log."""
 
 import hashlib
+import json
+from pathlib import Path
 
 from helpers import fixture_images_sha256, samples, use_sqlite, write_params
 
@@ -100,3 +102,48 @@ def test_a_model_without_its_run_json_is_evaluated_into_the_run_tagged_with_its_
         tags = MlflowClient(uri).get_run(run.run_id).data.tags
     assert run.run_id not in trained and "pipeline.model_run_id" not in tags
     assert tags["pipeline.model_sha256"] == hashlib.sha256(b"another model").hexdigest()
+
+
+def test_a_run_trained_with_balanced_class_weights_records_each_classs_weight(tmp_path, monkeypatch):
+    """class_weights.json: each class by name, its training count and the weight the training
+    applies; none records no such file (the param says none), and a class with no training
+    sample is one error before anything is logged."""
+    import numpy as np
+    import pytest
+    from mlflow import MlflowClient
+
+    from pipeline.config.loader import load_params
+    from pipeline.data import prepared
+    from pipeline.errors import DataError
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    y = np.array([0] * 6 + [1] * 3 + [2] * 1, dtype=np.uint8)
+    x = np.zeros((len(y), 28, 28), np.uint8)
+    names = ["cat", "dog", "rare bird"]
+    data = prepared.write_arrays(
+        tmp_path / "prepared", {"train": (x, y), "val": (x[:2], y[:2])}, input_="images", class_names=names, details={}
+    )
+    found = {}
+    for choice in ("balanced", "none"):
+        params = load_params(write_params(tmp_path, {"train.mnist.class_weight": choice}), "mnist")
+        with runs.TrainingRun.open("mnist", "mnist-run") as run:
+            run.log_setup(params, {"replicas": 1}, data.folder, data)
+        assert run.run_id is not None
+        client = MlflowClient(uri)
+        found[choice] = [a.path for a in client.list_artifacts(run.run_id)]
+        assert client.get_run(run.run_id).data.params["train.mnist.class_weight"] == choice
+        if choice == "balanced":
+            logged = client.download_artifacts(run.run_id, runs.CLASS_WEIGHTS, str(tmp_path / "got"))
+            recorded = json.loads(Path(logged).read_text())
+    assert runs.CLASS_WEIGHTS in found["balanced"] and runs.CLASS_WEIGHTS not in found["none"]
+    assert list(recorded["classes"]) == names and recorded["train_samples"] == 10
+    assert recorded["classes"]["rare bird"] == {"train_samples": 1, "weight": pytest.approx(10 / 3)}
+    assert [c["weight"] for c in recorded["classes"].values()] == pytest.approx(data.class_weights("train"))
+    lacking = prepared.write_arrays(
+        tmp_path / "lacking", {"train": (x[:9], y[:9])}, input_="images", class_names=names, details={}
+    )
+    params = load_params(write_params(tmp_path, {"train.mnist.class_weight": "balanced"}), "mnist")
+    with runs.TrainingRun.open("mnist", "mnist-run") as run, pytest.raises(DataError, match="class 'rare bird'"):
+        run.log_setup(params, {"replicas": 1}, lacking.folder, lacking)
+    assert run.run_id is not None
+    assert not MlflowClient(uri).get_run(run.run_id).data.params  # nothing logged before the error

@@ -87,3 +87,49 @@ def test_validation_figures_are_the_models_own():
     assert logs["val_loss"] == pytest.approx(expected_loss, rel=1e-5)
     assert logs["val_accuracy"] == pytest.approx(float(np.mean(logits.argmax(1) == y)))
     assert logs["loss"] > 0 and 0 <= logs["accuracy"] <= 1
+
+
+class Kept(keras.callbacks.Callback):
+    """The last epoch's logs."""
+
+    def __init__(self):
+        super().__init__()
+        self.logs = {}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs = dict(logs or {})
+
+
+def test_class_weights_weigh_the_step_as_fits_class_weight_does():
+    """From the same weights, one SGD step on one batch: the custom loop's weighted loss and
+    weights after the step are fit(class_weight=...)'s, and its loss is sum(w_i x l_i) / n."""
+    rng = np.random.RandomState(1)
+    x = rng.randint(1, 50, (40, 12)).astype(np.int32)
+    y = (x[:, 0] % 5).astype(np.int32)
+    weights = rng.uniform(0.2, 3.0, 46).tolist()
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, optimizer="sgd", learning_rate=0.5)
+    keras.utils.set_random_seed(0)
+    trained = {}
+    for loop in ("fit", "custom"):
+        model = reuters_model(max_len=12, vocab_size=50)
+        if loop == "fit":
+            initial = model.get_weights()
+        model.set_weights(initial)
+        models.compile_model(model, dataclasses.replace(cfg, loop=loop))
+        logits = model.predict(x, verbose=0)
+        expected = float(np.mean(np.asarray(weights)[y] * models.loss(reduction=None)(y, logits)))
+        batch = tf.data.Dataset.from_tensor_slices((x, y)).batch(40)
+        if loop == "fit":
+            history = model.fit(batch, class_weight=dict(enumerate(weights)), epochs=1, verbose=0, shuffle=False)
+            loss = history.history["loss"][0]
+        else:
+            kept = Kept()
+            CustomLoop(model, tf.distribute.get_strategy(), class_weights=weights).fit(
+                batch, None, epochs=1, callbacks=[kept], progress=False
+            )
+            loss = kept.logs["loss"]
+            assert kept.logs["accuracy"] == pytest.approx(float(np.mean(logits.argmax(1) == y)))  # not weighted
+        assert loss == pytest.approx(expected, rel=1e-5)
+        trained[loop] = model.get_weights()
+    assert max(float(np.abs(a - b).max()) for a, b in zip(trained["fit"], trained["custom"])) < 1e-6
+    assert max(float(np.abs(a - b).max()) for a, b in zip(trained["fit"], initial)) > 1e-3  # the step moved them

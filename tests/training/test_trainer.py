@@ -177,3 +177,64 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
         publisher=unbacked.publisher,
     )
     assert [type(c).__name__ for c in order] == ["EpochRecorder", "_Keeper", "_Stopper", "EpochPublisher"]
+
+
+def test_the_class_weights_are_the_training_splits_or_none(tmp_path):
+    from types import SimpleNamespace
+
+    from pipeline.data import prepared
+
+    y = np.array([0, 0, 0, 1], dtype=np.int32)
+    data = prepared.write_arrays(
+        tmp_path / "data",
+        {"train": (np.zeros((4, 2), np.int32), y)},
+        input_="sequences",
+        class_names=["a", "b"],
+        details={},
+    )
+    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    assert cfg.class_weight == "none" and trainer.class_weights(cfg, data) is None
+    balanced = dataclasses.replace(cfg, class_weight="balanced")
+    assert trainer.class_weights(balanced, data) == pytest.approx([4 / 6, 2.0])
+    # fit is handed them as Keras takes them; with none, no class_weight argument at all
+    seen = []
+    model = SimpleNamespace(fit=lambda *args, **kwargs: seen.append(kwargs))
+    for weights in (None, [4 / 6, 2.0]):
+        run = SimpleNamespace(model=model, train_ds="train", val_ds=None, class_weights=weights)
+        trainer._run(balanced, run, None, [], 0, None, 0)  # type: ignore[arg-type]  # what _run reads of one
+    assert "class_weight" not in seen[0] and seen[1]["class_weight"] == {0: 4 / 6, 1: 2.0}
+
+
+def weighted_case(tmp_path, loop: str, replicas: int, class_weight: str) -> dict:
+    import subprocess
+    import sys
+
+    from helpers import subprocess_env
+
+    out = tmp_path / f"{loop}-{replicas}-{class_weight}.json"
+    worker = ROOT / "tests" / "workers" / "train_case.py"
+    args = [sys.executable, str(worker), "weighted", loop, str(replicas), class_weight, str(out)]
+    result = subprocess.run(args, env=subprocess_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.distributed
+def test_balanced_class_weights_weigh_the_loss_alike_in_both_loops_on_two_replicas(tmp_path):
+    """On 48 samples of classes of 30, 12 and 6 (each epoch one step of the whole split, each
+    run in its own process, two replicas): fit's class_weight and the custom loop's weighting
+    give the loss computed by hand, sum(w_i x l_i) / n under the initial model, and the same
+    epochs after; accuracy is not weighted (fit's compiled metrics take no sample weights)."""
+    fit, custom = (weighted_case(tmp_path, loop, 2, "balanced") for loop in ("fit", "custom"))
+    assert fit["weights"] == pytest.approx([48 / (3 * 30), 48 / (3 * 12), 48 / (3 * 6)])
+    for case in (fit, custom):
+        first = case["history"][0]
+        assert first["loss"] == pytest.approx(case["weighted_loss"], rel=1e-6)
+        assert case["weighted_loss"] != pytest.approx(case["loss"], rel=1e-4)  # the weights count
+        assert first["accuracy"] == pytest.approx(case["accuracy"])
+    for a, b in zip(fit["history"], custom["history"], strict=True):
+        for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), (key, fit, custom)
+    plain = weighted_case(tmp_path, "fit", 2, "none")
+    assert plain["history"][0]["loss"] == pytest.approx(plain["loss"], rel=1e-6)  # the plain mean
+    assert plain["history"][1]["loss"] != pytest.approx(fit["history"][1]["loss"], rel=1e-3)  # another step

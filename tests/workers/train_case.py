@@ -9,6 +9,11 @@ python train_case.py early LOOP REPLICAS OUT.json RESTORE [BACKUP_DIR]
     (mode max: the first epoch is the best), patience 2; saves the history, the epochs
     handed to MLflow's hook, and the returned model's own validation loss. With
     BACKUP_DIR the backup is kept (no `finish`), as a run killed before it ended.
+python train_case.py weighted LOOP REPLICAS CLASS_WEIGHT OUT.json
+    Two epochs of `trainer.train` (one step each: the whole split in one global batch) on
+    imbalanced data with `class_weight` CLASS_WEIGHT; saves the history, the weights it
+    trained with, and the first epoch's loss (weighted by class and not) and accuracy computed
+    by hand from the initial model (the same seed and builder).
 """
 
 import dataclasses
@@ -159,6 +164,74 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     )
 
 
+def imbalanced_prepared():
+    """48 training sequences of 3 classes (30, 12 and 6), 12 validation ones."""
+    import tempfile
+
+    from pipeline.data import prepared
+
+    rng = np.random.RandomState(3)
+    y = np.repeat(np.arange(3, dtype=np.int32), [30, 12, 6])
+    rng.shuffle(y)
+    x = (rng.randint(1, 100, (48, 40)) + 100 * (y[:, None] == 2)).astype(np.int32)
+    splits = {"train": (x, y), "val": (x[:12], y[:12])}
+    folder = Path(tempfile.mkdtemp(prefix="train-case-"))
+    return prepared.write_arrays(
+        folder, splits, input_="sequences", class_names=["a", "b", "c"], details={"vocab_size": 200}
+    )
+
+
+def by_hand(cfg, data, strategy, weights):
+    """(weighted loss, accuracy, loss) of the training split under the initial model, built as
+    `trainer.prepare` builds it: sum(w l) / n, mean(right), mean(l)."""
+    import keras
+
+    from pipeline.training import models
+
+    keras.utils.set_random_seed(cfg.seed)
+    with strategy.scope():
+        model = models.build_model(cfg, data)
+    x, y = data.head("train", 100)
+    logits = keras.ops.convert_to_numpy(model(x, training=True))
+    losses = keras.ops.convert_to_numpy(models.loss(reduction=None)(y, logits)).astype(np.float64)
+    w = np.asarray(weights, np.float64)[y]
+    right = logits.argmax(axis=1) == y
+    keras.backend.clear_session()
+    return float((w * losses).sum() / len(y)), float(right.mean()), float(losses.mean())
+
+
+def weighted(loop: str, replicas: int, class_weight: str, out: str) -> None:
+    from pipeline.training import trainer
+
+    strategy = setup(replicas)
+    data = imbalanced_prepared()
+    cfg = base_cfg(
+        loop=loop,
+        epochs=2,
+        batch_size_per_replica=64 // replicas,
+        deterministic=True,
+        shuffle_buffer=1,
+        optimizer="sgd",
+        learning_rate=0.1,
+        class_weight=class_weight,
+    )
+    weights = data.class_weights("train")
+    expected = by_hand(cfg, data, strategy, weights)
+    result = trainer.train(cfg, data=data, strategy=strategy, verbose=0)
+    keys = ("loss", "accuracy", "val_loss", "val_accuracy")
+    Path(out).write_text(
+        json.dumps(
+            {
+                "history": [{k: r[k] for k in keys} for r in result.history],
+                "weights": weights,
+                "weighted_loss": expected[0],
+                "accuracy": expected[1],
+                "loss": expected[2],
+            }
+        )
+    )
+
+
 if __name__ == "__main__":
     from pipeline.runtime import imports
 
@@ -168,5 +241,7 @@ if __name__ == "__main__":
         one_step(int(args[0]), args[1])
     elif mode == "early":
         early(args[0], int(args[1]), *args[2:])
+    elif mode == "weighted":
+        weighted(args[0], int(args[1]), args[2], args[3])
     else:
         curve(args[0], int(args[1]), args[2] == "true", *args[3:])

@@ -130,8 +130,9 @@ def declare(project: Path, raw: Path, overrides: list[str]) -> None:
     from pipeline.config.params_doc import format_params
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    for sections in params.values():
-        sections[NAME] = copy.deepcopy(sections["mnist"])
+    for stage, sections in params.items():
+        if stage != "add":  # the templates of `pipeline add`, no dataset's
+            sections[NAME] = copy.deepcopy(sections["mnist"])
     params["download"][NAME]["files"] = [{"url": raw.resolve().as_uri(), "sha256": None}]
     params["preprocess"][NAME].update(reader="folders", image_size=SIDE, color="rgb", images_sha256=None)
     params["train"][NAME].update(model="mobilenet_v2", epochs=1, lr_decay_epochs=[])

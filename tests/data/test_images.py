@@ -269,7 +269,7 @@ def write_pics_params(folder: Path) -> Path:
     """A params.yaml declaring the one dataset `pics` in every section: MNIST's sections, its
     reader `folders` (and no dvc.yaml beside it)."""
     shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
-    raw = {section: {"pics": datasets["mnist"]} for section, datasets in shipped.items()}
+    raw = {section: {"pics": datasets["mnist"]} for section, datasets in shipped.items() if section != "add"}
     raw["preprocess"]["pics"].update(reader="folders", image_size=8, images_sha256=None)
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))

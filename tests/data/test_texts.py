@@ -25,7 +25,7 @@ def write_notes_params(folder: Path) -> Path:
     """A params.yaml declaring the one dataset `notes` in every section: Reuters' sections, its
     preprocess section the `table` reader's (and no dvc.yaml beside it)."""
     shipped = yaml.safe_load((ROOT / "params.yaml").read_text())
-    raw = {section: {"notes": datasets["reuters"]} for section, datasets in shipped.items()}
+    raw = {section: {"notes": datasets["reuters"]} for section, datasets in shipped.items() if section != "add"}
     raw["preprocess"]["notes"] = {
         "kind": "labelled_texts",
         "reader": "table",

@@ -188,7 +188,7 @@ class Prepared:
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise DataError(
-                f"{path}: class {missing[0]!r}{more} has no {split} sample, so no balanced class weight "
+                f"{path}: class {missing[0]!r}{more} has no sample in the {split} split, so no balanced class weight "
                 f"(n / (classes x its count)); prepare the data with stratify: true, which keeps every class "
                 f"in training, or train with class_weight: none"
             )

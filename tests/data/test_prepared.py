@@ -172,5 +172,6 @@ def test_balanced_class_weights_are_n_over_classes_times_count(tmp_path):
     sklearn = pytest.importorskip("sklearn.utils.class_weight")  # scikit-learn's own "balanced"
     assert weights == pytest.approx(sklearn.compute_class_weight("balanced", classes=np.arange(4), y=y).tolist())
     # a class the split lacks has no such weight: one error naming it, not a silent 0
-    with pytest.raises(DataError, match=r"stats\.json: class 'c' \(and 1 more\) has no val sample.*stratify: true"):
+    lacking = r"stats\.json: class 'c' \(and 1 more\) has no sample in the val split.*stratify: true"
+    with pytest.raises(DataError, match=lacking):
         found.class_weights("val")

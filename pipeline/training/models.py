@@ -133,11 +133,12 @@ def mobilenet_v2(settings: MobileNetV2Settings, data: PreparedData, pretrained: 
     backbone = keras.applications.MobileNetV2(
         input_shape=(size, size, 3), alpha=settings.alpha, include_top=False, weights=None, pooling="avg"
     )
-    if settings.weights == "imagenet":
-        _load_weights(backbone, pretrained_file(pretrained, settings.alpha))
     converted = keras.models.clone_model(backbone, clone_function=_pointwise_as_dense)
-    for source, layer in zip(backbone.layers, converted.layers):
-        layer.set_weights([w.reshape(v.shape) for w, v in zip(source.get_weights(), layer.get_weights())])
+    if settings.weights == "imagenet":  # from scratch, the clone keeps its own initialisation
+        _load_weights(backbone, pretrained_file(pretrained, settings.alpha))
+        for source, layer in zip(backbone.layers, converted.layers):
+            layer.set_weights([w.reshape(v.shape) for w, v in zip(source.get_weights(), layer.get_weights())])
+    for layer in converted.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
             layer.momentum = settings.batchnorm_momentum
     h = converted(inputs)

@@ -38,12 +38,13 @@ from typing import IO, TYPE_CHECKING, Optional
 import numpy as np
 
 from pipeline.data import archives, prepared
-from pipeline.data.prepared import Prepared, split_validation
+from pipeline.data.splits import split_validation, training_order
 from pipeline.errors import DataError
 from pipeline.io import reading
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
     from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
+    from pipeline.data.prepared import Prepared
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -271,12 +272,6 @@ def _places(listing: Listing, cfg: ImageFoldersPreprocessConfig) -> dict[str, tu
     for place, (name, label) in enumerate(listing.pictures["test"]):
         places[name] = ("test", place, label)
     return places
-
-
-def training_order(n: int, seed: int) -> np.ndarray:
-    """The place of each of `n` training samples (in the listing's order) in the prepared
-    training split: a permutation drawn from `seed`, apart from the hold-out's draw."""
-    return np.random.default_rng([seed, 1]).permutation(n)
 
 
 def prepare(

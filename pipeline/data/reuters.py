@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.data import prepared
+from pipeline.data.splits import split_order, splits_of
 from pipeline.data.texts import (
     START,
     Lengths,
@@ -26,8 +27,6 @@ from pipeline.data.texts import (
     load_word_index,
     pad,
     sequence_details,
-    split_order,
-    splits_of,
 )
 from pipeline.errors import DataError
 from pipeline.io import reading

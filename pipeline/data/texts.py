@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING, Optional, Protocol
 import numpy as np
 
 from pipeline.data import archives, prepared
-from pipeline.data.prepared import Prepared, held_out_by_class, split_validation
+from pipeline.data.splits import Splitting, split_order
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
     from pipeline.config.preprocessing import TextTablePreprocessConfig
+    from pipeline.data.prepared import Prepared
 
 PAD, START, OOV = 0, 1, 2
 INDEX_FROM = 3  # a table's word ranks are shifted past the three marks, as Keras' Reuters' are
@@ -49,19 +50,6 @@ WORD_INDEX_NAME = "word_index.json"
 TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 log = logging.getLogger("pipeline")
 INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits: "²" is a digit to str.isdigit, not to int()
-
-
-class Splitting(Protocol):
-    """The keys that split a dataset of texts (preprocess.<dataset>'s)."""
-
-    @property
-    def test_split(self) -> float: ...
-    @property
-    def split_seed(self) -> int: ...
-    @property
-    def validation_split(self) -> float: ...
-    @property
-    def validation_seed(self) -> int: ...
 
 
 def pad(sequences: list[np.ndarray], max_len: int, padding: str, truncating: str) -> np.ndarray:
@@ -136,43 +124,6 @@ def encode_sequences(sequences: list, cfg: Encoding, vocab_size: int) -> np.ndar
         cfg.padding,
         cfg.truncating,
     )
-
-
-# --------------------------------------------------------------------------- splitting
-
-
-def split_order(
-    n: int, cfg: Splitting, labels: Optional[np.ndarray] = None
-) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
-    """(the seeded order of the samples, how many of it are train and validation, the train and
-    validation positions among those), as Keras' Reuters split: a shuffle, the test share last.
-    With the samples' `labels` (class indices), both hold-outs are stratified
-    (`prepared.class_quotas`): of each class, its last samples in the shuffled order are the
-    test share (moved to the end, the rest keeping that order), then the validation share is
-    held out of the rest class by class."""
-    order = np.arange(n)
-    np.random.RandomState(cfg.split_seed).shuffle(order)
-    if labels is not None:
-        labels = np.asarray(labels)
-        test = held_out_by_class(labels[order][::-1], cfg.test_split)[::-1]
-        order = np.concatenate((order[~test], order[test]))
-        n_train_all = int(n - test.sum())
-        held_from = labels[order[:n_train_all]]
-        train_idx, val_idx = split_validation(n_train_all, cfg.validation_split, cfg.validation_seed, held_from)
-        return order, n_train_all, train_idx, val_idx
-    n_train_all = int(n * (1 - cfg.test_split))
-    train_idx, val_idx = split_validation(n_train_all, cfg.validation_split, cfg.validation_seed)
-    return order, n_train_all, train_idx, val_idx
-
-
-def splits_of(x: np.ndarray, labels: np.ndarray, n_train_all: int, train_idx, val_idx) -> dict:
-    """{split: (x, y)} of samples in split order."""
-    y = labels.astype(np.int32)
-    return {
-        "train": (x[:n_train_all][train_idx], y[:n_train_all][train_idx]),
-        "val": (x[:n_train_all][val_idx], y[:n_train_all][val_idx]),
-        "test": (x[n_train_all:], y[n_train_all:]),
-    }
 
 
 class Lengths:

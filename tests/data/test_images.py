@@ -19,7 +19,7 @@ from PIL import Image
 
 from pipeline.config.loader import load_params
 from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
-from pipeline.data import images, prepared
+from pipeline.data import images, prepared, splits
 from pipeline.errors import DataError
 
 # class folder -> the grey level its pictures are filled with; sorted: Bee < ant < zebra
@@ -132,13 +132,13 @@ def test_the_training_split_is_in_a_seeded_order_not_by_class(tmp_path, cfg):
     files = {f"{split}/{label}/{i}.png": flat(shade + i) for split, n in (("train", 20), ("test", 2))
              for label, shade in SHADES.items() for i in range(n)}  # fmt: skip
     raw = raw_with(tmp_path, files)
-    splits, _ = prepare(raw, cfg)
-    labels = splits["train"][1].tolist()
+    written, _ = prepare(raw, cfg)
+    labels = written["train"][1].tolist()
     assert labels != sorted(labels) and len(set(labels[:12])) == 3
     again = images.prepare(raw, tmp_path / "again", cfg, "preprocess.pics")
     assert again.head("train", 100)[1].tolist() == labels
-    assert splits["test"][1].tolist() == sorted(splits["test"][1].tolist())
-    assert images.training_order(5, 7).tolist() == images.training_order(5, 7).tolist() != list(range(5))
+    assert written["test"][1].tolist() == sorted(written["test"][1].tolist())
+    assert splits.training_order(5, 7).tolist() == splits.training_order(5, 7).tolist() != list(range(5))
 
 
 @pytest.mark.parametrize("names", [("train", "test"), ("training", "testing"), ("Training", "TEST")])

@@ -15,7 +15,7 @@ from helpers import ROOT, run_pipeline
 
 from pipeline.config.loader import load_params
 from pipeline.config.preprocessing import TextTablePreprocessConfig
-from pipeline.data import texts
+from pipeline.data import splits, texts
 from pipeline.errors import DataError
 
 TOPICS = ["sport", "business", "tech"]
@@ -327,12 +327,12 @@ def test_the_stratified_test_share_is_the_last_of_each_class_in_the_seeded_shuff
     cfg = SimpleNamespace(test_split=0.25, split_seed=3, validation_split=0.0, validation_seed=7)
     shuffled = np.arange(10)
     np.random.RandomState(3).shuffle(shuffled)
-    order, n_train_all, train_idx, val_idx = texts.split_order(10, cfg, labels)
+    order, n_train_all, train_idx, val_idx = splits.split_order(10, cfg, labels)
     assert n_train_all == 7 and val_idx.tolist() == [] and train_idx.tolist() == list(range(7))
     zeros, ones = [i for i in shuffled if labels[i] == 0], [i for i in shuffled if labels[i] == 1]
     assert sorted(order[7:].tolist()) == sorted([*zeros[-2:], ones[-1]])  # round(0.25 x 8) = 2; 1 of 2
     assert order[:7].tolist() == [i for i in shuffled if i not in order[7:]]
     assert [i for i in shuffled if i in order[7:]] == order[7:].tolist()
     # without labels: the split it always was (Reuters' is Keras')
-    plain = texts.split_order(10, cfg)
+    plain = splits.split_order(10, cfg)
     assert plain[0].tolist() == shuffled.tolist() and plain[1] == int(10 * 0.75)

@@ -117,7 +117,10 @@ def write_mnist_subset(archive: Path, folder: Path, per_class: int = MNIST_PER_C
                 split, digit = wanted[member.name]
                 target = folder / split / digit / Path(member.name).name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(tar.extractfile(member).read())
+                handle = tar.extractfile(member)
+                if handle is None:
+                    raise SystemExit(f"{archive}: {member.name} is no file")
+                target.write_bytes(handle.read())
     return {split: sum(len(n) for (s, _), n in chosen.items() if s == split) for split in ("train", "test")}
 
 

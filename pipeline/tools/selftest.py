@@ -213,6 +213,15 @@ def _steps(spec: dict) -> dict:
     return found
 
 
+def _without_dropout(cfg):
+    """`cfg` with its model's dropout at 0: dropout draws its masks per replica, so no two
+    set-ups take the same step with it, and the check compares steps."""
+    settings = cfg.settings
+    if not getattr(settings, "dropout", 0):
+        return cfg
+    return dataclasses.replace(cfg, **{cfg.model: dataclasses.replace(settings, dropout=0.0)})
+
+
 def _train(params: DatasetParams, strategy, spec: dict, stem: Path) -> dict:
     """The steps, one at a time. With several replicas: as a training takes them, the weights
     saved before and after each. On one device: each from the replicas' weights before it
@@ -223,7 +232,7 @@ def _train(params: DatasetParams, strategy, spec: dict, stem: Path) -> dict:
     from pipeline.data.inputs import image_size_for, make_dataset  # TensorFlow: only once it runs
     from pipeline.training.models import build_model, compile_model, loss  # Keras: only when this runs
 
-    cfg, split = params.train, spec["split"]
+    cfg, split = _without_dropout(params.train), spec["split"]
     keras.utils.set_random_seed(cfg.seed)
     keras.mixed_precision.set_dtype_policy(cfg.precision)
     global_batch = BATCH_PER_REPLICA * split

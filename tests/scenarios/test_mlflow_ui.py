@@ -33,7 +33,12 @@ found = prepared.write_arrays(
 ids = {}
 for rate in json.loads(sys.argv[1]):
     os.environ["DVC_EXP_NAME"] = f"lr-{rate}"
-    params = SimpleNamespace(dataset="reuters", flat=lambda: {"train.reuters.learning_rate": rate}, unpinned=lambda: [])
+    params = SimpleNamespace(
+        dataset="reuters",
+        flat=lambda: {"train.reuters.learning_rate": rate},
+        unpinned=lambda: [],
+        train=SimpleNamespace(class_weight="none"),
+    )
     with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
         run.log_setup(params, {"replicas": 1}, data, found)
         run.log_epoch(1, {"epoch": 1, "loss": 1.0, "val_accuracy": 0.5})

@@ -71,6 +71,21 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     assert added.count("foreach: [reuters, mnist, shapes]") == 4
 
 
+def test_photos_start_from_imagenet_weights_listed_as_a_download_and_texts_take_no_photos(project):
+    code, out, err = pipeline(project, "add", "flowers", "--kind", "image_folders", "--photos", "--url", URL)
+    assert (code, err) == (0, [])
+    assert out == "added flowers (image_folders, photos) to params.yaml and dvc.yaml: dvc repro evaluate@flowers\n"
+    params = loader.load_params(project / "params.yaml", "flowers")
+    assert (params.train.model, params.train.settings.weights) == ("mobilenet_v2", "imagenet")
+    (weights,) = params.download.pretrained
+    assert weights.url.endswith("/mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_160_no_top.h5")
+    assert params.preprocess.image_size == params.train.settings.img_size == 160
+    before = files(project)
+    code, _, err = pipeline(project, "add", "notes", "--kind", "labelled_texts", "--photos", "--url", URL)
+    assert (code, err) == (2, ["error: --photos: a template of image folders, and --kind is labelled_texts"])
+    assert files(project) == before
+
+
 def test_add_sets_the_sha256_and_each_override_and_remove_gives_back_the_same_bytes(project):
     before = files(project)
     sha = "ab" * 32

@@ -492,3 +492,18 @@ def mobilenet_weights(path: Path, alpha: float) -> Path:
     with h5py.File(path, "w") as handle:
         legacy_h5_format.save_weights_to_hdf5_group(handle, model)
     return path
+
+
+def empty_database(server: str, name: str) -> str:
+    """A new database on the PostgreSQL server of the URL `server`, with no table: its URL."""
+    import sqlalchemy  # Optuna's dependency: only in the tests that make one
+
+    from pipeline.tuning import storage
+
+    engine = sqlalchemy.create_engine(storage.database_url(server), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return server.rsplit("/", 1)[0] + "/" + name

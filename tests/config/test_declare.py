@@ -14,7 +14,7 @@ from pytest_codeblocks import extract_from_file
 
 from pipeline.config import loader
 from pipeline.config.params_doc import format_params
-from pipeline.config.preprocessing import TextTablePreprocessConfig
+from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, TextTablePreprocessConfig
 
 URL = "https://data.example.com/shapes.tar.gz"
 
@@ -79,6 +79,7 @@ def test_photos_start_from_imagenet_weights_listed_as_a_download_and_texts_take_
     assert (params.train.model, params.train.settings.weights) == ("mobilenet_v2", "imagenet")
     (weights,) = params.download.pretrained
     assert weights.url.endswith("/mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_160_no_top.h5")
+    assert isinstance(params.preprocess, ImageFoldersPreprocessConfig)
     assert params.preprocess.image_size == params.train.settings.img_size == 160
     before = files(project)
     code, _, err = pipeline(project, "add", "notes", "--kind", "labelled_texts", "--photos", "--url", URL)

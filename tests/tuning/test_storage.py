@@ -4,7 +4,7 @@ found without making it (a journal file, a sqlite file, Optuna's tables in a rea
 and a database that cannot be reached, in one line."""
 
 import pytest
-from helpers import ROOT, free_ports, run_command, use_sqlite, write_params
+from helpers import ROOT, empty_database, free_ports, run_command, use_sqlite, write_params
 
 from pipeline.config.loader import load_params
 from pipeline.errors import StudyError
@@ -56,19 +56,6 @@ def tables(url: str) -> list[str]:
             return sorted(sqlalchemy.inspect(connection).get_table_names())
     finally:
         engine.dispose()
-
-
-def empty_database(server: str, name: str) -> str:
-    """A new database on the PostgreSQL server of the URL `server`, with no table: its URL."""
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(storage.database_url(server), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    finally:
-        engine.dispose()
-    return server.rsplit("/", 1)[0] + "/" + name
 
 
 @pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, free_ports, run_command, samples, subprocess_env, use_sqlite, write_params
+from helpers import ROOT, empty_database, free_ports, run_command, samples, subprocess_env, use_sqlite, write_params
 
 from pipeline.config import search_space
 from pipeline.config.loader import load_params
@@ -328,19 +328,6 @@ def test_a_worker_that_loses_the_race_to_create_checks_the_study_it_lost_to(tmp_
     assert json.loads(line)["op_code"] == 0 and json.loads(line)["study_name"] == "raced"  # CREATE_STUDY
 
 
-def fresh_database(url: str, name: str) -> str:
-    """A new, empty database on the server of `url`: its URL."""
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(storage.database_url(url), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    finally:
-        engine.dispose()
-    return url.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.mark.parametrize("kind", ["journal", "sqlite", "postgresql"])
 def test_the_best_of_a_study_that_does_not_exist_makes_no_storage(tmp_path, monkeypatch, request, kind):
     """`pipeline tune --best` reads: a study that is not there is refused without making the
@@ -348,7 +335,7 @@ def test_the_best_of_a_study_that_does_not_exist_makes_no_storage(tmp_path, monk
     holds other studies, without a byte written."""
     use_sqlite(tmp_path, monkeypatch)
     if kind == "postgresql":
-        url = fresh_database(request.getfixturevalue("postgres"), f"empty_{tmp_path.name}".lower()[:60])
+        url = empty_database(request.getfixturevalue("postgres"), f"empty_{tmp_path.name}".lower()[:60])
     else:
         url = storage_of(kind, tmp_path, request)
     empty = contents(url)

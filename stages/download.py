@@ -42,7 +42,8 @@ def command(dataset, out, manifest, pretrained, params_path):
     write_json(manifest, described)
     unpinned = params.unpinned()
     for r in weights:
-        log.result(f"{r.name}: {r.bytes} bytes, sha256 {r.sha256} (verified) from {r.fetched_from}")
+        state = "verified" if r.verified else "not pinned"
+        log.result(f"{r.name}: {r.bytes} bytes, sha256 {r.sha256} ({state}) from {r.fetched_from}")
     for r in results:
         state = (
             "verified"

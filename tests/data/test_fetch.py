@@ -230,6 +230,9 @@ def test_pretrained_weights_are_fetched_like_the_files_into_their_own_folder(fil
     write_params(tmp_path, {"download.mnist.pretrained": [{**pinned, "sha256": None}]})
     result = run_pipeline(*args, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
+    assert f"reuters_word_index.json: {weights.stat().st_size} bytes, sha256 {pinned['sha256']} (not pinned)" in (
+        result.stdout
+    )
     assert (
         "warning: download.mnist.pretrained[0] (https://storage.example.invalid/models/reuters_word_index.json): "
         "no sha256 configured, so other weights could be trained from without a word"

@@ -1,9 +1,14 @@
 """tests/durations.json from a run's JUnit XML: each test module's seconds (setup included), the
 order in which tests/conftest.py hands the modules out to xdist's workers, longest first; and
 how long the container images took to build in the background (`images_seconds`, the property
-tests/conftest.py adds to the XML; the file's own when the run built none).
+tests/conftest.py adds to the XML; the file's own when the run built none); and what each
+module started (`census`: the processes that imported TensorFlow and the trainings,
+tests/census.py, which the end of a run compares with these seconds).
 
     .venv/bin/pytest --junitxml=/tmp/junit.xml && .venv/bin/python scripts/test_durations.py /tmp/junit.xml
+
+With --table it writes nothing and prints the run's modules as docs/testing.md shows them: each
+module's seconds beside the TensorFlow processes and the trainings it started, most seconds first.
 
 A module the file does not name runs after those it names; a module it names that no longer
 exists fails tests/repository/test_durations.py, so that a rename updates the file."""
@@ -36,23 +41,65 @@ def module_seconds(junit: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("junit", type=Path, help="the JUnit XML of a whole run (pytest --junitxml)")
+    parser.add_argument("--table", action="store_true", help="print the modules' table; write nothing")
     args = parser.parse_args(argv)
     seconds = module_seconds(args.junit)
     if not seconds:
         print(f"error: {args.junit}: no test case of a module of tests/", file=sys.stderr)
         return 1
+    if args.table:
+        print("\n".join(table(seconds, census(args.junit))))
+        return 0
     images = images_seconds(args.junit)
     if images is None:
         images = json.loads(DURATIONS.read_text())["images_seconds"]
-    DURATIONS.write_text(json.dumps({"images_seconds": images, "modules": seconds}, indent=1) + "\n")
+    counts = census(args.junit)
+    DURATIONS.write_text(json.dumps({"images_seconds": images, "modules": seconds, "census": counts}, indent=1) + "\n")
     return 0
+
+
+def table(seconds: dict[str, float], counts: dict[str, dict[str, int]], least: float = 10.0) -> list[str]:
+    """A Markdown table of the modules of `least` seconds or more, or that started TensorFlow,
+    then one row for the rest; the totals last."""
+    rows = ["| module | seconds | TensorFlow processes | trainings |", "|---|---:|---:|---:|"]
+    rest = [0.0, 0, 0, 0]  # seconds, processes, trainings, modules
+    for module, s in seconds.items():
+        count = counts.get(module, {})
+        processes, trainings = count.get("tensorflow_processes", 0), count.get("trainings", 0)
+        if s >= least or processes:
+            rows.append(f"| `{module.removeprefix('tests/')}` | {s:,.0f} | {processes} | {trainings} |")
+        else:
+            rest = [rest[0] + s, rest[1] + processes, rest[2] + trainings, rest[3] + 1]
+    rows.append(f"| the other modules ({rest[3]}) | {rest[0]:,.0f} | {rest[1]} | {rest[2]} |")
+    outside = {m: c for m, c in counts.items() if m not in seconds}  # the pytest processes' own
+    for module, count in sorted(outside.items()):
+        rows.append(f"| {module} | | {count.get('tensorflow_processes', 0)} | {count.get('trainings', 0)} |")
+    processes = sum(c.get("tensorflow_processes", 0) for c in counts.values())
+    trainings = sum(c.get("trainings", 0) for c in counts.values())
+    rows.append(
+        f"| **all {len(seconds)} modules** | **{sum(seconds.values()):,.0f}** | **{processes}** | **{trainings}** |"
+    )
+    return rows
 
 
 def images_seconds(junit: Path) -> float | None:
     """The images' build time the run recorded, if it built them."""
+    value = _property(junit, "images_seconds")
+    return None if value is None else float(value or 0)
+
+
+def census(junit: Path) -> dict[str, dict[str, int]]:
+    """{module: {tensorflow_processes, trainings}} the run counted, the modules that started
+    none left out."""
+    value = _property(junit, "census")
+    counts = json.loads(value) if value else {}
+    return {m: c for m, c in sorted(counts.items()) if any(c.values())}
+
+
+def _property(junit: Path, name: str) -> str | None:
     for prop in ET.parse(junit).iter("property"):
-        if prop.get("name") == "images_seconds":
-            return float(prop.get("value") or 0)
+        if prop.get("name") == name:
+            return prop.get("value")
     return None
 
 

@@ -1,4 +1,4 @@
-"""Fixtures: small dataset files served from 127.0.0.1, a one-node Slurm cluster, a real MLflow
+"""Fixtures: small dataset files served from 127.0.0.1, a two-node Slurm cluster, a real MLflow
 server and the project trained once per session; the container images made in the background;
 how the tests share out between xdist's workers."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import census
 import images
 import pytest
 from _pytest.junitxml import xml_key  # where pytest keeps --junitxml's writer
@@ -113,10 +115,56 @@ def pytest_xdist_node_collection_finished(node, ids):
     _start_images(node.config, ids)
 
 
+# --- what each module cost, against tests/durations.json (tests/census.py) --------------------
+# The controller (the process xdist's workers report to) counts each module's seconds, setup and
+# teardown included, as the JUnit XML does; every process of the environment counts what it
+# imports and trains into the session's folder.
+
+
+def pytest_configure(config):
+    # before xdist starts its workers, which inherit the variable and run the `.pth` line
+    if not hasattr(config, "workerinput") and not config.option.collectonly:
+        config.stash[CENSUS] = census.start()
+        os.environ[census.VARIABLE] = str(config.stash[CENSUS])
+        config.stash[SECONDS] = {}
+        config.stash[COUNTS] = {}
+        _CONTROLLER.append(config)
+
+
+CENSUS = pytest.StashKey[Path]()
+SECONDS = pytest.StashKey[dict]()
+COUNTS = pytest.StashKey[dict]()
+_CONTROLLER: list = []  # the controller's config, for the hook that is not handed it
+
+
+def pytest_runtest_logreport(report):
+    if _CONTROLLER:
+        seconds = _CONTROLLER[0].stash[SECONDS]
+        module = module_of(report.nodeid)
+        seconds[module] = seconds.get(module, 0.0) + report.duration
+
+
+def _finish_census(config, xml) -> None:
+    """The counts read, kept for the summary and the JUnit XML; the count stopped."""
+    if CENSUS not in config.stash:
+        return
+    counts = census.read(config.stash[CENSUS])
+    config.stash[COUNTS] = counts
+    if xml is not None:
+        xml.add_global_property("census", json.dumps({m: c.as_json() for m, c in sorted(counts.items())}))
+    census.stop(config.stash[CENSUS])
+    os.environ.pop(census.VARIABLE, None)
+
+
+@pytest.hookimpl(trylast=True)  # the run's last lines: a module that grew is seen at every run
 def pytest_terminal_summary(terminalreporter, config):
     builder = getattr(config, "_pipeline_images", None)
     if builder is not None and builder.made is not None:
         terminalreporter.write_line(images.summary(builder.made))
+    if config.stash.get(SECONDS, None):
+        terminalreporter.section("time by module")
+        for line in census.report(config.stash[SECONDS], DURATIONS["modules"], config.stash[COUNTS]):
+            terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the JUnit XML is written
@@ -127,9 +175,10 @@ def pytest_sessionfinish(session):
         xml.add_global_property("images_seconds", f"{builder.made['seconds']:.0f}")
     if builder is not None:
         builder.finish()
+    _finish_census(session.config, xml)
     if not hasattr(session.config, "workerinput"):
         shutil.rmtree(Path(os.environ.pop(images.OUTCOME_VARIABLE)).parent, ignore_errors=True)
-        _stop_slurm(session.config)
+        _stop_cluster(session.config)
         _stop_trained_server(session.config)
 
 
@@ -203,28 +252,37 @@ def shared_folder(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-SLURM_SCRIPT = ROOT / "scripts" / "slurm-local.sh"
+CLUSTER_SCRIPTS = ROOT / "deploy" / "cluster"
 
 
 @pytest.fixture(scope="session")
-def slurm(tmp_path_factory):
-    """A real one-node Slurm cluster (munged, slurmctld, slurmd), started once for the whole
-    session by the first worker that needs it (a host has one slurmd), and stopped when the
-    session ends (pytest_sessionfinish), whichever worker used it last."""
+def cluster(tmp_path_factory) -> dict:
+    """The two-node Slurm cluster of deploy/cluster/up.sh (slurmctld, a slurmd on node1 and on
+    node2 in namespaces of their own, PostgreSQL and an MLflow server on the bridge), started
+    once for the session by the first worker that needs it, under a lock (a host has one such
+    bridge), and stopped when the session ends (pytest_sessionfinish): the variables of its
+    cluster.env (SLURM_CONF, MLFLOW_TRACKING_URI, PIPELINE_TUNE_STORAGE) and its folder."""
     shared = shared_folder(tmp_path_factory)
-    folder = shared / "slurm"
-    with open(shared / "slurm.lock", "w") as lock:
+    with open(shared / "cluster.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "slurm.conf").exists():
-            started = subprocess.run(["bash", str(SLURM_SCRIPT), "start", str(folder)], capture_output=True, text=True)
+        named = shared / "cluster.path"
+        if not named.exists():
+            # in /var/tmp: the PostgreSQL server runs as postgres, who cannot enter the session's folder
+            folder = Path(tempfile.mkdtemp(prefix="pipeline-cluster-", dir="/var/tmp"))
+            started = subprocess.run(
+                ["bash", str(CLUSTER_SCRIPTS / "up.sh"), str(folder)], capture_output=True, text=True
+            )
             assert started.returncode == 0, started.stderr + started.stdout
-    return {"SLURM_CONF": str(folder / "slurm.conf")}
+            named.write_text(str(folder))
+        folder = Path(named.read_text())
+    env = dict(re.findall(r"^export (\w+)=(.*)$", (folder / "cluster.env").read_text(), re.M))
+    return {"env": env, "folder": folder}
 
 
-def _stop_slurm(config) -> None:
-    folder = config._tmp_path_factory.getbasetemp() / "slurm"
-    if (folder / "slurm.conf").exists():
-        subprocess.run(["bash", str(SLURM_SCRIPT), "stop", str(folder)], capture_output=True)
+def _stop_cluster(config) -> None:
+    named = config._tmp_path_factory.getbasetemp() / "cluster.path"
+    if named.exists():
+        subprocess.run(["bash", str(CLUSTER_SCRIPTS / "down.sh"), named.read_text()], capture_output=True)
 
 
 @pytest.fixture(scope="session")

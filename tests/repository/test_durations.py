@@ -4,6 +4,7 @@ that exist, every scenario among them; scripts/test_durations.py writes it from 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -27,7 +28,10 @@ def test_the_script_sums_a_junit_xml_by_module(tmp_path):
     junit = tmp_path / "junit.xml"
     junit.write_text(
         '<testsuites><testsuite name="pytest">'
-        '<properties><property name="images_seconds" value="890"/></properties>'
+        '<properties><property name="images_seconds" value="890"/>'
+        '<property name="census" value="{&quot;tests/scenarios/test_e2e.py&quot;: '
+        "{&quot;tensorflow_processes&quot;: 3, &quot;trainings&quot;: 1}, &quot;tests/test_io.py&quot;: "
+        '{&quot;tensorflow_processes&quot;: 0, &quot;trainings&quot;: 0}}"/></properties>'
         '<testcase classname="tests.scenarios.test_e2e" name="a" time="10.5"/>'
         '<testcase classname="tests.scenarios.test_e2e" name="b" time="1"/>'
         '<testcase classname="tests.test_io.TestAtomic" name="c" time="0.25"/>'
@@ -40,13 +44,18 @@ def test_the_script_sums_a_junit_xml_by_module(tmp_path):
             sys.executable,
             "-c",
             f"import runpy; m = runpy.run_path({str(script)!r}); "
-            f"import json; j = {str(junit)!r}; print(json.dumps([m['module_seconds'](j), m['images_seconds'](j)]))",
+            f"import json; j = {str(junit)!r}; "
+            "print(json.dumps([m['module_seconds'](j), m['images_seconds'](j), m['census'](j)]))",
         ],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert json.loads(found.stdout) == [{"tests/scenarios/test_e2e.py": 11.5, "tests/test_io.py": 0.2}, 890.0]
+    assert json.loads(found.stdout) == [
+        {"tests/scenarios/test_e2e.py": 11.5, "tests/test_io.py": 0.2},
+        890.0,
+        {"tests/scenarios/test_e2e.py": {"tensorflow_processes": 3, "trainings": 1}},  # none started: left out
+    ]
 
 
 def test_a_container_module_waits_until_the_modules_before_it_cover_the_images_build():
@@ -57,3 +66,80 @@ def test_a_container_module_waits_until_the_modules_before_it_cover_the_images_b
     assert module_order(seconds, {"container"}, 800) == ["e2e", "faults", "readme", "container", "io", "new"]
     assert module_order(seconds, {"container"}, 0) == ["e2e", "container", "faults", "readme", "io", "new"]
     assert module_order(seconds, {"container"}, 10_000)[-1] == "container"  # never left out
+
+
+def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
+    """The `.pth` line as site.py runs it, in a child with a stand-in TensorFlow and trainer
+    (the hook sees names, not contents): one import, two trainings, its CPU time at exit, all
+    under the test module that was running."""
+    import census
+
+    fake = tmp_path / "fake"
+    (fake / "tensorflow").mkdir(parents=True)
+    (fake / "tensorflow" / "__init__.py").write_text("")
+    (fake / "pipeline" / "training").mkdir(parents=True)
+    (fake / "pipeline" / "__init__.py").write_text("")
+    (fake / "pipeline" / "training" / "__init__.py").write_text("")
+    (fake / "pipeline" / "training" / "trainer.py").write_text("def train(x):\n    return x + 1\n")
+    site = tmp_path / "site"
+    site.mkdir()
+    folder = census.start(site_packages=site)
+    try:
+        code = (
+            f"import site; site.addsitedir({str(site)!r}); import tensorflow, tensorflow; "
+            "from pipeline.training import trainer; import pipeline.training.trainer as again; "
+            "assert trainer.train(1) == 2 and again.train(2) == 3 and trainer.train.__name__ == 'train'; "
+            "sum(range(3_000_000))"
+        )
+        env = {
+            **os.environ,
+            census.VARIABLE: str(folder),
+            "PYTHONPATH": str(fake),
+            "PYTEST_CURRENT_TEST": "tests/a/test_x.py::test_y (call)",
+        }
+        for child in (code, f"import site; site.addsitedir({str(site)!r})"):  # the second imports nothing
+            subprocess.run([sys.executable, "-S", "-c", child], env=env, cwd=tmp_path, check=True)
+        counts = census.read(folder)
+    finally:
+        census.stop(folder, site_packages=site)
+    assert set(counts) == {"tests/a/test_x.py"}
+    count = counts["tests/a/test_x.py"]
+    assert (count.tensorflow, count.trainings) == (1, 2)
+    assert count.cpu > 0  # the process that imported TensorFlow; the other one is not summed
+    assert not (site / census.PTH).exists() and not folder.exists()
+
+
+def test_the_end_of_a_run_names_the_modules_that_grew_most():
+    import census
+
+    seconds = {"a.py": 120.0, "b.py": 10.0, "c.py": 50.0, "new.py": 3.0}
+    recorded = {"a.py": 100.0, "b.py": 30.0, "c.py": 20.0}
+    counts = {"c.py": census.Count(tensorflow=4, trainings=2, cpu=90.0)}
+    lines = census.report(seconds, recorded, counts, rows=3)
+    assert lines[0] == "the modules whose time grew most against tests/durations.json:"
+    assert "+30.0 s  2.50x  c.py  " in lines[1] and "4 TensorFlow processes    2 trainings" in lines[1]
+    assert "+20.0 s  1.20x  a.py  " in lines[2]
+    assert " +3.0 s   new  new.py" in lines[3]  # b.py shrank: not a row
+    assert lines[4] == "4 modules in all: 183 s against 150 s; 4 processes imported TensorFlow (90 CPU s), 2 trainings"
+    assert census.report({"b.py": 10.0}, recorded, {})[0] == "no module's time grew against tests/durations.json"
+
+
+def test_the_script_prints_the_modules_table_of_docs_testing_md():
+    import runpy
+
+    table = runpy.run_path(str(ROOT / "scripts" / "test_durations.py"))["table"]
+    seconds = {"tests/scenarios/test_e2e.py": 300.0, "tests/test_io.py": 2.0, "tests/training/test_x.py": 4.0}
+    counts = {
+        "tests/scenarios/test_e2e.py": {"tensorflow_processes": 9, "trainings": 4},
+        "tests/training/test_x.py": {"tensorflow_processes": 1, "trainings": 1},
+        "(the pytest processes)": {"tensorflow_processes": 2, "trainings": 0},
+    }
+    assert table(seconds, counts) == [
+        "| module | seconds | TensorFlow processes | trainings |",
+        "|---|---:|---:|---:|",
+        "| `scenarios/test_e2e.py` | 300 | 9 | 4 |",
+        "| `training/test_x.py` | 4 | 1 | 1 |",  # under 10 s, but it started TensorFlow
+        "| the other modules (1) | 2 | 0 | 0 |",
+        "| (the pytest processes) | | 2 | 0 |",
+        "| **all 3 modules** | **306** | **12** | **5** |",
+    ]

@@ -1,0 +1,107 @@
+"""What each test module costs: its seconds against tests/durations.json, the Python processes
+it starts that import TensorFlow and the trainings it starts (tests/census_hook.py counts
+them in every process of the suite's environment).
+
+tests/conftest.py starts the count when a session begins (`start`: a `.pth` line in the
+environment's site-packages that runs the hook while PIPELINE_TEST_CENSUS names a folder), reads
+it when the session ends (`read`) and prints `report`'s lines last, so that a module that grew
+shows at every run; scripts/test_durations.py keeps the counts in tests/durations.json with the
+seconds. Not counted: the processes of other environments (the lowest versions' `.venv`, the
+containers') and a training killed before `train` was called."""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+VARIABLE = "PIPELINE_TEST_CENSUS"
+HOOK = Path(__file__).with_name("census_hook.py")
+PTH = "pipeline-test-census.pth"
+
+
+@dataclass
+class Count:
+    tensorflow: int = 0  # processes that imported TensorFlow
+    trainings: int = 0
+    cpu: float = 0.0  # CPU seconds of those processes that exited (a killed one says nothing)
+
+    def as_json(self) -> dict:
+        return {"tensorflow_processes": self.tensorflow, "trainings": self.trainings}
+
+
+def pth_line(hook: Path = HOOK) -> str:
+    """The line site.py runs at every start of the environment's Python: the hook, while the
+    variable is set and the hook's file is there (a clone's `.pth` outlives the clone)."""
+    return (
+        f"import os; os.environ.get({VARIABLE!r}) and os.path.isfile({str(hook)!r}) and "
+        f"exec(compile(open({str(hook)!r}).read(), {str(hook)!r}, 'exec'), {{'__name__': 'census_hook'}})\n"
+    )
+
+
+def start(site_packages: Path | None = None) -> Path:
+    """The `.pth` line in place, and the folder the processes will write to while VARIABLE names
+    it in their environment (tests/conftest.py sets it in the session's, which they inherit)."""
+    site_packages = site_packages or Path(sysconfig.get_paths()["purelib"])
+    (site_packages / PTH).write_text(pth_line())
+    return Path(tempfile.mkdtemp(prefix="pipeline-census-"))
+
+
+def stop(folder: Path, site_packages: Path | None = None) -> None:
+    site_packages = site_packages or Path(sysconfig.get_paths()["purelib"])
+    (site_packages / PTH).unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def read(folder: Path) -> dict[str, Count]:
+    """{test module: Count} from the events the processes wrote."""
+    counts: collections.defaultdict[str, Count] = collections.defaultdict(Count)
+    tensorflow: set[tuple[str, int]] = set()  # (file, pid): a process that imported it
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:  # a line cut short by a kill
+                continue
+            count = counts[event["module"]]
+            if event["event"] == "tensorflow":
+                count.tensorflow += 1
+                tensorflow.add((path.name, event["pid"]))
+            elif event["event"] == "train":
+                count.trainings += 1
+            elif event["event"] == "exit" and event["tensorflow"] and (path.name, event["pid"]) in tensorflow:
+                count.cpu += event["cpu"]
+    return dict(counts)
+
+
+def report(seconds: dict[str, float], recorded: dict[str, float], counts: dict[str, Count], rows: int = 8) -> list[str]:
+    """The modules whose seconds grew most against `recorded` (tests/durations.json's), each with
+    what it started, and the whole session's sums."""
+    growth = {m: seconds[m] - recorded.get(m, 0.0) for m in seconds}
+    grown = sorted((m for m in seconds if growth[m] >= 0.05), key=lambda m: (-growth[m], m))[:rows]
+    lines = [
+        "the modules whose time grew most against tests/durations.json:"
+        if grown
+        else "no module's time grew against tests/durations.json"
+    ]
+    width = max((len(m) for m in grown), default=0)
+    for module in grown:
+        before = recorded.get(module)
+        ratio = f"{seconds[module] / before:5.2f}x" if before else ("  new" if before is None else "     ")
+        count = counts.get(module, Count())
+        lines.append(
+            f"  {growth[module]:+7.1f} s {ratio}  {module:<{width}}  {seconds[module]:7.1f} s  "
+            f"{count.tensorflow:3d} TensorFlow processes  {count.trainings:3d} trainings"
+        )
+    total, before = sum(seconds.values()), sum(recorded.get(m, 0.0) for m in seconds)
+    processes, modules = sum(c.tensorflow for c in counts.values()), "modules" if len(seconds) != 1 else "module"
+    lines.append(
+        f"{len(seconds)} {modules} in all: {total:,.0f} s against {before:,.0f} s; {processes} processes imported "
+        f"TensorFlow ({sum(c.cpu for c in counts.values()):,.0f} CPU s), "
+        f"{sum(c.trainings for c in counts.values())} trainings"
+    )
+    return lines

@@ -1,0 +1,84 @@
+"""Run at the start of every Python process of the suite's environment while a session counts
+(tests/census.py writes the `.pth` line that runs it, and sets PIPELINE_TEST_CENSUS to a folder):
+it writes to that folder, as JSON lines, when the process imports TensorFlow, each training it
+starts (a call of `pipeline.training.trainer.train`, which both loops, the tuning trials and
+the suite's worker cases go through) and, when it exits, its own CPU seconds. Each event names
+the test module that was running when it happened (PYTEST_CURRENT_TEST, which pytest sets and a
+child process inherits). Standard library only, and nothing imported that the process would not
+import anyway: it runs in every `pipeline`, `dvc` and MLflow process of the session."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import resource
+import sys
+
+FOLDER = os.environ.get("PIPELINE_TEST_CENSUS", "")
+TRAINER = "pipeline.training.trainer"
+
+
+def _module() -> str:
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    return current.split("::")[0] if current else "(the pytest processes)"
+
+
+def record(event: str, **fields) -> None:
+    line = json.dumps({"event": event, "module": _module(), "pid": os.getpid(), **fields}) + "\n"
+    try:  # one write of one line in append mode: lines of several processes never interleave
+        with open(os.path.join(FOLDER, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as out:
+            out.write(line)
+    except OSError:  # the session's folder is gone: a process that outlived its session
+        pass
+
+
+class _Watcher(importlib.abc.MetaPathFinder):
+    """Sees the first import of TensorFlow and of the trainer; finds neither itself, except to
+    wrap the trainer's loader so that its `train` is counted."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname == "tensorflow":
+            record("tensorflow", argv=sys.argv[:3])
+            return None
+        if fullname != TRAINER:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _CountingLoader(spec.loader)
+        return spec
+
+
+class _CountingLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):  # get_source, get_filename, ...: the file's own loader's
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        train = module.train
+
+        @functools.wraps(train)
+        def counted(*args, **kwargs):
+            record("train")
+            return train(*args, **kwargs)
+
+        module.train = counted
+
+
+def _exit() -> None:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    record("exit", tensorflow="tensorflow" in sys.modules, cpu=round(usage.ru_utime + usage.ru_stime, 2))
+
+
+if FOLDER:
+    sys.meta_path.insert(0, _Watcher())
+    atexit.register(_exit)

@@ -9,12 +9,17 @@ for what they made. The outcome (the engine's DOCKER_HOST and each build's log a
 the error) is a JSON file named by PIPELINE_TEST_IMAGES, which xdist's workers inherit.
 
 The stand-in bases are kept per machine (tests/container/standins.sh) and reused while their
-recipe is unchanged; the project's images are built cold on every run, since how they build
-is what the tests check.
+recipe is unchanged. The project's image (docker/Dockerfile) is built cold on every run, then
+again after a source-only change, since how it builds is what the tests check. The CUDA image
+and the MLflow server's install their lock in one layer that only the Dockerfile, the lock and
+the base decide: that image is saved beside the stand-ins under the hash of those, and a later
+run builds with it as its cache (`reused`), so that the layer is made again only when one of
+them changed; the layers after it (the project's source) are built on every run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -43,11 +48,14 @@ def run(args, env, check=True, timeout=1800, cwd=None) -> subprocess.CompletedPr
     return sh(*args, cwd=cwd, env=env, check=check, timeout=timeout)
 
 
-def build(env, context: Path, dockerfile: str, tag: str, base: str, version="ctest", **args) -> tuple[str, float]:
-    """`docker build` of `dockerfile` in `context` on `base` (other build args: `args`): (its
-    log, seconds)."""
+def build(
+    env, context: Path, dockerfile: str, tag: str, base: str, version="ctest", cache_from=None, **args
+) -> tuple[str, float]:
+    """`docker build` of `dockerfile` in `context` on `base` (other build args: `args`), with the
+    layers of the image `cache_from` as its cache when given: (its log, seconds)."""
     t0 = time.time()
     extra = [f"--build-arg={name}={value}" for name, value in args.items()]
+    extra += ["--cache-from", cache_from] if cache_from else []
     out = run(
         [
             "docker",
@@ -68,6 +76,30 @@ def build(env, context: Path, dockerfile: str, tag: str, base: str, version="cte
         env,
     )
     return out.stdout, time.time() - t0
+
+
+def reused(env, dockerfile: Path, inputs: list[Path], tag: str, base: str, **args) -> tuple[Path, bool]:
+    """The save of `tag` whose install layer these `inputs` (the files the Dockerfile copies
+    before it), the Dockerfile, its build args and the base's image ID make; loaded when a
+    run made it before, so that a build with `--cache-from tag` takes that layer from it."""
+    base_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", base], env).stdout.strip()
+    recipe = hashlib.sha256(f"{base_id} {sorted(args.items())}".encode())
+    for path in (dockerfile, *inputs):
+        recipe.update(path.read_bytes())
+    name = tag.split(":")[0].replace("/", "-")
+    saved = STANDIN_CACHE / f"{name}-{recipe.hexdigest()[:16]}.tar"
+    if saved.is_file():
+        run(["docker", "load", "-q", "-i", saved], env)
+        return saved, True
+    return saved, False
+
+
+def keep(env, tag: str, saved: Path) -> None:
+    """`tag` saved as `saved`, in place of the saves of older recipes."""
+    for old in saved.parent.glob(f"{saved.name.rsplit('-', 1)[0]}-*.tar"):
+        old.unlink()
+    run(["docker", "save", "-o", f"{saved}.part", tag], env)
+    os.replace(f"{saved}.part", saved)
 
 
 def build_labelled(env, context: Path, tag: str, base: str, version="ctest") -> tuple[str, float]:
@@ -122,8 +154,21 @@ class Builder:
                 fh.write("# a source-only change\n")
             made["warm"], made["warm_s"] = build_labelled(env, context, IMAGE, STANDIN_TF)
             made["size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], env).stdout)
-            _, made["mlflow_s"] = build(env, context, "docker/mlflow.Dockerfile", MLFLOW_IMAGE, STANDIN_DEBIAN)
-            _, made["cuda_s"] = build(env, context, "docker/cuda.Dockerfile", CUDA_IMAGE, STANDIN_DEBIAN, CUDA_WHEELS=0)
+            to_keep = []
+            for key, dockerfile, inputs, tag, args in (
+                ("mlflow", "mlflow.Dockerfile", ["mlflow.lock"], MLFLOW_IMAGE, {}),
+                ("cuda", "cuda.Dockerfile", ["../requirements.lock", "cuda.lock"], CUDA_IMAGE, {"CUDA_WHEELS": 0}),
+            ):
+                t1 = time.time()
+                docker = context / "docker"
+                saved, made[f"{key}_reused"] = reused(
+                    env, docker / dockerfile, [docker / i for i in inputs], tag, STANDIN_DEBIAN, **args
+                )
+                cache_from = tag if made[f"{key}_reused"] else None
+                build(env, context, f"docker/{dockerfile}", tag, STANDIN_DEBIAN, cache_from=cache_from, **args)
+                made[f"{key}_s"] = time.time() - t1
+                if not made[f"{key}_reused"]:
+                    to_keep.append((tag, saved))
             made["cuda_size"] = int(run(["docker", "image", "inspect", "-f", "{{.Size}}", CUDA_IMAGE], env).stdout)
             # a base unlike docker/ngc-base.txt: the build resolves its lock there; then that lock and
             # the base's list pinned in a clone by the documented line, and the Dockerfile's choice
@@ -157,10 +202,13 @@ class Builder:
             made["seconds"] = time.time() - t0
         except Exception as exc:  # the container tests report it; the others go on
             made["error"] = f"{type(exc).__name__}: {exc}"
+            to_keep = []
         self.made = made
         part = self.outcome.with_suffix(".part")
         part.write_text(json.dumps(made))
         part.rename(self.outcome)
+        for tag, saved in to_keep:  # once the container tests have what they wait for
+            keep(env, tag, saved)
 
     def finish(self) -> None:
         """Stop the engine and remove its state (containers, the project's images, volumes)."""
@@ -177,7 +225,8 @@ def summary(made: dict) -> str:
         f"container images, made in the background in {made['seconds']:.0f} s: engine and stand-in bases "
         f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
         f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
-        f"{made['mlflow_s']:.0f} s, CUDA image (no CUDA wheels) cold {made['cuda_s']:.0f} s "
+        f"{made['mlflow_s']:.0f} s{' (install layer reused)' if made.get('mlflow_reused') else ''}, CUDA image "
+        f"(no CUDA wheels) {made['cuda_s']:.0f} s{' (install layer reused)' if made.get('cuda_reused') else ' cold'} "
         f"({made['cuda_size'] / 1e9:.2f} GB), on the Python 3.12 stand-in {made['py312_s']:.0f} s (lock resolved "
         f"there), its lock chosen after pinning {made['py312_pinned_s']:.0f} s (strict)"
     )

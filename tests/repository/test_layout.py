@@ -5,6 +5,7 @@ import from a lower layer back up to a higher one (the layers are docs/architect
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -248,11 +249,17 @@ HEAVY = (
 )
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """Each file parsed once per session: the checks below walk the same modules many times."""
+    return ast.parse(path.read_text())
+
+
 def top_level_libraries(name: str, modules: dict[str, Path], seen: frozenset = frozenset()) -> set[str]:
     """The HEAVY libraries that importing `name` imports: its own top-level imports and those of
     the project's modules it imports at the top, transitively."""
     found = set()
-    for node in ast.parse(modules[name].read_text()).body:
+    for node in parsed(modules[name]).body:
         if _type_checking(node) or not isinstance(node, (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
             continue
         for imp in (n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))):
@@ -273,7 +280,7 @@ def _targets(node, name: str, modules: dict[str, Path]) -> list[str]:
 
 def function_imports(path: Path):
     """(node, source lines) of each import inside a function of `path`."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
         for node in ast.walk(function):
             if isinstance(node, (ast.Import, ast.ImportFrom)):

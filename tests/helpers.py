@@ -204,6 +204,27 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     return path
 
 
+# a short custom-loop Reuters training on fixture data: what the multi-worker tests train
+SHORT_CUSTOM_REUTERS = {
+    "preprocess.reuters.max_len": 60,
+    "train.reuters.loop": "custom",
+    "train.reuters.epochs": 2,
+    "train.reuters.batch_size_per_replica": 8,
+}
+
+
+def prepared_reuters(folder: Path, out: str = "prepared", n: int = 240, **overrides) -> Path:
+    """Fixture Reuters (`n` newswires) in folder/raw, params.yaml for SHORT_CUSTOM_REUTERS and
+    `overrides` (param keys with `.` written `__`), and the preprocess stage's folder/`out`."""
+    from fixtures import make_reuters_raw
+
+    make_reuters_raw(folder / "raw", n=n)
+    write_params(folder, {**SHORT_CUSTOM_REUTERS, **{k.replace("__", "."): v for k, v in overrides.items()}})
+    done = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", out, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
 def project_files() -> list[str]:
     """What a clone of this checkout holds: tracked files and new ones not ignored."""
     listed = subprocess.run(

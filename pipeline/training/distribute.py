@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import socket
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -302,7 +303,16 @@ class Setup:
         return task_name(self.strategy)
 
     def figures(self) -> dict:
-        return {key: self.facts[key] for key in FIGURES}
+        return {**{key: self.facts[key] for key in FIGURES}, **placement(self.strategy)}
+
+
+def placement(strategy) -> dict:
+    """The machines a run's workers are on: how many, and their names (the cluster's hosts, or
+    this one's), so that a run on several nodes says where it ran."""
+    _, spec = cluster_of(strategy)
+    addresses = [a for tasks in spec.values() for a in (tasks.values() if isinstance(tasks, dict) else tasks)]
+    hosts = sorted({address.rsplit(":", 1)[0] for address in addresses}) or [socket.gethostname()]
+    return {"nodes": len(hosts), "hosts": ",".join(hosts)}
 
 
 def setup(cfg: TrainConfig, where: str) -> Setup:

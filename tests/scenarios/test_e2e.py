@@ -140,6 +140,8 @@ def test_mlflow_run_has_params_devices_metrics_and_lineage(repo):
     assert params["devices.logical_devices"] == "1"
     assert params["distribute.replicas"] == "1"
     assert params["distribute.workers"] == "1"
+    # one machine: this one (tests/scenarios/test_two_nodes.py names two)
+    assert (params["distribute.nodes"], params["distribute.hosts"]) == ("1", socket.gethostname())
     assert params["devices.physical_gpus"] == "0"
     assert params["distribute.strategy"] == "DefaultStrategy"
     assert params["train.reuters.batch_size_per_replica"] == "256"

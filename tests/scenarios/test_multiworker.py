@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from fixtures import make_reuters_raw
-from helpers import free_ports, run_pipeline, subprocess_env, write_params
+from helpers import free_ports, prepared_reuters, run_pipeline, subprocess_env, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -20,19 +19,7 @@ def tf_config(ports, index):
 
 @pytest.fixture
 def prepared(tmp_path):
-    make_reuters_raw(tmp_path / "raw", n=240)
-    write_params(
-        tmp_path,
-        {
-            "preprocess.reuters.max_len": 60,
-            "train.reuters.loop": "custom",
-            "train.reuters.epochs": 2,
-            "train.reuters.batch_size_per_replica": 8,
-        },
-    )
-    result = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    return tmp_path
+    return prepared_reuters(tmp_path)
 
 
 TRAIN_ARGS = [
@@ -117,50 +104,6 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     assert runs[0].data.tags["weights.sha256"] == digests[0].group(2)
     assert [m.step for m in client.get_metric_history(runs[0].info.run_id, "loss")] == [1, 2, 3]
     assert runs[0].data.metrics["best_epoch"] == 1
-
-
-@pytest.mark.slurm
-def test_slurm_batch_script_trains_two_workers(prepared, slurm):
-    """deploy/slurm/train.sbatch itself, submitted to a real Slurm with sbatch (one node here,
-    so its two tasks share the node and its GPU line is overridden)."""
-    import os
-    from pathlib import Path
-
-    from helpers import ROOT
-
-    os.symlink(Path(sys.prefix), prepared / ".venv")
-    (prepared / "data" / "prepared").mkdir(parents=True)  # where the script looks for the data
-    (prepared / "prepared").rename(prepared / "data" / "prepared" / "reuters")
-    db = prepared / "mlflow.db"
-    env = subprocess_env(**slurm, MLFLOW_TRACKING_URI=f"sqlite:///{db}", PIPELINE_SLURM_PORT_BASE=str(free_ports(1)[0]))
-    result = subprocess.run(
-        [
-            "sbatch",
-            "--wait",
-            "--nodes=1",
-            "--ntasks-per-node=2",
-            "--gpus-per-node=0",
-            f"--output={prepared / 'slurm.out'}",
-            str(ROOT / "deploy" / "slurm" / "train.sbatch"),
-        ],
-        cwd=prepared,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    log = (prepared / "slurm.out").read_text() if (prepared / "slurm.out").exists() else ""
-    assert result.returncode == 0, result.stderr + log[-4000:]
-    digests = re.findall(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", log)
-    assert sorted(d[0] for d in digests) == ["0", "1"] and len({d[1] for d in digests}) == 1
-    summary = json.loads((prepared / "reports" / "reuters" / "train.json").read_text())
-    measured = json.loads((prepared / "reports" / "reuters" / "measurements.json").read_text())
-    assert (measured["workers"], measured["replicas"]) == (2, 2)
-    assert "reuters: 2 replica(s) on 2 worker(s), MultiWorkerMirroredStrategy," in log
-    assert summary["epochs_trained"] == 2 and summary["best_epoch"] in (1, 2)
-    assert len((prepared / "reports" / "reuters" / "history.csv").read_text().splitlines()) == 1 + 2
-    assert (prepared / "models" / "reuters" / "model.keras").is_file()
-    assert not (prepared / ".backup" / "train-reuters").exists()
 
 
 def test_two_killed_workers_resume_together(prepared):

@@ -1,9 +1,9 @@
 """`pipeline tune` as a user runs it, in a copy of the trained project (its prepared fixture data,
 its git repository and DVC cache), into MLflow's default store: two worker processes sharing one
 study, a rerun that continues it, the best trial applied as a DVC experiment, a worker killed
-mid-trial, and two Slurm array tasks feeding one study through deploy/slurm/tune.sbatch."""
+mid-trial (tests/scenarios/test_two_nodes.py runs deploy/slurm/tune.sbatch's array tasks on two
+nodes)."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, child_json, dvc, run_command, sh
+from helpers import child_json, dvc, run_command, sh
 
 pytestmark = [pytest.mark.slow]
 
@@ -221,44 +221,3 @@ def test_a_worker_killed_mid_trial_leaves_the_trial_failed_and_the_study_going(t
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 2
     killed_run = client_of(project).get_run(killed.user_attrs["mlflow_run_id"])
     assert killed_run.info.status == "FAILED" and killed_run.data.tags["optuna.state"] == "failed"
-
-
-@pytest.mark.slurm
-def test_two_slurm_array_tasks_feed_one_study(tuned, slurm, tmp_path):
-    """deploy/slurm/tune.sbatch itself, submitted to the real one-node Slurm as two array tasks."""
-    project, env = tuned["path"], dict(tuned["env"], **slurm)
-    if not (project / ".venv").exists():
-        os.symlink(Path(sys.prefix), project / ".venv")
-    result = subprocess.run(
-        [
-            "sbatch",
-            "--wait",
-            "--array=0-1",
-            "--cpus-per-task=1",
-            f"--output={tmp_path}/slurm-%a.out",
-            str(ROOT / "deploy" / "slurm" / "tune.sbatch"),
-            "--study",
-            "slurm",
-            "-S",
-            "tune.reuters.trials=6",
-            # trials long enough that the task which starts second still finds some left
-            "-S",
-            "train.reuters.epochs=30",
-            "-S",
-            "train.reuters.early_stopping.patience=null",
-            "-S",
-            "tune.reuters.pruner=none",
-        ],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    logs = [(tmp_path / f"slurm-{i}.out").read_text() for i in range(2) if (tmp_path / f"slurm-{i}.out").exists()]
-    assert result.returncode == 0, result.stderr + "\n".join(logs)[-4000:]
-    study = load(project, "slurm")
-    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 6
-    runs = [r for r in trial_runs(project, "slurm") if "mlflow.parentRunId" in r.data.tags]
-    assert len(runs) == 6 and len({r.data.tags["optuna.worker"] for r in runs}) == 2  # both tasks trained
-    assert all("study slurm: 6 complete, 0 pruned, 0 failed of 6 trials" in log for log in logs)

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A two-node Slurm cluster on this machine, to try the multi-node path before a real cluster
+# (docs/multi-node.md): slurmctld, and two slurmd hosts `node1` and `node2`, each in network,
+# hostname and mount namespaces of its own (its own IP address, hostname, /etc/hosts and
+# ports, on a bridge), sharing this machine's file system as a cluster shares its network file
+# system; beside them PostgreSQL (for tuning studies) and an MLflow tracking server, on the
+# bridge's address.
+#   deploy/cluster/up.sh [DIR]          # start; DIR holds the state (default /var/tmp/pipeline-cluster)
+#   source DIR/cluster.env              # SLURM_CONF, MLFLOW_TRACKING_URI, PIPELINE_TUNE_STORAGE
+#   deploy/cluster/node.sh stop node2   # node2 lost: every process of it killed, as a power cut
+#   deploy/cluster/node.sh start node2  # back: its slurmd started again
+#   deploy/cluster/down.sh [DIR]        # stop everything, remove the bridge and namespaces
+# Needs root, iproute2, Debian's slurm-wlm, munge and postgresql (scripts/system-deps.sh), and
+# the project's .venv (make setup) for the MLflow server. PIPELINE_CLUSTER_NET (default
+# 10.213.7) is the /24 the bridge and the nodes take; PIPELINE_CLUSTER_MLFLOW_PORT (5050) and
+# PIPELINE_CLUSTER_PG_PORT (5432) the servers' ports on the bridge's address.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+project="$(cd "$here/../.." && pwd)"
+net="${PIPELINE_CLUSTER_NET:-10.213.7}"
+bridge=plcluster0
+nodes=(node1 node2)
+host_ip="$net.1"
+mlflow_port="${PIPELINE_CLUSTER_MLFLOW_PORT:-5050}"
+pg_port="${PIPELINE_CLUSTER_PG_PORT:-5432}"
+ctld_port="${PIPELINE_CLUSTER_SLURM_PORT:-16917}"
+
+die() {
+    echo "error: $*" >&2
+    exit 1
+}
+
+node_ip() {  # node1 -> NET.11
+    echo "$net.$((10 + ${1#node}))"
+}
+
+netns_of() {
+    echo "pipeline-$1"
+}
+
+state_dir() {
+    realpath -m "${1:-/var/tmp/pipeline-cluster}"
+}
+
+# slurmd of NODE in that node's namespaces: its hostname, its /etc/hosts, its network.
+start_slurmd() {
+    local dir=$1 node=$2
+    mkdir -p "$dir/$node/spool"
+    # nsenter, not `ip netns exec`, which mounts a /sys of its own without the cgroup file
+    # system slurmd needs
+    unshare --uts --mount --propagation private nsenter --net="/run/netns/$(netns_of "$node")" \
+        sh -c "hostname $node && mount --bind '$dir/hosts' /etc/hosts && \
+               SLURM_CONF='$dir/slurm.conf' exec slurmd -N $node"
+}
+
+# every process of NODE killed at once: its slurmd, its job steps and their workers
+kill_node() {
+    local node=$1 pids
+    pids=$(ip netns pids "$(netns_of "$node")" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+}
+
+wait_idle() {  # until sinfo shows N nodes idle
+    local want=$1
+    for _ in $(seq 1 120); do
+        if [ "$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -ge "$want" ]; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    return 1
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Start the two-node Slurm cluster (deploy/cluster/cluster.sh says what it is):
+#   deploy/cluster/up.sh [DIR]
+set -euo pipefail
+# shellcheck source=deploy/cluster/cluster.sh
+source "$(dirname "$0")/cluster.sh"
+dir=$(state_dir "${1:-}")
+
+[ "$(id -u)" = 0 ] || die "the cluster's namespaces, bridge and daemons need root"
+for tool in ip unshare slurmctld slurmd sinfo munged; do
+    command -v "$tool" >/dev/null || die "$tool: not found; install Debian's iproute2, slurm-wlm and munge (scripts/system-deps.sh)"
+done
+pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
+[ -n "$pg_bin" ] || die "PostgreSQL: not found; install Debian's postgresql (scripts/system-deps.sh)"
+[ -x "$project/.venv/bin/mlflow" ] || die "$project/.venv/bin/mlflow: not found; run make setup first"
+[ ! -e "$dir/slurm.conf" ] || die "$dir: a cluster is up there already (deploy/cluster/down.sh $dir stops it)"
+ip link show "$bridge" >/dev/null 2>&1 && die "bridge $bridge exists: another cluster is up (deploy/cluster/down.sh)"
+
+mkdir -p "$dir"
+chmod 0755 "$dir"
+
+# the network: a bridge with this machine at NET.1 and a veth pair per node
+ip link add "$bridge" type bridge
+ip addr add "$host_ip/24" dev "$bridge"
+ip link set "$bridge" up
+if ! iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null; then
+    iptables -I FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true  # a DROP policy (Docker's) passes it
+fi
+{
+    echo "127.0.0.1 localhost"
+    echo "$host_ip $(hostname) pipeline-controller"
+    for node in "${nodes[@]}"; do echo "$(node_ip "$node") $node"; done
+} > "$dir/hosts"
+for node in "${nodes[@]}"; do
+    ns=$(netns_of "$node")
+    ip netns add "$ns"
+    ip link add "pl-$node" type veth peer name eth0 netns "$ns"
+    ip link set "pl-$node" master "$bridge" up
+    ip -n "$ns" addr add "$(node_ip "$node")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" route add default via "$host_ip"
+done
+
+# Slurm: the controller on this machine (at the bridge's address), a slurmd per node
+cpus=$(nproc)
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=pipeline
+SlurmctldHost=$(hostname)($host_ip)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+ReturnToService=2
+SlurmdTimeout=10
+MessageTimeout=5
+KillWait=5
+JobRequeue=1
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+SlurmctldPort=$ctld_port
+SlurmdPort=$((ctld_port + 1))
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/%n/slurmd.pid
+SlurmdSpoolDir=$dir/%n/spool
+SlurmdLogFile=$dir/%n/slurmd.log
+StateSaveLocation=$dir/state
+SlurmctldLogFile=$dir/slurmctld.log
+$(for node in "${nodes[@]}"; do echo "NodeName=$node NodeAddr=$(node_ip "$node") CPUs=$cpus State=UNKNOWN"; done)
+PartitionName=cluster Nodes=$(IFS=,; echo "${nodes[*]}") Default=YES MaxTime=INFINITE State=UP
+CONF
+mkdir -p "$dir/state"
+bash "$here/munge.sh"
+SLURM_CONF="$dir/slurm.conf" slurmctld
+for node in "${nodes[@]}"; do start_slurmd "$dir" "$node"; done
+
+# PostgreSQL for tuning studies, as the postgres user, on the bridge's address
+install -d -o postgres -g postgres "$dir/postgres"
+as_postgres() { runuser -u postgres -- "$@"; }
+as_postgres "$pg_bin/initdb" -D "$dir/postgres/data" -U postgres --auth=trust -E UTF8 >/dev/null
+echo "host all all $net.0/24 trust" >> "$dir/postgres/data/pg_hba.conf"
+as_postgres "$pg_bin/pg_ctl" -D "$dir/postgres/data" -l "$dir/postgres/log" -w \
+    -o "-p $pg_port -k $dir/postgres -c listen_addresses=$host_ip" start >/dev/null
+as_postgres "$pg_bin/createdb" -h "$host_ip" -p "$pg_port" -U postgres optuna
+
+# the MLflow tracking server, artifacts proxied
+mkdir -p "$dir/mlflow"
+MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false setsid "$project/.venv/bin/mlflow" server \
+    --host "$host_ip" --port "$mlflow_port" --workers 1 \
+    --backend-store-uri "sqlite:///$dir/mlflow/mlflow.db" --artifacts-destination "$dir/mlflow/artifacts" \
+    > "$dir/mlflow.log" 2>&1 < /dev/null &
+echo $! > "$dir/mlflow.pid"
+
+cat > "$dir/cluster.env" <<ENV
+export SLURM_CONF=$dir/slurm.conf
+export MLFLOW_TRACKING_URI=http://$host_ip:$mlflow_port
+export PIPELINE_TUNE_STORAGE=postgresql://postgres@$host_ip:$pg_port/optuna
+ENV
+export SLURM_CONF="$dir/slurm.conf"
+wait_idle "${#nodes[@]}" || die "the nodes did not come up idle; see $dir/slurmctld.log and $dir/node*/slurmd.log"
+for _ in $(seq 1 240); do
+    curl -sf "http://$host_ip:$mlflow_port/health" >/dev/null && break
+    sleep 0.5
+done
+curl -sf "http://$host_ip:$mlflow_port/health" >/dev/null || die "the MLflow server did not answer; see $dir/mlflow.log"
+sinfo -N -o "%N %t %c"
+echo "cluster up: source $dir/cluster.env"

@@ -1,0 +1,594 @@
+"""Past one machine: the two-node Slurm cluster of deploy/cluster/up.sh (node1 and node2, each
+with its own hostname and network stack, the project on the file system both see, PostgreSQL
+and an MLflow server beside them), as docs/multi-node.md runs it. On it: deploy/slurm/train.sbatch
+trains Reuters with one worker per node, then again with node2 lost mid-training, requeued and
+resumed; deploy/slurm/tune.sbatch's array tasks share one study on PostgreSQL, one of them on a
+node that is lost mid-trial; and deploy/slurm/sweep.sbatch runs a grid of two experiments, one
+per node, each in a clone of its own, gathered in a fresh clone of the git remote with `dvc exp
+pull`, their outputs on a DVC remote (a folder here). The tests share the one cluster, in this
+module's order, since two of them stop a node. Before them, the sweep script's refusals, run
+with bash alone (no Slurm, no root)."""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import (
+    ROOT,
+    SHORT_CUSTOM_REUTERS,
+    child_json,
+    copy_project,
+    dvc,
+    git_repo,
+    prepared_reuters,
+    project_env,
+    reuters_files_of,
+    run_pipeline,
+    sh,
+    subprocess_env,
+    write_params,
+)
+
+SCRIPT = ROOT / "deploy" / "slurm" / "sweep.sbatch"
+# as a user writes one: a comment and a blank line, which are not experiments
+GRID = """\
+# learning rate x embedding size, one experiment a line
+train.reuters.learning_rate=0.002 train.reuters.conv1d.embedding_dim=7
+
+train.reuters.learning_rate=0.001 train.reuters.conv1d.embedding_dim=16
+"""
+POINTS = [
+    {"train.reuters.learning_rate": 0.002, "train.reuters.conv1d.embedding_dim": 7},
+    {"train.reuters.learning_rate": 0.001, "train.reuters.conv1d.embedding_dim": 16},
+]
+
+
+def test_the_script_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
+
+
+@pytest.fixture
+def submit_dir(tmp_path):
+    """A project pushed to a bare git remote, then one commit more that is not pushed; what
+    the script's task sees: the submit folder, its .venv, a task of an array."""
+    env = project_env()
+    remote = tmp_path / "remote.git"
+    sh("git", "init", "-q", "--bare", "-b", "main", remote, cwd=tmp_path, env=env)
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "README.md").write_text("project\n")
+    git_repo(repo, env)
+    sh("git", "remote", "add", "origin", remote, cwd=repo, env=env)
+    sh("git", "push", "-q", "origin", "main", cwd=repo, env=env)
+    sh("git", "commit", "-q", "--allow-empty", "-m", "not pushed", cwd=repo, env=env)
+    (repo / ".venv").symlink_to(Path(sys.prefix))
+    (repo / "grid.txt").write_text(GRID)
+    (tmp_path / "scratch").mkdir()
+    env.update(
+        SLURM_SUBMIT_DIR=str(repo),
+        SLURM_JOB_ID="8",
+        SLURM_ARRAY_JOB_ID="7",
+        SLURM_ARRAY_TASK_ID="1",
+        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        TMPDIR=str(tmp_path / "scratch"),
+    )
+    return repo, env
+
+
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (
+            {"SLURM_ARRAY_TASK_ID": None},
+            "SLURM_ARRAY_TASK_ID: submit it as an array, one task per experiment of grid.txt: sbatch --array=0-N",
+        ),
+        ({"SLURM_ARRAY_TASK_ID": "2"}, "error: grid.txt has 2 experiments, for tasks 0-1; this is task 2"),
+        ({"GRID": "empty.txt"}, "error: empty.txt has no experiments (one a line: its -S overrides)"),
+        ({"GRID": "nothere.txt"}, "error: no grid file nothere.txt (in {repo})"),
+        (
+            {"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"},
+            "error: MLFLOW_TRACKING_URI=sqlite:///mlflow.db: give the "
+            "sqlite file by absolute path (sqlite:////shared/mlflow.db)",
+        ),
+        ({"MLFLOW_TRACKING_URI": None}, "MLFLOW_TRACKING_URI: set MLFLOW_TRACKING_URI to your MLflow server"),
+        (
+            {"PIPELINE_IMAGE": "pipeline:0.1.0"},
+            "error: sweep.sbatch runs in the submit folder's .venv, not in PIPELINE_IMAGE: unset it",
+        ),
+        ({}, "error: {head} is not on {remote}: git push it first"),
+    ],
+    ids=[
+        "not-an-array",
+        "task-past-the-grid",
+        "empty-grid",
+        "no-grid-file",
+        "relative-sqlite",
+        "no-tracking-uri",
+        "image",
+        "commit-not-pushed",
+    ],
+)
+def test_a_task_that_cannot_run_its_experiment_says_why(submit_dir, change, error):
+    """Before DVC runs, with the reason as the last line, and no clone left in the scratch folder."""
+    repo, env = submit_dir
+    (repo / "empty.txt").write_text("# nothing yet\n\n")
+    change = dict(change)
+    grid = change.pop("GRID", "grid.txt")
+    for key, value in change.items():
+        if value is None:
+            env.pop(key)
+        else:
+            env[key] = value
+    result = sh("bash", SCRIPT, grid, cwd=repo, env=env, check=False)
+    head = sh("git", "rev-parse", "HEAD", cwd=repo, env=env).stdout.strip()
+    expected = error.format(repo=repo, head=head, remote=repo.parent / "remote.git")
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1].endswith(expected), result.stderr
+    assert list((repo.parent / "scratch").iterdir()) == []
+
+
+# --- the cluster's helpers ---------------------------------------------------------------------
+
+TRAIN_SBATCH = ROOT / "deploy" / "slurm" / "train.sbatch"
+TUNE_SBATCH = ROOT / "deploy" / "slurm" / "tune.sbatch"
+NODE = ROOT / "deploy" / "cluster" / "node.sh"
+
+
+def job_state(job: str, env: dict) -> dict:
+    """`scontrol show job`'s fields of `job` (of its first task, for an array)."""
+    shown = sh("scontrol", "show", "job", "-o", job, cwd=ROOT, env=env, check=False).stdout.splitlines()
+    return dict(re.findall(r"(\w+)=(\S*)", shown[0])) if shown else {}
+
+
+def wait_for(what: str, done, timeout: float = 600, every: float = 0.5):
+    deadline = time.time() + timeout
+    while True:
+        found = done()
+        if found:
+            return found
+        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(every)
+
+
+def node(action: str, name: str, cluster: dict) -> None:
+    env = subprocess_env(**cluster["env"])
+    sh("bash", NODE, action, name, cluster["folder"], cwd=ROOT, env=env)
+    if action == "start":  # back in service: idle again
+        wait_for(
+            f"{name} idle",
+            lambda: "idle" in sh("sinfo", "-h", "-n", name, "-o", "%t", cwd=ROOT, env=env).stdout,
+        )
+
+
+@pytest.fixture
+def reuters_project(tmp_path):
+    """Prepared fixture Reuters where train.sbatch looks for it, the suite's .venv as the
+    project's: what the nodes run, on the file system they share."""
+    prepared_reuters(tmp_path, out="data/prepared/reuters")
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    return tmp_path
+
+
+def train_job(project: Path, *options: str) -> list:
+    """`sbatch` of deploy/slurm/train.sbatch with one task a node on both nodes (its GPU line
+    overridden), its log project/slurm.out."""
+    return [
+        "sbatch",
+        *options,
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=0",
+        f"--output={project / 'slurm.out'}",
+        TRAIN_SBATCH,
+    ]
+
+
+def mlflow_run_of(log: str, cluster: dict):
+    from mlflow import MlflowClient
+
+    (run_id,) = re.findall(r"MLflow run ([0-9a-f]{32})", log)[-1:]
+    client = MlflowClient(cluster["env"]["MLFLOW_TRACKING_URI"])
+    return client, client.get_run(run_id)
+
+
+# --- one training across both nodes --------------------------------------------------------------
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_one_training_across_both_nodes_is_one_run_of_two_workers(reuters_project, cluster):
+    """deploy/slurm/train.sbatch itself with one worker per node (its GPU line overridden): the
+    same final weights on both, the chief's outputs and one MLflow run that names both hosts,
+    and a test accuracy within reach of one worker's on the same data."""
+    project = reuters_project
+    env = subprocess_env(**cluster["env"])
+    result = sh(*train_job(project, "--wait"), cwd=project, env=env, check=False, timeout=900)
+    log = (project / "slurm.out").read_text() if (project / "slurm.out").exists() else ""
+    assert result.returncode == 0, result.stderr + log[-4000:]
+    digests = re.findall(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", log)
+    assert sorted(d[0] for d in digests) == ["0", "1"] and len({d[1] for d in digests}) == 1
+    summary = json.loads((project / "reports" / "reuters" / "train.json").read_text())
+    measured = json.loads((project / "reports" / "reuters" / "measurements.json").read_text())
+    assert (measured["workers"], measured["replicas"]) == (2, 2)
+    assert "reuters: 2 replica(s) on 2 worker(s), MultiWorkerMirroredStrategy," in log
+    assert summary["epochs_trained"] == 2 and summary["best_epoch"] in (1, 2)
+    assert len((project / "reports" / "reuters" / "history.csv").read_text().splitlines()) == 1 + 2
+    assert (project / "models" / "reuters" / "model.keras").is_file()
+    assert not (project / ".backup" / "train-reuters").exists()
+    _, run = mlflow_run_of(log, cluster)
+    assert (run.data.params["distribute.nodes"], run.data.params["distribute.hosts"]) == ("2", "node1,node2")
+    assert run.info.status == "FINISHED" and run.data.tags["host"] == "node1"  # the chief's
+
+    # one worker, on this machine, on the same data and global batch: each model's test accuracy
+    (project / "one").mkdir()
+    write_params(project / "one", {**SHORT_CUSTOM_REUTERS, "train.reuters.batch_size_per_replica": 16})
+    one = run_pipeline(
+        *("train", "reuters", "--params", "one/params.yaml", "--data", "data/prepared/reuters"),
+        *("--model-dir", "one/model", "--history", "one/history.csv", "--summary", "one/train.json"),
+        *("--curves", "one/curves.png"),
+        cwd=project,
+        env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{project / 'one.db'}"),
+    )
+    assert one.returncode == 0, one.stderr
+    accuracy = child_json(
+        sh(
+            sys.executable,
+            "-c",
+            "import json, sys; from pathlib import Path; from pipeline.runtime import imports; "
+            "imports.skip_keras_extras(); "
+            "from pipeline.training import evaluation; from pipeline.config.loader import load_params; "
+            "cfg = load_params('params.yaml', 'reuters').evaluate; data = Path('data/prepared/reuters'); "
+            "print(json.dumps([evaluation.evaluate(Path(m), data, cfg).metrics['test_accuracy'] "
+            "for m in sys.argv[1:]]))",
+            "models/reuters",
+            "one/model",
+            cwd=project,
+            env=subprocess_env(),
+            check=False,
+        )
+    )
+    assert accuracy[0] == pytest.approx(accuracy[1], abs=0.15), accuracy
+
+
+# --- one tuning study across both nodes, a node lost mid-trial ------------------------------------
+
+
+def running_trial_on(node_name: str, storage: str, study: str, client):
+    """The trial a worker on `node_name` is training (an epoch reported), if any."""
+    import optuna
+    from optuna.trial import TrialState
+
+    try:
+        trials = optuna.load_study(study_name=study, storage=storage).trials
+    except KeyError:  # not made yet
+        return None
+    for trial in trials:
+        run_id = trial.user_attrs.get("mlflow_run_id")
+        if trial.state == TrialState.RUNNING and trial.intermediate_values and run_id:
+            if client.get_run(run_id).data.tags.get("optuna.worker", "").startswith(f"{node_name}:"):
+                return trial
+    return None
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_one_study_across_both_nodes_survives_a_node_lost_mid_trial(trained_project, cluster, tmp_path):
+    """deploy/slurm/tune.sbatch as an array of two tasks, one a node, on the cluster's PostgreSQL
+    and MLflow server: node2 is lost while its task trains a trial; the heartbeat fails that
+    trial, node1's task trains its params again, and the study ends with its budget exactly,
+    every trial a nested run of the study's one parent run."""
+    from mlflow import MlflowClient
+    from optuna.trial import TrialState
+
+    from pipeline.tuning import attributes, studies
+
+    optuna = studies.quiet_optuna()
+    project = trained_project.copy(tmp_path / "project")
+    (project / ".venv").symlink_to(Path(sys.prefix))
+    env = {**trained_project.env, **cluster["env"]}
+    storage, client = env["PIPELINE_TUNE_STORAGE"], MlflowClient(env["MLFLOW_TRACKING_URI"])
+    submitted = sh(
+        "sbatch",
+        "--parsable",
+        "--no-requeue",
+        "--array=0-1",
+        "--cpus-per-task=2",  # a node's two CPUs: one task a node
+        f"--output={tmp_path}/slurm-%a.out",
+        TUNE_SBATCH,
+        "--study",
+        "two-nodes",
+        "-S",
+        "tune.reuters.trials=4",
+        "-S",
+        "tune.reuters.heartbeat_seconds=2",
+        # trials long enough that node2's is still training when the node is lost
+        "-S",
+        "train.reuters.epochs=30",
+        "-S",
+        "train.reuters.early_stopping.patience=null",
+        "-S",
+        "tune.reuters.pruner=none",
+        cwd=project,
+        env=env,
+    )
+    job = submitted.stdout.strip().split(";")[0]
+    killed = wait_for("a trial training on node2", lambda: running_trial_on("node2", storage, "two-nodes", client))
+    node("stop", "node2", cluster)
+    try:
+        wait_for(
+            "both array tasks ended",
+            lambda: all(
+                job_state(f"{job}_{task}", env).get("JobState") in ("COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED")
+                for task in (0, 1)
+            ),
+            timeout=900,
+        )
+    finally:
+        node("start", "node2", cluster)
+    logs = [(tmp_path / f"slurm-{i}.out").read_text() if (tmp_path / f"slurm-{i}.out").exists() else "" for i in (0, 1)]
+    states = {task: job_state(f"{job}_{task}", env)["JobState"] for task in (0, 1)}
+    assert states[0] == "COMPLETED", "\n".join(log[-3000:] for log in logs)
+    assert states[1] == "NODE_FAIL"
+    assert "study two-nodes: 4 complete, 0 pruned, 1 failed of 4 trials" in logs[0], logs[0][-3000:]
+    assert "its worker went silent; failed, queued again with the same params" in logs[0]
+
+    trials = optuna.load_study(study_name="two-nodes", storage=storage).trials
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers)) == 5
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 4  # the budget, exactly
+    (failed,) = [t for t in trials if t.state == TrialState.FAIL]
+    assert failed.number == killed.number
+    (again,) = [t for t in trials if t.system_attrs.get("failed_trial") == killed.number]
+    assert again.state == TrialState.COMPLETE and again.params == killed.params
+    experiment = client.get_experiment_by_name("reuters")
+    assert experiment is not None
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        "tags.`optuna.study` = 'two-nodes' and tags.`pipeline.stage` = 'tune'",
+    )
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
+    assert sorted(r.info.run_id for r in children) == sorted(t.user_attrs[attributes.RUN_ATTR] for t in trials)
+    hosts = {r.data.tags["optuna.worker"].split(":")[0] for r in children}
+    assert hosts == {"node1", "node2"}  # both nodes trained
+    assert client.get_run(again.user_attrs[attributes.RUN_ATTR]).data.tags["optuna.worker"].startswith("node1:")
+    assert client.get_run(killed.user_attrs[attributes.RUN_ATTR]).info.status == "FAILED"
+
+
+# --- a node lost mid-training ------------------------------------------------------------------
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_training_whose_node_is_lost_is_requeued_and_resumes_from_its_backup(reuters_project, cluster):
+    """node2 lost (its slurmd and worker killed) after the first epoch's backup: Slurm fails the
+    job on that node and requeues it; once node2 is back both workers start again, resume from
+    the backup on the shared file system, finish, and the one MLflow run holds each epoch once."""
+    project = reuters_project
+    # longer epochs than reuters_project's, three of them, none stopped early
+    prepared_reuters(
+        project,
+        out="data/prepared/reuters",
+        n=1200,
+        train__reuters__epochs=3,
+        train__reuters__early_stopping__patience=None,
+    )
+    env = subprocess_env(**cluster["env"])
+    # --open-mode=append: the requeued run's lines after the first's
+    submitted = sh(*train_job(project, "--parsable", "--requeue", "--open-mode=append"), cwd=project, env=env)
+    job = submitted.stdout.strip().split(";")[0]
+    backup = project / ".backup" / "train-reuters" / "history.json"
+    wait_for("the first epoch backed up", lambda: backup.is_file() and json.loads(backup.read_text() or "[]"))
+    first_run = json.loads((backup.parent / "mlflow_run.json").read_text())["run_id"]
+    node("stop", "node2", cluster)
+    try:
+        wait_for("the job requeued", lambda: int(job_state(job, env).get("Restarts", 0)) >= 1, timeout=300)
+    finally:
+        node("start", "node2", cluster)
+    wait_for("the job done", lambda: job_state(job, env).get("JobState") in ("COMPLETED", "FAILED"), timeout=900)
+    log = (project / "slurm.out").read_text()
+    assert job_state(job, env)["JobState"] == "COMPLETED", log[-4000:]
+    assert int(job_state(job, env)["Restarts"]) == 1
+    client, run = mlflow_run_of(log, cluster)
+    assert run.info.run_id == first_run and run.info.status == "FINISHED"  # the killed attempt's run, finished
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3]
+    rows = (project / "reports" / "reuters" / "history.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3]
+    assert not (project / ".backup" / "train-reuters").exists()
+
+
+# --- a sweep across both nodes ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, dataset_files, cluster):
+    """The project with its prepared data on the DVC remote and its commit on the git remote,
+    then `sbatch --wait --array=0-1 deploy/slurm/sweep.sbatch grid.txt` from it; the tasks'
+    logs and what a fresh clone of the git remote shows after `dvc exp pull origin`."""
+    from fixtures import FileServer
+
+    root = tmp_path_factory.mktemp("slurm-sweep")
+    env = project_env()
+    remote, storage, scratch = root / "remote.git", root / "dvc-remote", root / "scratch"
+    scratch.mkdir()
+    sh("git", "init", "-q", "--bare", "-b", "main", remote, cwd=root, env=env)
+    # without the checkout's dvc.lock, whose MNIST outputs no remote here has
+    repo = copy_project(root / "project", exclude=("dvc.lock",))
+    write_params(
+        repo,
+        {
+            "download.reuters.files": reuters_files_of(dataset_files),
+            "train.reuters.epochs": 2,
+            "train.reuters.batch_size_per_replica": 16,
+        },
+    )
+    git_repo(repo, env)
+    with FileServer(dataset_files) as server:
+        env["PIPELINE_DATA_MIRROR"] = server.url
+        dvc("repro", "preprocess@reuters", cwd=repo, env=env)
+    env.pop("PIPELINE_DATA_MIRROR")  # the tasks' data comes from the DVC remote, or not at all
+    dvc("remote", "add", "-d", "storage", storage, cwd=repo, env=env)
+    sh("git", "add", "-A", cwd=repo, env=env)
+    sh("git", "commit", "-qm", "prepared data on the DVC remote", cwd=repo, env=env)
+    dvc("push", "-q", cwd=repo, env=env)
+    sh("git", "remote", "add", "origin", remote, cwd=repo, env=env)
+    sh("git", "push", "-q", "origin", "main", cwd=repo, env=env)
+    commit = sh("git", "rev-parse", "HEAD", cwd=repo, env=env).stdout.strip()
+
+    (repo / ".venv").symlink_to(Path(sys.prefix))
+    (repo / "grid.txt").write_text(GRID)
+    mlflow_db = root / "mlflow" / "mlflow.db"
+    mlflow_db.parent.mkdir()
+    job_env = {**env, "SLURM_CONF": cluster["env"]["SLURM_CONF"], "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    job_env["TMPDIR"] = str(scratch)
+    # a node has 2 CPUs and no GPU: the script's --cpus-per-task and --gpus are a GPU node's;
+    # two CPUs a task put the two tasks on the two nodes
+    submitted = sh(
+        "sbatch",
+        "--parsable",
+        "--wait",
+        "--array=0-1",
+        "--cpus-per-task=2",
+        "--gpus=0",
+        "deploy/slurm/sweep.sbatch",
+        "grid.txt",
+        cwd=repo,
+        env=job_env,
+        check=False,
+        timeout=1200,
+    )
+    job = submitted.stdout.strip().split(";")[0]
+    log_files = [(repo / f"slurm-{job}_{task}.out") for task in (0, 1)]
+    logs = [log.read_text() if log.is_file() else "" for log in log_files]
+    assert submitted.returncode == 0, submitted.stderr + "".join(log[-4000:] for log in logs)
+
+    fresh = root / "fresh"
+    sh("git", "clone", "-q", remote, fresh, cwd=root, env=env)
+    pulled = dvc("exp", "pull", "origin", cwd=fresh, env=env)
+    shown = child_json(dvc("exp", "show", "--json", cwd=fresh, env=env))
+    return {
+        "root": root,
+        "fresh": fresh,
+        "env": env,
+        "job": job,
+        "commit": commit,
+        "logs": logs,
+        "pulled": pulled,
+        "shown": shown,
+        "mlflow_db": mlflow_db,
+        "scratch": scratch,
+    }
+
+
+def experiments_of(shown: list) -> dict:
+    """`dvc exp show --json`: {experiment name: (its baseline, its params.yaml, its Reuters
+    metrics)} of each baseline."""
+    found = {}
+    for baseline in shown:
+        for exp in baseline.get("experiments") or []:
+            (rev,) = exp["revs"]
+            data = rev["data"]
+            found[exp["name"]] = (
+                baseline["rev"],
+                data["params"]["params.yaml"]["data"],
+                data["metrics"]["reports/reuters/metrics.json"]["data"],
+            )
+    return found
+
+
+def names(swept) -> list[str]:
+    return [f"sweep-{swept['job']}-{task}" for task in (0, 1)]
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_fresh_clone_gathers_every_grid_point_with_its_metrics(swept):
+    found = experiments_of(swept["shown"])
+    assert sorted(found) == names(swept), swept["pulled"].stdout
+    for name, point in zip(names(swept), POINTS):  # task N ran the grid's experiment N
+        baseline, params, metrics = found[name]
+        assert baseline == swept["commit"]
+        assert params["train"]["reuters"]["learning_rate"] == point["train.reuters.learning_rate"]
+        assert params["train"]["reuters"]["conv1d"]["embedding_dim"] == point["train.reuters.conv1d.embedding_dim"]
+        assert params["train"]["reuters"]["epochs"] == 2  # the swept commit's, not the shipped 10
+        assert 0 <= metrics["test_accuracy"] <= 1
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_each_experiment_is_one_mlflow_run_in_the_shared_store(swept):
+    """Named after its DVC experiment, with the same test accuracy, its artifacts beside the
+    shared store rather than in the clone that was deleted."""
+    from mlflow import MlflowClient
+
+    found = experiments_of(swept["shown"])
+    c = MlflowClient(f"sqlite:///{swept['mlflow_db']}")
+    experiment = c.get_experiment_by_name("reuters")
+    assert experiment is not None
+    runs = c.search_runs([experiment.experiment_id])
+    assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == names(swept)
+    hosts = set()
+    for run in runs:
+        name = run.data.tags["dvc.exp_name"]
+        point = POINTS[names(swept).index(name)]
+        assert run.info.status == "FINISHED" and run.info.run_name == name
+        hosts.add(run.data.tags["host"])
+        assert run.data.tags["dvc.exp_baseline_rev"] == swept["commit"]
+        assert {k: float(run.data.params[k]) for k in point} == point
+        assert run.data.metrics["test_accuracy"] == pytest.approx(found[name][2]["test_accuracy"])
+        artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+        assert artifacts.is_relative_to(swept["mlflow_db"].parent)
+        assert (artifacts / "history.csv").is_file()
+    assert hosts == {"node1", "node2"}  # one experiment on each node
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_each_task_worked_in_a_scratch_clone_it_removed(swept):
+    """Its first line says what it runs and where; the clone is gone; the log is DVC's and the
+    training's lines, with no progress bars."""
+    for name, log in zip(names(swept), swept["logs"]):
+        first = log.splitlines()[0]
+        assert first.startswith(f"{name}: dvc exp run evaluate@reuters -S train.reuters.learning_rate=")
+        where = re.search(r", in (\S+)$", first)
+        assert where, first
+        clone = Path(where.group(1))
+        assert clone.parent == swept["scratch"] and clone.name.startswith(f"pipeline-{name}.")
+        assert not clone.exists()
+        assert f"Pushed experiment {name} to Git remote" in log
+        assert "Missing cache files" not in log  # dvc exp push had every output to push
+        assert "\r" not in log
+    assert list(swept["scratch"].iterdir()) == []
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_each_experiments_outputs_are_on_the_dvc_remote(swept):
+    """A teammate who gathered the experiments without their outputs (`dvc exp pull
+    --no-cache`: params and metrics are in git) checks one out and `dvc pull`s its stages: the
+    model it trained, and the data, come from the DVC remote and match its dvc.lock."""
+    import yaml
+
+    clone, env = swept["root"] / "teammate", swept["env"]
+    sh("git", "clone", "-q", swept["root"] / "remote.git", clone, cwd=swept["root"], env=env)
+    dvc("exp", "pull", "--no-cache", "origin", cwd=clone, env=env)
+    assert not (clone / ".dvc" / "cache").exists()
+    refs = sh(
+        "git", "for-each-ref", "--format=%(refname:lstrip=-1) %(objectname)", "refs/exps", cwd=clone, env=env
+    ).stdout
+    commits = dict(line.split() for line in refs.splitlines())  # DVC keeps an experiment as a git ref
+    assert sorted(commits) == names(swept)
+    models: set[str] = set()
+    for name in names(swept):
+        sh("git", "checkout", "-q", commits[name], cwd=clone, env=env)
+        dvc("pull", "-q", "--with-deps", "evaluate@reuters", cwd=clone, env=env)
+        status = dvc("status", "--with-deps", "evaluate@reuters", cwd=clone, env=env).stdout
+        assert "Data and pipelines are up to date." in status, status
+        assert (clone / "models" / "reuters" / "model.keras").is_file()
+        lock = yaml.safe_load((clone / "dvc.lock").read_text())
+        models.update(out["md5"] for out in lock["stages"]["train@reuters"]["outs"] if out["path"] == "models/reuters")
+    assert len(models) == 2  # each its own model

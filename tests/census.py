@@ -11,6 +11,7 @@ containers') and a training killed before `train` was called."""
 
 from __future__ import annotations
 
+import bisect
 import collections
 import json
 import shutil
@@ -57,7 +58,25 @@ def stop(folder: Path, site_packages: Path | None = None) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def read(folder: Path) -> dict[str, Count]:
+class Timeline:
+    """Which test module each xdist worker ran when: from the reports of the tests' phases
+    (their start and stop), so that an event is put down to the module its worker was running
+    at that moment, whatever the environment of the process that wrote it says."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, list[tuple[float, float, str]]] = collections.defaultdict(list)
+
+    def add(self, worker: str, start: float, stop: float, module: str) -> None:
+        bisect.insort(self.spans[worker], (start, stop, module))
+
+    def module_at(self, worker: str, when: float) -> str | None:
+        """The module of the last phase that started on `worker` by `when`."""
+        spans = self.spans.get(worker) or []
+        i = bisect.bisect_right(spans, (when, float("inf"), "")) - 1
+        return spans[i][2] if i >= 0 else None
+
+
+def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
     """{test module: Count} from the events the processes wrote."""
     counts: collections.defaultdict[str, Count] = collections.defaultdict(Count)
     tensorflow: set[tuple[str, int]] = set()  # (file, pid): a process that imported it
@@ -67,7 +86,8 @@ def read(folder: Path) -> dict[str, Count]:
                 event = json.loads(line)
             except ValueError:  # a line cut short by a kill
                 continue
-            count = counts[event["module"]]
+            found = timeline.module_at(event["worker"], event["time"]) if timeline else None
+            count = counts[found or event["module"]]
             if event["event"] == "tensorflow":
                 count.tensorflow += 1
                 tensorflow.add((path.name, event["pid"]))

@@ -2,10 +2,13 @@
 (tests/census.py writes the `.pth` line that runs it, and sets PIPELINE_TEST_CENSUS to a folder):
 it writes to that folder, as JSON lines, when the process imports TensorFlow, each training it
 starts (a call of `pipeline.training.trainer.train`, which both loops, the tuning trials and
-the suite's worker cases go through) and, when it exits, its own CPU seconds. Each event names
-the test module that was running when it happened (PYTEST_CURRENT_TEST, which pytest sets and a
-child process inherits). Standard library only, and nothing imported that the process would not
-import anyway: it runs in every `pipeline`, `dvc` and MLflow process of the session."""
+the suite's worker cases go through) and, when it exits, its own CPU seconds. Each event says
+when it happened and under which xdist worker (PYTEST_XDIST_WORKER, which a child process
+inherits even through an environment a fixture copied long before), from which
+tests/census.py finds the test that worker was running then; and the test module its
+environment names (PYTEST_CURRENT_TEST), for a run without those times. Standard library
+only, and nothing imported that the process would not import anyway: it runs in every
+`pipeline`, `dvc` and MLflow process of the session."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import json
 import os
 import resource
 import sys
+import time
 
 FOLDER = os.environ.get("PIPELINE_TEST_CENSUS", "")
 TRAINER = "pipeline.training.trainer"
@@ -28,7 +32,8 @@ def _module() -> str:
 
 
 def record(event: str, **fields) -> None:
-    line = json.dumps({"event": event, "module": _module(), "pid": os.getpid(), **fields}) + "\n"
+    where = {"module": _module(), "worker": os.environ.get("PYTEST_XDIST_WORKER", "master"), "time": time.time()}
+    line = json.dumps({"event": event, "pid": os.getpid(), **where, **fields}) + "\n"
     try:  # one write of one line in append mode: lines of several processes never interleave
         with open(os.path.join(FOLDER, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as out:
             out.write(line)

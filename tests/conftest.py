@@ -128,12 +128,14 @@ def pytest_configure(config):
         os.environ[census.VARIABLE] = str(config.stash[CENSUS])
         config.stash[SECONDS] = {}
         config.stash[COUNTS] = {}
+        config.stash[TIMELINE] = census.Timeline()
         _CONTROLLER.append(config)
 
 
 CENSUS = pytest.StashKey[Path]()
 SECONDS = pytest.StashKey[dict]()
 COUNTS = pytest.StashKey[dict]()
+TIMELINE = pytest.StashKey[census.Timeline]()
 _CONTROLLER: list = []  # the controller's config, for the hook that is not handed it
 
 
@@ -142,13 +144,15 @@ def pytest_runtest_logreport(report):
         seconds = _CONTROLLER[0].stash[SECONDS]
         module = module_of(report.nodeid)
         seconds[module] = seconds.get(module, 0.0) + report.duration
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "master")  # xdist's
+        _CONTROLLER[0].stash[TIMELINE].add(worker, report.start, report.stop, module)
 
 
 def _finish_census(config, xml) -> None:
     """The counts read, kept for the summary and the JUnit XML; the count stopped."""
     if CENSUS not in config.stash:
         return
-    counts = census.read(config.stash[CENSUS])
+    counts = census.read(config.stash[CENSUS], config.stash[TIMELINE])
     config.stash[COUNTS] = counts
     if xml is not None:
         xml.add_global_property("census", json.dumps({m: c.as_json() for m, c in sorted(counts.items())}))

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from helpers import ROOT
 
@@ -96,15 +97,25 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
             census.VARIABLE: str(folder),
             "PYTHONPATH": str(fake),
             "PYTEST_CURRENT_TEST": "tests/a/test_x.py::test_y (call)",
+            "PYTEST_XDIST_WORKER": "gw1",
         }
+        started = time.time()
         for child in (code, f"import site; site.addsitedir({str(site)!r})"):  # the second imports nothing
             subprocess.run([sys.executable, "-S", "-c", child], env=env, cwd=tmp_path, check=True)
         counts = census.read(folder)
+        # the worker's own account: gw1 ran tests/b/test_z.py then (an environment copied
+        # during tests/a/test_x.py names that one)
+        timeline = census.Timeline()
+        timeline.add("gw0", started - 5, time.time() + 5, "tests/c/test_w.py")
+        timeline.add("gw1", started - 60, started - 50, "tests/a/test_x.py")
+        timeline.add("gw1", started - 1, time.time() + 5, "tests/b/test_z.py")
+        attributed = census.read(folder, timeline)
     finally:
         census.stop(folder, site_packages=site)
     assert set(counts) == {"tests/a/test_x.py"}
     count = counts["tests/a/test_x.py"]
     assert (count.tensorflow, count.trainings) == (1, 2)
+    assert set(attributed) == {"tests/b/test_z.py"} and attributed["tests/b/test_z.py"].trainings == 2
     assert count.cpu > 0  # the process that imported TensorFlow; the other one is not summed
     assert not (site / census.PTH).exists() and not folder.exists()
 

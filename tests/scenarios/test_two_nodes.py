@@ -47,8 +47,21 @@ POINTS = [
 ]
 
 
-def test_the_script_is_valid_bash():
-    assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
+@pytest.mark.parametrize("script", [SCRIPT, *sorted((ROOT / "deploy" / "cluster").glob("*.sh"))], ids=lambda p: p.name)
+def test_the_script_is_valid_bash(script):
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_node_sh_names_the_nodes_it_knows():
+    """A node the cluster does not have, or an action it does not take: one line, no change."""
+    for args, line in (
+        (["stop", "node3"], "error: node3: not a node of the cluster (node1 node2)"),
+        (["reboot", "node1"], "error: reboot: expected stop or start"),
+    ):
+        done = subprocess.run(
+            ["bash", str(ROOT / "deploy" / "cluster" / "node.sh"), *args], capture_output=True, text=True
+        )
+        assert (done.returncode, done.stderr.strip()) == (1, line)
 
 
 @pytest.fixture

@@ -42,14 +42,12 @@ def record(event: str, **fields) -> None:
 
 
 class _Watcher(importlib.abc.MetaPathFinder):
-    """Sees the first import of TensorFlow and of the trainer; finds neither itself, except to
-    wrap the trainer's loader so that its `train` is counted."""
+    """Finds TensorFlow and the trainer as Python's own path finder does, with their loaders
+    wrapped: the count is of modules executed, not of lookups (MLflow and Keras ask whether
+    TensorFlow is installed, `importlib.util.find_spec`, without importing it)."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname == "tensorflow":
-            record("tensorflow", argv=sys.argv[:3])
-            return None
-        if fullname != TRAINER:
+        if fullname not in ("tensorflow", TRAINER):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
@@ -68,6 +66,10 @@ class _CountingLoader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
+        if module.__name__ == "tensorflow":
+            record("tensorflow", argv=sys.argv[:3])
+            self.loader.exec_module(module)
+            return
         self.loader.exec_module(module)
         train = module.train
 

@@ -87,7 +87,8 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
     folder = census.start(site_packages=site)
     try:
         code = (
-            f"import site; site.addsitedir({str(site)!r}); import tensorflow, tensorflow; "
+            f"import site, importlib.util; site.addsitedir({str(site)!r}); "
+            "assert importlib.util.find_spec('tensorflow') is not None; import tensorflow, tensorflow; "
             "from pipeline.training import trainer; import pipeline.training.trainer as again; "
             "assert trainer.train(1) == 2 and again.train(2) == 3 and trainer.train.__name__ == 'train'; "
             "sum(range(3_000_000))"

@@ -393,16 +393,26 @@ def test_a_training_whose_node_is_lost_is_requeued_and_resumes_from_its_backup(r
     env = subprocess_env(**cluster["env"])
     # --open-mode=append: the requeued run's lines after the first's
     submitted = sh(*train_job(project, "--parsable", "--requeue", "--open-mode=append"), cwd=project, env=env)
-    job = submitted.stdout.strip().split(";")[0]
+    job, t0 = submitted.stdout.strip().split(";")[0], time.time()
     backup = project / ".backup" / "train-reuters" / "history.json"
     wait_for("the first epoch backed up", lambda: backup.is_file() and json.loads(backup.read_text() or "[]"))
     first_run = json.loads((backup.parent / "mlflow_run.json").read_text())["run_id"]
     node("stop", "node2", cluster)
+    print(f"node2 stopped after the first epoch, {time.time() - t0:.0f} s after sbatch")
     try:
         wait_for("the job requeued", lambda: int(job_state(job, env).get("Restarts", 0)) >= 1, timeout=300)
+        print(f"requeued at {time.time() - t0:.0f} s: {job_state(job, env).get('Reason')}")
     finally:
         node("start", "node2", cluster)
+    print(f"node2 back at {time.time() - t0:.0f} s")
+    # Slurm holds a requeued job for about two minutes (Reason=BeginTime); as docs/multi-node.md
+    # says, `scontrol update` lets it start as soon as both nodes are there
+    assert job_state(job, env).get("Reason") == "BeginTime"
+    sh("scontrol", "update", f"JobId={job}", "StartTime=now", cwd=project, env=env)
+    wait_for("the job running again", lambda: job_state(job, env).get("JobState") != "PENDING", timeout=900)
+    print(f"running again at {time.time() - t0:.0f} s")
     wait_for("the job done", lambda: job_state(job, env).get("JobState") in ("COMPLETED", "FAILED"), timeout=900)
+    print(f"done at {time.time() - t0:.0f} s")
     log = (project / "slurm.out").read_text()
     assert job_state(job, env)["JobState"] == "COMPLETED", log[-4000:]
     assert int(job_state(job, env)["Restarts"]) == 1

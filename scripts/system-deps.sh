@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian packages the test suite needs beyond Python: Chromium, for the MLflow UI test;
-# Slurm with munge, for the multi-worker test under a real (one-node) Slurm cluster; a Docker
+# Slurm with munge and iproute2, for the two-node Slurm cluster the tests start (deploy/cluster); a Docker
 # engine, Compose and debootstrap, for the container tests (which start the engine); and
 # PostgreSQL, for a tuning study's storage (the tests start a server of their own).
 # Installs what is missing with apt-get (as root, or through sudo).
@@ -10,6 +10,7 @@ need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || need+=(munge)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)

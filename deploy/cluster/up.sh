@@ -103,10 +103,14 @@ export PIPELINE_TUNE_STORAGE=postgresql://postgres@$host_ip:$pg_port/optuna
 ENV
 export SLURM_CONF="$dir/slurm.conf"
 wait_idle "${#nodes[@]}" || die "the nodes did not come up idle; see $dir/slurmctld.log and $dir/node*/slurmd.log"
+answers() {  # the MLflow server's /health, with the project's Python (no curl needed)
+    "$project/.venv/bin/python" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+        "http://$host_ip:$mlflow_port/health" 2>/dev/null
+}
 for _ in $(seq 1 240); do
-    curl -sf "http://$host_ip:$mlflow_port/health" >/dev/null && break
+    answers && break
     sleep 0.5
 done
-curl -sf "http://$host_ip:$mlflow_port/health" >/dev/null || die "the MLflow server did not answer; see $dir/mlflow.log"
+answers || die "the MLflow server did not answer; see $dir/mlflow.log"
 sinfo -N -o "%N %t %c"
 echo "cluster up: source $dir/cluster.env"

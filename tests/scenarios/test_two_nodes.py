@@ -342,11 +342,13 @@ def test_one_study_across_both_nodes_survives_a_node_lost_mid_trial(trained_proj
     finally:
         node("start", "node2", cluster)
     logs = [(tmp_path / f"slurm-{i}.out").read_text() if (tmp_path / f"slurm-{i}.out").exists() else "" for i in (0, 1)]
-    states = {task: job_state(f"{job}_{task}", env)["JobState"] for task in (0, 1)}
-    assert states[0] == "COMPLETED", "\n".join(log[-3000:] for log in logs)
-    assert states[1] == "NODE_FAIL"
-    assert "study two-nodes: 4 complete, 0 pruned, 1 failed of 4 trials" in logs[0], logs[0][-3000:]
-    assert "its worker went silent; failed, queued again with the same params" in logs[0]
+    tasks = {job_state(f"{job}_{task}", env)["NodeList"]: task for task in (0, 1)}  # Slurm chose
+    assert sorted(tasks) == ["node1", "node2"]
+    kept, lost = tasks["node1"], tasks["node2"]
+    assert job_state(f"{job}_{kept}", env)["JobState"] == "COMPLETED", "\n".join(log[-3000:] for log in logs)
+    assert job_state(f"{job}_{lost}", env)["JobState"] == "NODE_FAIL"
+    assert "study two-nodes: 4 complete, 0 pruned, 1 failed of 4 trials" in logs[kept], logs[kept][-3000:]
+    assert "its worker went silent; failed, queued again with the same params" in logs[kept]
 
     trials = optuna.load_study(study_name="two-nodes", storage=storage).trials
     numbers = [t.number for t in trials]

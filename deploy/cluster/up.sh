@@ -50,6 +50,9 @@ SlurmctldHost=$(hostname)($host_ip)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+# a requeued job is held for cred_expire + 1 s (Reason=BeginTime) while every slurmd forgets the
+# credential of its killed attempt; Slurm's default is 120 s
+AuthInfo=cred_expire=10
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 ReturnToService=2

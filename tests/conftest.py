@@ -49,16 +49,15 @@ imports.skip_keras_extras()
 # background: it is handed out once the modules before it add up to the images' build time (the
 # same file's `images_seconds`, per worker), so that no worker sits waiting for them.
 DURATIONS = json.loads((ROOT / "tests" / "durations.json").read_text())
-WORKERS = 2
 
 
 def module_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
-def module_order(seconds: dict[str, float], waiting: set[str], images_seconds: float) -> list[str]:
+def module_order(seconds: dict[str, float], waiting: set[str], images_seconds: float, workers: int = 2) -> list[str]:
     """The modules longest first, each of `waiting` as soon as those before it cover the images'
-    build (their seconds over WORKERS)."""
+    build (their seconds over the number of workers)."""
     ranked = sorted(seconds, key=lambda m: (-seconds[m], m))
     order: list[str] = []
     pending: list[str] = []
@@ -71,7 +70,7 @@ def module_order(seconds: dict[str, float], waiting: set[str], images_seconds: f
             pending.append(module)
             continue
         order.append(module)
-        elapsed += seconds[module] / WORKERS
+        elapsed += seconds[module] / workers
     return order + pending
 
 
@@ -80,7 +79,9 @@ def pytest_collection_modifyitems(config, items):
     modules = {module_of(item.nodeid) for item in items}
     seconds = {m: DURATIONS["modules"].get(m, 0.0) for m in modules}
     waiting = {module_of(item.nodeid) for item in items if item.get_closest_marker("container")}
-    rank = {m: i for i, m in enumerate(module_order(seconds, waiting, DURATIONS["images_seconds"]))}
+    workers = max(1, getattr(config.option, "numprocesses", None) or 1)
+    order = module_order(seconds, waiting, DURATIONS["images_seconds"], workers)
+    rank = {m: i for i, m in enumerate(order)}
     items.sort(key=lambda item: rank[module_of(item.nodeid)])
 
 

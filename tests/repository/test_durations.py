@@ -67,6 +67,10 @@ def test_a_container_module_waits_until_the_modules_before_it_cover_the_images_b
     assert module_order(seconds, {"container"}, 800) == ["e2e", "faults", "readme", "container", "io", "new"]
     assert module_order(seconds, {"container"}, 0) == ["e2e", "container", "faults", "readme", "io", "new"]
     assert module_order(seconds, {"container"}, 10_000)[-1] == "container"  # never left out
+    # the seconds shared out between the workers pytest runs: 500 s of images are covered after
+    # faults on two (400, 650), after readme on three (267, 433, 567)
+    assert module_order(seconds, {"container"}, 500)[:3] == ["e2e", "faults", "container"]
+    assert module_order(seconds, {"container"}, 500, workers=3)[:4] == ["e2e", "faults", "readme", "container"]
 
 
 def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):

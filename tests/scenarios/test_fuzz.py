@@ -136,18 +136,19 @@ damage = dict(
 
 
 def fixture_bytes(name):
-    folder = Path(tempfile.mkdtemp())
-    if name == "reuters.npz":
-        make_reuters_npz(folder / name, n=60)
-    elif name == "prepared":
-        x, y = np.arange(60, dtype=np.int32).reshape(20, 3), np.arange(20, dtype=np.int32) % 4
-        found = prepared.write_arrays(
-            folder / name, {"train": (x, y)}, input_="sequences", class_names=list("abcd"), details={}
-        )
-        return (found.shard_paths("train")[0]).read_bytes()
-    else:
-        make_mnist_archive(folder / name, per_class=(2, 1))
-    return (folder / name).read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        if name == "reuters.npz":
+            make_reuters_npz(folder / name, n=60)
+        elif name == "prepared":
+            x, y = np.arange(60, dtype=np.int32).reshape(20, 3), np.arange(20, dtype=np.int32) % 4
+            found = prepared.write_arrays(
+                folder / name, {"train": (x, y)}, input_="sequences", class_names=list("abcd"), details={}
+            )
+            return (found.shard_paths("train")[0]).read_bytes()
+        else:
+            make_mnist_archive(folder / name, per_class=(2, 1))
+        return (folder / name).read_bytes()
 
 
 FIXTURES = {name: fixture_bytes(name) for name in ("mnist_png.tar.gz", "mnist.zip", "reuters.npz", "prepared")}

@@ -2,7 +2,6 @@
 each in its own process)."""
 
 import dataclasses
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ class Seen(keras.callbacks.Callback):
         self.calls.append(("end", epoch, sorted(logs)))
 
 
-def small_loop(seed=0):
+def small_loop(folder: Path, seed=0):
     keras.utils.set_random_seed(seed)
     rng = np.random.RandomState(seed)
     x = rng.randint(1, 50, (40, 12)).astype(np.int32)
@@ -48,7 +47,7 @@ def small_loop(seed=0):
         model = reuters_model(max_len=12, vocab_size=50)
         models.compile_model(model, cfg)
     data = prepared.write_arrays(
-        Path(tempfile.mkdtemp(prefix="custom-loop-")),
+        folder,
         {"train": (x, y), "val": (x[:16], y[:16])},
         input_="sequences",
         class_names=[str(c) for c in range(46)],
@@ -59,8 +58,8 @@ def small_loop(seed=0):
     return CustomLoop(model, strategy), train, val, (x[:16], y[:16])
 
 
-def test_epochs_call_the_keras_hooks_with_fits_log_keys_and_the_schedule():
-    loop, train, val, _ = small_loop()
+def test_epochs_call_the_keras_hooks_with_fits_log_keys_and_the_schedule(tmp_path):
+    loop, train, val, _ = small_loop(tmp_path)
     seen = Seen()
     loop.fit(train, val, epochs=3, initial_epoch=1, callbacks=[seen], lr_for_epoch=lambda e: 0.1 * e, progress=False)
     assert seen.calls == [
@@ -73,8 +72,8 @@ def test_epochs_call_the_keras_hooks_with_fits_log_keys_and_the_schedule():
     ]
 
 
-def test_validation_figures_are_the_models_own():
-    loop, train, val, (x, y) = small_loop()
+def test_validation_figures_are_the_models_own(tmp_path):
+    loop, train, val, (x, y) = small_loop(tmp_path)
     logs = {}
 
     class Keep(keras.callbacks.Callback):

@@ -16,14 +16,24 @@ python train_case.py weighted LOOP REPLICAS CLASS_WEIGHT OUT.json
     by hand from the initial model (the same seed and builder).
 """
 
+import atexit
 import dataclasses
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def scratch_folder() -> Path:
+    """A temporary folder, removed when this process exits."""
+    folder = Path(tempfile.mkdtemp(prefix="train-case-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def setup(replicas: int):
@@ -45,13 +55,11 @@ def small_data(n=96, max_len=40, vocab=200, classes=46, seed=1):
 def small_prepared():
     """A prepared folder (in a temporary folder) of `small_data`: 96 training and 32 validation
     sequences of 40 ids, as a training reads its shards."""
-    import tempfile
-
     from pipeline.data import prepared
 
     splits = {"train": small_data(n=96), "val": small_data(n=32, seed=2)}
     names = [str(c) for c in range(46)]
-    folder = Path(tempfile.mkdtemp(prefix="train-case-"))
+    folder = scratch_folder()
     return prepared.write_arrays(folder, splits, input_="sequences", class_names=names, details={"vocab_size": 200})
 
 
@@ -166,8 +174,6 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
 
 def imbalanced_prepared():
     """48 training sequences of 3 classes (30, 12 and 6), 12 validation ones."""
-    import tempfile
-
     from pipeline.data import prepared
 
     rng = np.random.RandomState(3)
@@ -175,7 +181,7 @@ def imbalanced_prepared():
     rng.shuffle(y)
     x = (rng.randint(1, 100, (48, 40)) + 100 * (y[:, None] == 2)).astype(np.int32)
     splits = {"train": (x, y), "val": (x[:12], y[:12])}
-    folder = Path(tempfile.mkdtemp(prefix="train-case-"))
+    folder = scratch_folder()
     return prepared.write_arrays(
         folder, splits, input_="sequences", class_names=["a", "b", "c"], details={"vocab_size": 200}
     )

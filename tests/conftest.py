@@ -79,7 +79,9 @@ def pytest_collection_modifyitems(config, items):
     modules = {module_of(item.nodeid) for item in items}
     seconds = {m: DURATIONS["modules"].get(m, 0.0) for m in modules}
     waiting = {module_of(item.nodeid) for item in items if item.get_closest_marker("container")}
-    workers = max(1, getattr(config.option, "numprocesses", None) or 1)
+    # xdist hands out modules in the order its workers collected them, and a worker's own
+    # options say no workers (numprocesses None): how many there are is in its environment
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or getattr(config.option, "numprocesses", None) or 1)
     order = module_order(seconds, waiting, DURATIONS["images_seconds"], workers)
     rank = {m: i for i, m in enumerate(order)}
     items.sort(key=lambda item: rank[module_of(item.nodeid)])

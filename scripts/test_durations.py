@@ -9,6 +9,8 @@ tests/census.py, which the end of a run compares with these seconds).
 
 With --table it writes nothing and prints the run's modules as docs/testing.md shows them: each
 module's seconds beside the TensorFlow processes and the trainings it started, most seconds first.
+With --tests it writes nothing and prints the tests that started the most TensorFlow processes,
+each with its seconds: where a cut would count.
 
 A module the file does not name runs after those it names; a module it names that no longer
 exists fails tests/repository/test_durations.py, so that a rename updates the file."""
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("junit", type=Path, help="the JUnit XML of a whole run (pytest --junitxml)")
     parser.add_argument("--table", action="store_true", help="print the modules' table; write nothing")
+    parser.add_argument("--tests", type=int, metavar="N", help="print the N tests that started most; write nothing")
     args = parser.parse_args(argv)
     seconds = module_seconds(args.junit)
     if not seconds:
@@ -49,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.table:
         print("\n".join(table(seconds, census(args.junit))))
+        return 0
+    if args.tests:
+        print("\n".join(busiest(test_seconds(args.junit), census(args.junit, "census_tests"), args.tests)))
         return 0
     images = images_seconds(args.junit)
     if images is None:
@@ -82,16 +88,47 @@ def table(seconds: dict[str, float], counts: dict[str, dict[str, int]], least: f
     return rows
 
 
+def test_seconds(junit: Path) -> dict[str, float]:
+    """{JUnit classname::name: seconds} of every test case in `junit` (setup included)."""
+    return {
+        f"{c.get('classname')}::{c.get('name')}": float(c.get("time") or 0) for c in ET.parse(junit).iter("testcase")
+    }
+
+
+def busiest(seconds: dict[str, float], counts: dict[str, dict[str, int]], rows: int) -> list[str]:
+    """The `rows` tests that started the most TensorFlow processes (then trainings), each with
+    its seconds (its JUnit name: the node ID's path with dots, no `.py`)."""
+
+    def junit_name(test: str) -> str:  # tests/a.py::Class::test_b -> tests.a.Class::test_b
+        if "::" not in test:  # (the pytest processes)
+            return test
+        path, *scopes, name = test.split("::")
+        return f"{'.'.join([path.removesuffix('.py').replace('/', '.'), *scopes])}::{name}"
+
+    ranked = sorted(
+        counts.items(),
+        key=lambda item: (-item[1].get("tensorflow_processes", 0), -item[1].get("trainings", 0), item[0]),
+    )
+    lines = [f"{'processes':>9} {'trainings':>9} {'seconds':>8}  test"]
+    for test, count in ranked[:rows]:
+        s = seconds.get(junit_name(test))
+        lines.append(
+            f"{count.get('tensorflow_processes', 0):9d} {count.get('trainings', 0):9d} "
+            f"{'' if s is None else f'{s:8.1f}':>8}  {test}"
+        )
+    return lines
+
+
 def images_seconds(junit: Path) -> float | None:
     """The images' build time the run recorded, if it built them."""
     value = _property(junit, "images_seconds")
     return None if value is None else float(value or 0)
 
 
-def census(junit: Path) -> dict[str, dict[str, int]]:
-    """{module: {tensorflow_processes, trainings}} the run counted, the modules that started
-    none left out."""
-    value = _property(junit, "census")
+def census(junit: Path, name: str = "census") -> dict[str, dict[str, int]]:
+    """{module: {tensorflow_processes, trainings}} the run counted (`census_tests`: by test),
+    those that started none left out."""
+    value = _property(junit, name)
     counts = json.loads(value) if value else {}
     return {m: c for m, c in sorted(counts.items()) if any(c.values())}
 

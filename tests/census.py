@@ -1,12 +1,13 @@
-"""What each test module costs: its seconds against tests/durations.json, the Python processes
-it starts that import TensorFlow and the trainings it starts (tests/census_hook.py counts
-them in every process of the suite's environment).
+"""What each test and test module costs: its seconds against tests/durations.json, the Python
+processes it starts that import TensorFlow and the trainings it starts (tests/census_hook.py
+counts them in every process of the suite's environment).
 
 tests/conftest.py starts the count when a session begins (`start`: a `.pth` line in the
 environment's site-packages that runs the hook while PIPELINE_TEST_CENSUS names a folder), reads
-it when the session ends (`read`) and prints `report`'s lines last, so that a module that grew
-shows at every run; scripts/test_durations.py keeps the counts in tests/durations.json with the
-seconds. Not counted: the processes of other environments (the lowest versions' `.venv`, the
+it by test when the session ends (`read`, then `by_module`) and prints `report`'s lines last, so
+that a module that grew shows at every run; both go into the JUnit XML, and
+scripts/test_durations.py keeps the modules' in tests/durations.json with the seconds and
+lists the tests' (`--tests`). Not counted: the processes of other environments (the lowest versions' `.venv`, the
 containers') and a training killed before `train` was called."""
 
 from __future__ import annotations
@@ -59,25 +60,25 @@ def stop(folder: Path, site_packages: Path | None = None) -> None:
 
 
 class Timeline:
-    """Which test module each xdist worker ran when: from the reports of the tests' phases
-    (their start and stop), so that an event is put down to the module its worker was running
-    at that moment, whatever the environment of the process that wrote it says."""
+    """Which test each xdist worker ran when: from the reports of the tests' phases (their start
+    and stop), so that an event is put down to the test its worker was running at that moment,
+    whatever the environment of the process that wrote it says."""
 
     def __init__(self) -> None:
         self.spans: dict[str, list[tuple[float, float, str]]] = collections.defaultdict(list)
 
-    def add(self, worker: str, start: float, stop: float, module: str) -> None:
-        bisect.insort(self.spans[worker], (start, stop, module))
+    def add(self, worker: str, start: float, stop: float, test: str) -> None:
+        bisect.insort(self.spans[worker], (start, stop, test))
 
-    def module_at(self, worker: str, when: float) -> str | None:
-        """The module of the last phase that started on `worker` by `when`."""
+    def test_at(self, worker: str, when: float) -> str | None:
+        """The test of the last phase that started on `worker` by `when`."""
         spans = self.spans.get(worker) or []
         i = bisect.bisect_right(spans, (when, float("inf"), "")) - 1
         return spans[i][2] if i >= 0 else None
 
 
 def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
-    """{test module: Count} from the events the processes wrote."""
+    """{test (its node ID): Count} from the events the processes wrote."""
     counts: collections.defaultdict[str, Count] = collections.defaultdict(Count)
     tensorflow: set[tuple[str, int]] = set()  # (file, pid): a process that imported it
     for path in sorted(folder.glob("*.jsonl")):
@@ -86,8 +87,8 @@ def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
                 event = json.loads(line)
             except ValueError:  # a line cut short by a kill
                 continue
-            found = timeline.module_at(event["worker"], event["time"]) if timeline else None
-            count = counts[found or event["module"]]
+            found = timeline.test_at(event["worker"], event["time"]) if timeline else None
+            count = counts[found or event["test"]]
             if event["event"] == "tensorflow":
                 count.tensorflow += 1
                 tensorflow.add((path.name, event["pid"]))
@@ -96,6 +97,17 @@ def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
             elif event["event"] == "exit" and event["tensorflow"] and (path.name, event["pid"]) in tensorflow:
                 count.cpu += event["cpu"]
     return dict(counts)
+
+
+def by_module(counts: dict[str, Count]) -> dict[str, Count]:
+    """The tests' counts summed by module (tests/a/test_x.py::test_y -> tests/a/test_x.py)."""
+    modules: collections.defaultdict[str, Count] = collections.defaultdict(Count)
+    for test, count in counts.items():
+        total = modules[test.split("::")[0]]
+        total.tensorflow += count.tensorflow
+        total.trainings += count.trainings
+        total.cpu += count.cpu
+    return dict(modules)
 
 
 def report(seconds: dict[str, float], recorded: dict[str, float], counts: dict[str, Count], rows: int = 8) -> list[str]:

@@ -5,8 +5,8 @@ starts (a call of `pipeline.training.trainer.train`, which both loops, the tunin
 the suite's worker cases go through) and, when it exits, its own CPU seconds. Each event says
 when it happened and under which xdist worker (PYTEST_XDIST_WORKER, which a child process
 inherits even through an environment a fixture copied long before), from which
-tests/census.py finds the test that worker was running then; and the test module its
-environment names (PYTEST_CURRENT_TEST), for a run without those times. Standard library
+tests/census.py finds the test that worker was running then; and the test its environment
+names (PYTEST_CURRENT_TEST), for a run without those times. Standard library
 only, and nothing imported that the process would not import anyway: it runs in every
 `pipeline`, `dvc` and MLflow process of the session."""
 
@@ -26,13 +26,13 @@ FOLDER = os.environ.get("PIPELINE_TEST_CENSUS", "")
 TRAINER = "pipeline.training.trainer"
 
 
-def _module() -> str:
-    current = os.environ.get("PYTEST_CURRENT_TEST", "")
-    return current.split("::")[0] if current else "(the pytest processes)"
+def _test() -> str:
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")  # "tests/a/test_x.py::test_y (call)"
+    return current.rsplit(" (", 1)[0] if current else "(the pytest processes)"
 
 
 def record(event: str, **fields) -> None:
-    where = {"module": _module(), "worker": os.environ.get("PYTEST_XDIST_WORKER", "master"), "time": time.time()}
+    where = {"test": _test(), "worker": os.environ.get("PYTEST_XDIST_WORKER", "master"), "time": time.time()}
     line = json.dumps({"event": event, "pid": os.getpid(), **where, **fields}) + "\n"
     try:  # one write of one line in append mode: lines of several processes never interleave
         with open(os.path.join(FOLDER, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as out:

@@ -38,12 +38,13 @@ from pipeline.runtime import imports
 # the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
 imports.skip_keras_extras()
 
-# --- sharing out between workers (pytest -n 2 --dist loadscope --no-loadscope-reorder) -----
-# A module runs on one worker, so that its module fixtures are made once. Two trainings at once
-# on 2 cores each run at about half speed: what the second worker gains is the time the first
-# waits (process start-ups, TensorFlow's import, servers, Docker builds). Modules are handed out
+# --- sharing out between workers (pytest -n 3 --dist loadscope --no-loadscope-reorder) -----
+# A module runs on one worker, so that its module fixtures are made once. Three workers on two
+# cores: two trainings at once each run at about half speed, and what a third worker adds is
+# the time the others wait (process start-ups, servers, Slurm, Docker builds), which left a
+# core idle about a tenth of a run on two (docs/testing.md). Modules are handed out
 # longest first, by their seconds in a whole run (tests/durations.json, written from a run's
-# JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and both
+# JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and the
 # workers finish together; a module the file does not name (seconds, as a rule) comes after,
 # in path order. A module of container tests waits for the images the session builds in the
 # background: it is handed out once the modules before it add up to the images' build time (the
@@ -148,17 +149,19 @@ def pytest_runtest_logreport(report):
         module = module_of(report.nodeid)
         seconds[module] = seconds.get(module, 0.0) + report.duration
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "master")  # xdist's
-        _CONTROLLER[0].stash[TIMELINE].add(worker, report.start, report.stop, module)
+        _CONTROLLER[0].stash[TIMELINE].add(worker, report.start, report.stop, report.nodeid)
 
 
 def _finish_census(config, xml) -> None:
     """The counts read, kept for the summary and the JUnit XML; the count stopped."""
     if CENSUS not in config.stash:
         return
-    counts = census.read(config.stash[CENSUS], config.stash[TIMELINE])
-    config.stash[COUNTS] = counts
+    tests = census.read(config.stash[CENSUS], config.stash[TIMELINE])
+    counts = config.stash[COUNTS] = census.by_module(tests)
     if xml is not None:
         xml.add_global_property("census", json.dumps({m: c.as_json() for m, c in sorted(counts.items())}))
+        started = {t: c.as_json() for t, c in sorted(tests.items()) if c.tensorflow or c.trainings}
+        xml.add_global_property("census_tests", json.dumps(started))
     census.stop(config.stash[CENSUS])
     os.environ.pop(census.VARIABLE, None)
 

@@ -76,7 +76,7 @@ def test_a_container_module_waits_until_the_modules_before_it_cover_the_images_b
 def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
     """The `.pth` line as site.py runs it, in a child with a stand-in TensorFlow and trainer
     (the hook sees names, not contents): one import, two trainings, its CPU time at exit, all
-    under the test module that was running."""
+    under the test that was running, and summed by module."""
     import census
 
     fake = tmp_path / "fake"
@@ -111,17 +111,24 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
         # the worker's own account: gw1 ran tests/b/test_z.py then (an environment copied
         # during tests/a/test_x.py names that one)
         timeline = census.Timeline()
-        timeline.add("gw0", started - 5, time.time() + 5, "tests/c/test_w.py")
-        timeline.add("gw1", started - 60, started - 50, "tests/a/test_x.py")
-        timeline.add("gw1", started - 1, time.time() + 5, "tests/b/test_z.py")
+        timeline.add("gw0", started - 5, time.time() + 5, "tests/c/test_w.py::test_v")
+        timeline.add("gw1", started - 60, started - 50, "tests/a/test_x.py::test_y")
+        timeline.add("gw1", started - 1, time.time() + 5, "tests/b/test_z.py::test_u[1]")
         attributed = census.read(folder, timeline)
     finally:
         census.stop(folder, site_packages=site)
-    assert set(counts) == {"tests/a/test_x.py"}
-    count = counts["tests/a/test_x.py"]
+    assert set(counts) == {"tests/a/test_x.py::test_y"}
+    count = counts["tests/a/test_x.py::test_y"]
     assert (count.tensorflow, count.trainings) == (1, 2)
-    assert set(attributed) == {"tests/b/test_z.py"} and attributed["tests/b/test_z.py"].trainings == 2
+    assert (
+        set(attributed) == {"tests/b/test_z.py::test_u[1]"}
+        and attributed["tests/b/test_z.py::test_u[1]"].trainings == 2
+    )
     assert count.cpu > 0  # the process that imported TensorFlow; the other one is not summed
+    modules = census.by_module({**counts, "tests/a/test_x.py::test_t": census.Count(1, 0, 2.0)})
+    assert set(modules) == {"tests/a/test_x.py"}
+    assert (modules["tests/a/test_x.py"].tensorflow, modules["tests/a/test_x.py"].trainings) == (2, 2)
+    assert modules["tests/a/test_x.py"].cpu == count.cpu + 2.0
     assert not (site / census.PTH).exists() and not folder.exists()
 
 
@@ -158,4 +165,24 @@ def test_the_script_prints_the_modules_table_of_docs_testing_md():
         "| the other modules (1) | 2 | 0 | 0 |",
         "| (the pytest processes) | | 2 | 0 |",
         "| **all 3 modules** | **306** | **12** | **5** |",
+    ]
+
+
+def test_the_script_lists_the_tests_that_started_the_most_tensorflow_processes():
+    import runpy
+
+    busiest = runpy.run_path(str(ROOT / "scripts" / "test_durations.py"))["busiest"]
+    seconds = {"tests.scenarios.test_e2e::test_a[x]": 12.0, "tests.test_io.TestAtomic::test_b": 3.5}
+    counts = {
+        "tests/scenarios/test_e2e.py::test_a[x]": {"tensorflow_processes": 3, "trainings": 1},
+        "tests/test_io.py::TestAtomic::test_b": {"tensorflow_processes": 1, "trainings": 2},
+        "tests/test_log.py::test_c": {"tensorflow_processes": 1, "trainings": 0},
+        "(the pytest processes)": {"tensorflow_processes": 3, "trainings": 0},
+    }
+    lines = busiest(seconds, counts, 3)
+    assert lines[0].split() == ["processes", "trainings", "seconds", "test"]
+    assert [line.split() for line in lines[1:]] == [
+        ["3", "1", "12.0", "tests/scenarios/test_e2e.py::test_a[x]"],
+        ["3", "0", "(the", "pytest", "processes)"],  # no seconds of its own
+        ["1", "2", "3.5", "tests/test_io.py::TestAtomic::test_b"],  # a class's test, by its JUnit name
     ]

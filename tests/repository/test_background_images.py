@@ -1,0 +1,50 @@
+"""tests/images.py's Builder, the thread that makes the container tests' engine and images
+while the other tests run: when the session ends, what it waits for before it stops the engine.
+Its engine script is a stand-in here that writes down each call (tests/scenarios/test_container.py
+runs the real one)."""
+
+import threading
+import time
+
+import images
+
+
+def builder_with_engine_log(tmp_path, monkeypatch, make):
+    """A Builder whose thread runs `make(builder, log)` and whose engine.sh only appends its
+    arguments to `log`."""
+    here = tmp_path / "container"
+    here.mkdir()
+    log = tmp_path / "engine.log"
+    (here / "engine.sh").write_text(f'echo "$@" >> {log}\n')
+    monkeypatch.setattr(images, "HERE", here)
+    builder = images.Builder(tmp_path / "made.json")
+    builder.thread = threading.Thread(target=make, args=(builder, log), daemon=True)
+    builder.start()
+    return builder, log
+
+
+def test_a_session_that_ends_before_the_images_are_made_stops_the_engine_at_once(tmp_path, monkeypatch):
+    def building(builder, log):  # a build that lasts until the engine stops under it
+        while not log.exists():
+            time.sleep(0.05)
+
+    builder, log = builder_with_engine_log(tmp_path, monkeypatch, building)
+    started = time.monotonic()
+    builder.finish()
+    assert time.monotonic() - started < 60  # not the 30 minutes a whole build may take
+    assert log.read_text().split() == ["stop", str(builder.state)]
+    assert not builder.thread.is_alive() and not builder.state.exists()
+
+
+def test_once_the_images_are_made_the_engine_stops_after_the_thread_kept_them(tmp_path, monkeypatch):
+    def made_then_kept(builder, log):
+        builder.made = {"seconds": 1.0}
+        time.sleep(1)  # saving what later runs reuse
+        log.write_text("kept\n")
+
+    builder, log = builder_with_engine_log(tmp_path, monkeypatch, made_then_kept)
+    while builder.made is None:
+        time.sleep(0.05)
+    builder.finish()
+    assert log.read_text().split() == ["kept", "stop", str(builder.state)]
+    assert not builder.state.exists()

@@ -145,15 +145,33 @@ def open_storage(url: str, cfg: TuneConfig):
         if not path.parent.is_dir():
             raise StudyError(f"{url}: no folder {path.parent} for the study's journal file")
         return _journal_storage(path, cfg.heartbeat_seconds, retry)
-    try:
-        return RDBStorage(
-            engine_url,
-            engine_kwargs=_engine_kwargs(url),
-            heartbeat_interval=cfg.heartbeat_seconds,
-            heartbeat_stale_trial_callback=retry,
-        )
-    except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
-        raise _cannot_open(url, exc) from None
+    for attempt in range(MADE_AT_ONCE_ATTEMPTS):
+        try:
+            return RDBStorage(
+                engine_url,
+                engine_kwargs=_engine_kwargs(url),
+                heartbeat_interval=cfg.heartbeat_seconds,
+                heartbeat_stale_trial_callback=retry,
+            )
+        except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
+            if attempt + 1 < MADE_AT_ONCE_ATTEMPTS and _made_at_once(exc):
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise _cannot_open(url, exc) from None
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+# Workers that open a fresh database together (a Slurm array's tasks) each find no tables, and
+# each asks Optuna to make them: all but the first then fail on a table, type or row that
+# "already exists" by then. Opened again, the database has them all.
+MADE_AT_ONCE_ATTEMPTS = 5
+
+
+def _made_at_once(exc: Exception) -> bool:
+    """Whether opening failed because another worker made Optuna's tables at the same moment."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    return isinstance(exc, (IntegrityError, ProgrammingError)) and "already exists" in str(exc)
 
 
 def study_names(storage) -> str:

@@ -270,12 +270,20 @@ def test_one_training_across_both_nodes_is_one_run_of_two_workers(reuters_projec
 
 
 def running_trial_on(node_name: str, storage: str, study: str, client):
-    """The trial a worker on `node_name` is training (an epoch reported), if any."""
+    """The trial a worker on `node_name` is training (an epoch reported), if any. Read as a
+    worker opens it (pipeline/tuning/storage.py), and not before the tasks have made Optuna's
+    tables: making them here too would race the tasks, as they race each other."""
     import optuna
     from optuna.trial import TrialState
 
+    from pipeline.config.loader import load_params
+    from pipeline.tuning import storage as storages
+
+    if not storages.holds_studies(storage):
+        return None
     try:
-        trials = optuna.load_study(study_name=study, storage=storage).trials
+        opened = storages.open_storage(storage, load_params(ROOT / "params.yaml", "reuters").tune)
+        trials = optuna.load_study(study_name=study, storage=opened).trials
     except KeyError:  # not made yet
         return None
     for trial in trials:

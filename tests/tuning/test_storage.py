@@ -77,6 +77,32 @@ def test_whether_a_storage_is_there_is_read_without_making_it(tmp_path, request,
     assert storage.study_names(held) == "a, b" and storage.study_names(None) == "none"
 
 
+def test_workers_that_open_a_fresh_database_at_the_same_moment_all_get_it(request):
+    """Array tasks start together: each opens the study's database, and Optuna makes its tables
+    in the first that finds none. Those that raced it (a table or type made in between:
+    "already exists") open it again, rather than end with that error."""
+    import threading
+
+    url = empty_database(request.getfixturevalue("postgres"), "at_once")
+    workers = 6
+    barrier, opened, failed = threading.Barrier(workers), [], []
+
+    def worker():
+        barrier.wait()
+        try:
+            opened.append(storage.open_storage(url, params().tune))
+        except StudyError as exc:
+            failed.append(str(exc))
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failed == [] and len(opened) == workers
+    assert "alembic_version" in tables(url) and storage.study_names(opened[0]) == "none"
+
+
 def test_a_database_that_cannot_be_reached_is_one_line_with_its_password_masked():
     port = free_ports(1)[0]
     with pytest.raises(StudyError) as info:

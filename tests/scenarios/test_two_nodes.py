@@ -416,7 +416,9 @@ def test_a_training_whose_node_is_lost_is_requeued_and_resumes_from_its_backup(r
         # from its next scheduling pass) while each slurmd forgets the killed attempt's credential;
         # started earlier (`scontrol update ... StartTime=now`), its step could wait forever on
         # node2 ("Requested nodes are busy")
-        wait_for("the requeued job held", lambda: job_state(job, env).get("Reason") == "BeginTime", timeout=60, every=0.2)
+        wait_for(
+            "the requeued job held", lambda: job_state(job, env).get("Reason") == "BeginTime", timeout=60, every=0.2
+        )
         print(f"held at {time.time() - t0:.0f} s")
     finally:
         node("start", "node2", cluster)

@@ -38,11 +38,11 @@ from pipeline.runtime import imports
 # the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
 imports.skip_keras_extras()
 
-# --- sharing out between workers (pytest -n 3 --dist loadscope --no-loadscope-reorder) -----
-# A module runs on one worker, so that its module fixtures are made once. Three workers on two
-# cores: two trainings at once each run at about half speed, and what a third worker adds is
-# the time the others wait (process start-ups, servers, Slurm, Docker builds), which left a
-# core idle about a tenth of a run on two (docs/testing.md). Modules are handed out
+# --- sharing out between workers (pytest -n 2 --dist loadscope --no-loadscope-reorder) -----
+# A module runs on one worker, so that its module fixtures are made once. Two trainings at once
+# on 2 cores each run at about half speed: what the second worker gains is the time the first
+# waits (process start-ups, servers, Slurm, Docker builds); a third made the cores busier but
+# the run no shorter (docs/testing.md). Modules are handed out
 # longest first, by their seconds in a whole run (tests/durations.json, written from a run's
 # JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and the
 # workers finish together; a module the file does not name (seconds, as a rule) comes after,

@@ -145,7 +145,8 @@ def open_storage(url: str, cfg: TuneConfig):
         if not path.parent.is_dir():
             raise StudyError(f"{url}: no folder {path.parent} for the study's journal file")
         return _journal_storage(path, cfg.heartbeat_seconds, retry)
-    for attempt in range(MADE_AT_ONCE_ATTEMPTS):
+    attempt = 1
+    while True:
         try:
             return RDBStorage(
                 engine_url,
@@ -154,11 +155,11 @@ def open_storage(url: str, cfg: TuneConfig):
                 heartbeat_stale_trial_callback=retry,
             )
         except Exception as exc:  # SQLAlchemy's or the driver's: unreachable, refused, unknown dialect
-            if attempt + 1 < MADE_AT_ONCE_ATTEMPTS and _made_at_once(exc):
-                time.sleep(0.2 * (attempt + 1))
+            if attempt < MADE_AT_ONCE_ATTEMPTS and _made_at_once(exc):
+                time.sleep(0.2 * attempt)
+                attempt += 1
                 continue
             raise _cannot_open(url, exc) from None
-    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 # Workers that open a fresh database together (a Slurm array's tasks) each find no tables, and

@@ -191,7 +191,10 @@ def test_the_unit_tests_without_tensorflow_pass_at_the_lowest_versions(lowest):
     ]
     args += [f"tests/{name}.py" for name in UNIT_MODULES]
     args += [f"--deselect=tests/{test}" for test in DESELECTED]
-    result = sh(*args, cwd=ROOT, env=lowest_env(lowest), check=False, timeout=1200)
+    # its own options only: the session's PYTEST_ADDOPTS (`-n`, which needs xdist, or
+    # --junitxml, which this run would write over) are not this run's
+    env = {k: v for k, v in lowest_env(lowest).items() if k != "PYTEST_ADDOPTS"}
+    result = sh(*args, cwd=ROOT, env=env, check=False, timeout=1200)
     assert result.returncode == 0, f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
     counts = re.search(r"(\d+) passed", result.stdout)
     assert counts and int(counts.group(1)) > 100 and " failed" not in result.stdout, result.stdout[-3000:]

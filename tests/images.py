@@ -215,7 +215,7 @@ class Builder:
         Once the images are made, after the thread has saved what it keeps; before (a session
         interrupted, or one whose container tests never waited), at once: the build in progress
         then fails with the engine, and nobody waits for it."""
-        if self.made is not None or not self.thread.is_alive():
+        if self.made is not None:
             self.thread.join(timeout=1800)
         subprocess.run(["bash", HERE / "engine.sh", "stop", self.state], capture_output=True)
         self.thread.join(timeout=120)

@@ -66,25 +66,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(seconds: dict[str, float], counts: dict[str, dict[str, int]], least: float = 10.0) -> list[str]:
     """A Markdown table of the modules of `least` seconds or more, or that started TensorFlow,
-    then one row for the rest; the totals last."""
-    rows = ["| module | seconds | TensorFlow processes | trainings |", "|---|---:|---:|---:|"]
-    rest = [0.0, 0, 0, 0]  # seconds, processes, trainings, modules
+    then one row for the rest; the totals last. "forked warm": of the processes that had
+    TensorFlow, those a warm-start server forked with it imported (tests/warm_start.py)."""
+    rows = ["| module | seconds | TensorFlow processes | forked warm | trainings |", "|---|---:|---:|---:|---:|"]
+    keys = ("tensorflow_processes", "warm_processes", "trainings")
+
+    def row(name: str, s: str, count: list[int], bold: bool = False) -> str:
+        return f"| {name} |{f' {s}' if s else ''} | " + " | ".join(f"**{n}**" if bold else str(n) for n in count) + " |"
+
+    rest, others = [0, 0, 0], (0.0, 0)  # the rest's counts; its seconds and modules
     for module, s in seconds.items():
-        count = counts.get(module, {})
-        processes, trainings = count.get("tensorflow_processes", 0), count.get("trainings", 0)
-        if s >= least or processes:
-            rows.append(f"| `{module.removeprefix('tests/')}` | {s:,.0f} | {processes} | {trainings} |")
+        count = [counts.get(module, {}).get(key, 0) for key in keys]
+        if s >= least or count[0]:
+            rows.append(row(f"`{module.removeprefix('tests/')}`", f"{s:,.0f}", count))
         else:
-            rest = [rest[0] + s, rest[1] + processes, rest[2] + trainings, rest[3] + 1]
-    rows.append(f"| the other modules ({rest[3]}) | {rest[0]:,.0f} | {rest[1]} | {rest[2]} |")
-    outside = {m: c for m, c in counts.items() if m not in seconds}  # the pytest processes' own
-    for module, count in sorted(outside.items()):
-        rows.append(f"| {module} | | {count.get('tensorflow_processes', 0)} | {count.get('trainings', 0)} |")
-    processes = sum(c.get("tensorflow_processes", 0) for c in counts.values())
-    trainings = sum(c.get("trainings", 0) for c in counts.values())
-    rows.append(
-        f"| **all {len(seconds)} modules** | **{sum(seconds.values()):,.0f}** | **{processes}** | **{trainings}** |"
-    )
+            rest, others = [a + b for a, b in zip(rest, count)], (others[0] + s, others[1] + 1)
+    rows.append(row(f"the other modules ({others[1]})", f"{others[0]:,.0f}", rest))
+    for module, count_of in sorted((m, c) for m, c in counts.items() if m not in seconds):  # the pytest processes'
+        rows.append(row(module, "", [count_of.get(key, 0) for key in keys]))
+    totals = [sum(c.get(key, 0) for c in counts.values()) for key in keys]
+    rows.append(row(f"**all {len(seconds)} modules**", f"**{sum(seconds.values()):,.0f}**", totals, bold=True))
     return rows
 
 

@@ -28,12 +28,13 @@ PTH = "pipeline-test-census.pth"
 
 @dataclass
 class Count:
-    tensorflow: int = 0  # processes that imported TensorFlow
+    tensorflow: int = 0  # processes that imported TensorFlow, or were forked with it (warm)
     trainings: int = 0
     cpu: float = 0.0  # CPU seconds of those processes that exited (a killed one says nothing)
+    warm: int = 0  # of the processes, those forked by a server that had imported it (tests/warm_start.py)
 
     def as_json(self) -> dict:
-        return {"tensorflow_processes": self.tensorflow, "trainings": self.trainings}
+        return {"tensorflow_processes": self.tensorflow, "warm_processes": self.warm, "trainings": self.trainings}
 
 
 def pth_line(hook: Path = HOOK) -> str:
@@ -81,6 +82,7 @@ def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
     """{test (its node ID): Count} from the events the processes wrote."""
     counts: collections.defaultdict[str, Count] = collections.defaultdict(Count)
     tensorflow: set[tuple[str, int]] = set()  # (file, pid): a process that imported it
+    exited: set[tuple[str, int]] = set()
     for path in sorted(folder.glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
@@ -91,11 +93,13 @@ def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
             count = counts[found or event["test"]]
             if event["event"] == "tensorflow":
                 count.tensorflow += 1
+                count.warm += bool(event.get("warm"))
                 tensorflow.add((path.name, event["pid"]))
             elif event["event"] == "train":
                 count.trainings += 1
-            elif event["event"] == "exit" and event["tensorflow"] and (path.name, event["pid"]) in tensorflow:
+            elif event["event"] == "exit" and (path.name, event["pid"]) in tensorflow - exited:
                 count.cpu += event["cpu"]
+                exited.add((path.name, event["pid"]))
     return dict(counts)
 
 
@@ -105,6 +109,7 @@ def by_module(counts: dict[str, Count]) -> dict[str, Count]:
     for test, count in counts.items():
         total = modules[test.split("::")[0]]
         total.tensorflow += count.tensorflow
+        total.warm += count.warm
         total.trainings += count.trainings
         total.cpu += count.cpu
     return dict(modules)
@@ -132,8 +137,9 @@ def report(seconds: dict[str, float], recorded: dict[str, float], counts: dict[s
     total, before = sum(seconds.values()), sum(recorded.get(m, 0.0) for m in seconds)
     processes, modules = sum(c.tensorflow for c in counts.values()), "modules" if len(seconds) != 1 else "module"
     lines.append(
-        f"{len(seconds)} {modules} in all: {total:,.0f} s against {before:,.0f} s; {processes} processes imported "
-        f"TensorFlow ({sum(c.cpu for c in counts.values()):,.0f} CPU s), "
+        f"{len(seconds)} {modules} in all: {total:,.0f} s against {before:,.0f} s; {processes} processes had "
+        f"TensorFlow ({sum(c.cpu for c in counts.values()):,.0f} CPU s; {sum(c.warm for c in counts.values())} "
+        "of them forked warm, with it imported), "
         f"{sum(c.trainings for c in counts.values())} trainings"
     )
     return lines

@@ -86,6 +86,8 @@ def _exit() -> None:
     record("exit", tensorflow="tensorflow" in sys.modules, cpu=round(usage.ru_utime + usage.ru_stime, 2))
 
 
-if FOLDER:
+# once: site.py runs a `.pth` line once for each path of the site-packages folder (a venv's
+# lib64 -> lib link makes two)
+if FOLDER and not any(type(finder).__name__ == "_Watcher" for finder in sys.meta_path):
     sys.meta_path.insert(0, _Watcher())
     atexit.register(_exit)

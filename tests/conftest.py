@@ -11,6 +11,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import census
 import images
 import pytest
+import warm_start
 from _pytest.junitxml import xml_key  # where pytest keeps --junitxml's writer
 from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import (
@@ -134,9 +136,34 @@ def pytest_configure(config):
         config.stash[COUNTS] = {}
         config.stash[TIMELINE] = census.Timeline()
         _CONTROLLER.append(config)
+        _start_warm(config)
+
+
+def _start_warm(config) -> None:
+    """Warm starts for the session's `pipeline` processes (tests/warm_start.py), unless the run
+    turns them off (PIPELINE_TEST_WARM set empty) or measures coverage (a process forked from a
+    server would not start coverage's tracer)."""
+    if os.environ.get(warm_start.VARIABLE) == "" or "COVERAGE_PROCESS_CONFIG" in os.environ:
+        return
+    config.stash[WARM] = warm_start.start(sysconfig.get_paths()["purelib"])
+    os.environ[warm_start.VARIABLE] = config.stash[WARM]
+    os.environ[warm_start.CONTEXT] = warm_start.context()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item):
+    """A test marked `cold_start` checks what a process does as it starts: its processes start
+    as usual (tests/warm_start.py), from its setup to its teardown."""
+    folder = os.environ.pop(warm_start.VARIABLE, None) if item.get_closest_marker("cold_start") else None
+    try:
+        yield
+    finally:
+        if folder is not None:
+            os.environ[warm_start.VARIABLE] = folder
 
 
 CENSUS = pytest.StashKey[Path]()
+WARM = pytest.StashKey[str]()
 SECONDS = pytest.StashKey[dict]()
 COUNTS = pytest.StashKey[dict]()
 TIMELINE = pytest.StashKey[census.Timeline]()
@@ -164,6 +191,9 @@ def _finish_census(config, xml) -> None:
         xml.add_global_property("census_tests", json.dumps(started))
     census.stop(config.stash[CENSUS])
     os.environ.pop(census.VARIABLE, None)
+    if WARM in config.stash:
+        warm_start.stop(config.stash[WARM], sysconfig.get_paths()["purelib"])
+        os.environ.pop(warm_start.VARIABLE, None)
 
 
 @pytest.hookimpl(trylast=True)  # the run's last lines: a module that grew is seen at every run

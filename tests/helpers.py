@@ -528,3 +528,17 @@ def empty_database(server: str, name: str) -> str:
     finally:
         engine.dispose()
     return server.rsplit("/", 1)[0] + "/" + name
+
+
+def wait_for(what: str, done, timeout: float = 600, every: float = 0.5):
+    """`done()`'s first true value, asked every `every` seconds; an AssertionError naming `what`
+    after `timeout` seconds."""
+    import time
+
+    deadline = time.time() + timeout
+    while True:
+        found = done()
+        if found:
+            return found
+        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(every)

@@ -118,6 +118,7 @@ def test_missing_input_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.cold_start  # the peak memory of a process that imported what it needs itself
 def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
     import re
 
@@ -141,6 +142,7 @@ def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.slow
+@pytest.mark.cold_start  # nothing printed while TensorFlow, Keras and MLflow are imported either
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_quiet_training_prints_nothing(tmp_path, loop):
     from fixtures import make_reuters_npz, make_word_index

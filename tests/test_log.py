@@ -4,6 +4,9 @@ one format for notes, warnings and errors."""
 import pytest
 from helpers import run_pipeline, write_params
 
+# what a process prints while it imports TensorFlow is what these tests read
+pytestmark = pytest.mark.cold_start
+
 # Lines TensorFlow 2.21 writes on this kind of host (the CUDA-enabled wheel, no NVIDIA driver),
 # and in NVIDIA's container, before TF_CPP_MIN_LOG_LEVEL applies.
 START_UP = [

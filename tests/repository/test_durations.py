@@ -137,13 +137,16 @@ def test_the_end_of_a_run_names_the_modules_that_grew_most():
 
     seconds = {"a.py": 120.0, "b.py": 10.0, "c.py": 50.0, "new.py": 3.0}
     recorded = {"a.py": 100.0, "b.py": 30.0, "c.py": 20.0}
-    counts = {"c.py": census.Count(tensorflow=4, trainings=2, cpu=90.0)}
+    counts = {"c.py": census.Count(tensorflow=4, trainings=2, cpu=90.0, warm=1)}
     lines = census.report(seconds, recorded, counts, rows=3)
     assert lines[0] == "the modules whose time grew most against tests/durations.json:"
     assert "+30.0 s  2.50x  c.py  " in lines[1] and "4 TensorFlow processes    2 trainings" in lines[1]
     assert "+20.0 s  1.20x  a.py  " in lines[2]
     assert " +3.0 s   new  new.py" in lines[3]  # b.py shrank: not a row
-    assert lines[4] == "4 modules in all: 183 s against 150 s; 4 processes imported TensorFlow (90 CPU s), 2 trainings"
+    assert lines[4] == (
+        "4 modules in all: 183 s against 150 s; 4 processes had TensorFlow (90 CPU s; 1 of them forked warm, "
+        "with it imported), 2 trainings"
+    )
     assert census.report({"b.py": 10.0}, recorded, {})[0] == "no module's time grew against tests/durations.json"
 
 
@@ -153,18 +156,18 @@ def test_the_script_prints_the_modules_table_of_docs_testing_md():
     table = runpy.run_path(str(ROOT / "scripts" / "test_durations.py"))["table"]
     seconds = {"tests/scenarios/test_e2e.py": 300.0, "tests/test_io.py": 2.0, "tests/training/test_x.py": 4.0}
     counts = {
-        "tests/scenarios/test_e2e.py": {"tensorflow_processes": 9, "trainings": 4},
-        "tests/training/test_x.py": {"tensorflow_processes": 1, "trainings": 1},
+        "tests/scenarios/test_e2e.py": {"tensorflow_processes": 9, "warm_processes": 6, "trainings": 4},
+        "tests/training/test_x.py": {"tensorflow_processes": 1, "trainings": 1},  # a run before warm starts
         "(the pytest processes)": {"tensorflow_processes": 2, "trainings": 0},
     }
     assert table(seconds, counts) == [
-        "| module | seconds | TensorFlow processes | trainings |",
-        "|---|---:|---:|---:|",
-        "| `scenarios/test_e2e.py` | 300 | 9 | 4 |",
-        "| `training/test_x.py` | 4 | 1 | 1 |",  # under 10 s, but it started TensorFlow
-        "| the other modules (1) | 2 | 0 | 0 |",
-        "| (the pytest processes) | | 2 | 0 |",
-        "| **all 3 modules** | **306** | **12** | **5** |",
+        "| module | seconds | TensorFlow processes | forked warm | trainings |",
+        "|---|---:|---:|---:|---:|",
+        "| `scenarios/test_e2e.py` | 300 | 9 | 6 | 4 |",
+        "| `training/test_x.py` | 4 | 1 | 0 | 1 |",  # under 10 s, but it started TensorFlow
+        "| the other modules (1) | 2 | 0 | 0 | 0 |",
+        "| (the pytest processes) | | 2 | 0 | 0 |",
+        "| **all 3 modules** | **306** | **12** | **6** | **5** |",
     ]
 
 

@@ -59,6 +59,7 @@ def test_fit_and_custom_loop_give_the_same_loss_curve(tmp_path):
     assert fit[-1]["loss"] < fit[0]["loss"]
 
 
+@pytest.mark.cold_start  # each process with a hash seed of its own, as a user's
 @pytest.mark.parametrize("loop", ["custom", "fit"])
 def test_deterministic_runs_are_identical(tmp_path, loop):
     case("curve", loop, 2, "true", tmp_path / "a.json")

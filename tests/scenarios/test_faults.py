@@ -346,6 +346,7 @@ def large_raw(project):
     return raw
 
 
+@pytest.mark.cold_start  # the SIGKILL reaches the stage's own process at that moment
 @pytest.mark.parametrize("stage", list(KILL_WHEN))
 def test_sigkill_at_the_moment_that_matters_then_rerun(project, large_raw, dataset_files, tmp_path, stage):
     from fixtures import FileServer

@@ -8,7 +8,8 @@ import json
 import pytest
 from helpers import reuters_files_of, run_pipeline, subprocess_env, write_params
 
-pytestmark = [pytest.mark.slow]
+# cold_start: each training's process starts as a user's does, with a hash seed of its own
+pytestmark = [pytest.mark.slow, pytest.mark.cold_start]
 
 TRAIN: dict[str, dict[str, object]] = {
     # batch 32: the fixture's split is smaller than the defaults' 256, and two replicas must

@@ -30,6 +30,7 @@ from helpers import (
     run_pipeline,
     sh,
     subprocess_env,
+    wait_for,
     write_params,
 )
 
@@ -154,16 +155,6 @@ def job_state(job: str, env: dict) -> dict:
     """`scontrol show job`'s fields of `job` (of its first task, for an array)."""
     shown = sh("scontrol", "show", "job", "-o", job, cwd=ROOT, env=env, check=False).stdout.splitlines()
     return dict(re.findall(r"(\w+)=(\S*)", shown[0])) if shown else {}
-
-
-def wait_for(what: str, done, timeout: float = 600, every: float = 0.5):
-    deadline = time.time() + timeout
-    while True:
-        found = done()
-        if found:
-            return found
-        assert time.time() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(every)
 
 
 def node(action: str, name: str, cluster: dict) -> None:

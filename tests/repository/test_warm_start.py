@@ -1,0 +1,146 @@
+"""tests/warm_start.py: a process forked warm by a server sees what it would see started as
+usual (its arguments, directory, environment, umask, streams, `__main__`), ends the same way
+(exit codes, uncaught exceptions, atexit), passes signals on and dies with its client; a
+process that does not qualify starts as usual. On a server of this test's own."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import pytest
+import warm_start
+from helpers import ROOT, subprocess_env, wait_for
+
+FACTS = ROOT / "tests" / "workers" / "process_facts.py"
+SITE = sysconfig.get_paths()["purelib"]
+
+
+@pytest.fixture(scope="module")
+def warm():
+    """A folder of this module's own, its server started (the second sighting starts it) and
+    ready; the environment that uses it, and the one that starts as usual."""
+    pth = Path(SITE) / warm_start.PTH
+    wrote = not pth.exists()  # a session with warm starts turned off has none
+    if wrote:
+        pth.write_text(warm_start.pth_line())
+    folder = tempfile.mkdtemp(prefix="pipeline-warm-test-")
+    env = subprocess_env(
+        **{warm_start.VARIABLE: folder, warm_start.CONTEXT: warm_start.context(), "FACTS_VARIABLE": "set"}
+    )
+    cold = {**env, warm_start.VARIABLE: ""}
+    try:
+        for _ in range(2):
+            assert not facts(env).tensorflow
+        wait_for("the server", lambda: any(n.endswith(".sock") for n in os.listdir(folder)), timeout=300)
+        yield env, cold
+    finally:
+        assert warm_start.stop_servers(folder) == 1
+        if wrote:
+            pth.unlink()
+
+
+class Facts:
+    def __init__(self, done: subprocess.CompletedProcess):
+        self.done = done
+        self.seen = json.loads(done.stdout.splitlines()[0])
+        self.tensorflow = self.seen.pop("tensorflow")
+        self.pid = self.seen.pop("pid")
+
+
+def facts(env, *args, cwd=None, stdin="", **options) -> Facts:
+    done = subprocess.run(
+        [sys.executable, str(FACTS), *args],
+        env=env,
+        cwd=cwd or ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **options,
+    )
+    return Facts(done)
+
+
+@pytest.mark.parametrize(
+    "args,code",
+    [((), 0), (("exit", "3"), 3), (("raise",), 1), (("message", "it went wrong"), 1), (("exit", "258"), 2)],
+)
+def test_a_warm_start_sees_and_ends_as_a_normal_one(warm, tmp_path, args, code):
+    env, cold = warm
+    umask = os.umask(0o027)
+    try:
+        both = [facts(each, *args, cwd=tmp_path, stdin="some input") for each in (env, cold)]
+    finally:
+        os.umask(umask)
+    made, usual = both
+    assert (made.tensorflow, usual.tensorflow) == (True, False)  # the one forked warm, the other not
+    assert made.pid != usual.pid
+    assert made.seen == usual.seen  # argv, orig_argv, cwd, umask, sys.path[0], __main__, stdin, environment
+    assert made.seen["umask"] == 0o027 and made.seen["cwd"] == str(tmp_path) and made.seen["stdin"] == "some input"
+    assert made.done.returncode == usual.done.returncode == code
+    assert made.done.stdout.splitlines()[1:] == usual.done.stdout.splitlines()[1:]
+    assert made.done.stderr == usual.done.stderr
+    assert made.done.stderr.endswith("atexit ran\n")
+
+
+def test_a_pipeline_command_prints_the_same_warm(warm):
+    env, cold = warm
+    runs = [
+        subprocess.run(
+            [sys.executable, "-m", "pipeline", "devices", "--json"], env=each, capture_output=True, text=True, cwd=ROOT
+        )
+        for each in (env, cold)
+    ]
+    assert runs[0].returncode == runs[1].returncode == 0, runs[1].stderr
+    assert (runs[0].stdout, runs[0].stderr) == (runs[1].stdout, runs[1].stderr)
+    assert json.loads(runs[0].stdout)["replicas"] == 1
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_signal_to_the_client_reaches_the_forked_process(warm, tmp_path, how):
+    """SIGTERM is passed on, and the client then ends as the process did; a client that is
+    killed takes the process with it."""
+    env, _ = warm
+    pidfile = tmp_path / "pid"
+    client = subprocess.Popen([sys.executable, str(FACTS), "wait", str(pidfile)], env=env, stdout=subprocess.PIPE)
+    wait_for("the pid", lambda: pidfile.exists() and pidfile.read_text(), timeout=60, every=0.1)
+    forked = int(pidfile.read_text())
+    assert forked != client.pid
+    client.send_signal(getattr(signal, how))
+    assert client.wait(timeout=30) == -getattr(signal, how)
+    wait_for("its end", lambda: not Path(f"/proc/{forked}").exists(), timeout=10, every=0.05)
+    printed, _ = client.communicate()
+    assert json.loads(printed.splitlines()[0])["tensorflow"]
+
+
+def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
+    """Verbose, another descriptor than 0, 1 and 2, another environment than the server's (it is
+    only noted), another interpreter's command line."""
+    env, _ = warm
+    assert not facts(env, "-v").tensorflow
+    read, write = os.pipe()
+    try:
+        assert not facts(env, pass_fds=(write,)).tensorflow
+    finally:
+        os.close(read)
+        os.close(write)
+    assert not facts({**env, "TF_ENABLE_ONEDNN_OPTS": "0"}).tensorflow  # read when TensorFlow is imported
+    assert facts({**env, "MLFLOW_TRACKING_URI": "sqlite:///x.db", "DVC_ROOT": "/x"}).tensorflow  # read later
+    probe = "import sys; print('tensorflow' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert done.stdout == "False\n"
+
+
+def test_the_first_start_of_an_environment_is_noted_and_the_second_starts_its_server(tmp_path, monkeypatch):
+    spawned = []
+    monkeypatch.setattr(warm_start, "_spawn", lambda *args: spawned.append(args))
+    for expected in ({"k.seen"}, {"k.seen", "k.started"}, {"k.seen", "k.started"}):
+        warm_start._sighted(str(tmp_path), "k", "/project", "described")
+        assert {p.name for p in tmp_path.iterdir()} == expected
+    assert spawned == [(str(tmp_path), "k", "/project")]  # once: the third start waits for it
+    assert (tmp_path / "k.seen").read_text() == "described"

@@ -1,0 +1,435 @@
+"""Warm starts: a `pipeline` process of the suite that begins with TensorFlow, Keras and MLflow
+already imported, forked from a server that imported them once, instead of importing them itself.
+
+Most of the suite's work is `pipeline` processes (the stages `dvc` runs, the commands the tests
+run), and most of what each costs on fixture data is importing TensorFlow, Keras and MLflow
+(docs/testing.md, "Where the time goes"). While a session runs, a `.pth` line in the environment's
+site-packages runs this file at the start of every Python process of the environment (`client`):
+
+- a process that is `python -m pipeline ARGS` or the `pipeline` script, not verbose, not on a
+  terminal, with no file descriptors but 0, 1 and 2, as the session's user, in its namespaces and
+  cgroup, asks the server for its environment (the variables read at import time, the interpreter,
+  the resource limits: `key`) to fork a process that runs its command;
+- the server's child takes the client's arguments, working directory, environment, umask and
+  standard streams (passed as descriptors), imports the project's code from the client's path,
+  runs the command as `python` would run it (`__main__`, `sys.argv`, exit code, uncaught
+  exceptions, atexit) and exits; the client exits with its status (a signal's included) and
+  passes on the signals it receives; a client that is killed takes the child with it;
+- a process that does not qualify, or whose environment has no server yet, starts as usual: the
+  second such start of an environment starts its server (`serve`) in the background.
+
+What a test checks of a process's own start (its imports, what it prints while it starts, its
+signals and memory) is checked on a process that started as usual: such tests are marked
+`cold_start` (tests/conftest.py takes the variable out of their environment). Standard library
+only: it runs in every Python process of the session. tests/conftest.py starts it (`start`) and
+stops it (`stop`); `PIPELINE_TEST_WARM=` (empty) turns it off for a whole run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+
+VARIABLE = "PIPELINE_TEST_WARM"  # the session's folder: the servers' sockets, pids, logs
+CONTEXT = "PIPELINE_TEST_WARM_CONTEXT"  # the session's user, namespaces and cgroup
+SERVING = "PIPELINE_TEST_WARM_SERVING"  # in a server's own environment while it starts
+PTH = "pipeline-test-warm.pth"
+SEEN = "_pipeline_test_warm_start"  # in sys.modules once a process's start was looked at
+HEAVY = ("tensorflow", "keras", "mlflow", "mlflow.pyfunc", "mlflow.models", "mlflow.store.tracking.sqlalchemy_store")
+# what the project's code reads when it runs, not what the imports of HEAVY read
+RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_")
+RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
+IMPORT_TIME = {"MLFLOW_LOGGING_LEVEL", "MLFLOW_CONFIGURE_LOGGING", "PIPELINE_TEST_CENSUS", VARIABLE, CONTEXT}
+LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")
+SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+
+
+def context() -> str:
+    """The user, groups, namespaces and cgroup of this process: a warm start only where they are
+    the session's (not in a Slurm job's namespaces, a test's cgroup, as another user)."""
+    spaces = [os.readlink(f"/proc/self/ns/{name}") for name in ("mnt", "net", "pid", "uts", "ipc", "user")]
+    with open("/proc/self/cgroup", encoding="utf-8") as cgroup:
+        return json.dumps([os.getuid(), os.getgid(), sorted(os.getgroups()), cgroup.read().strip(), spaces])
+
+
+def identity() -> str:
+    """What a process imports depends on: the interpreter, the environment's variables (but
+    RUNTIME's) and the resource limits."""
+    import resource
+
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if (name not in RUNTIME_NAMES and not name.startswith(RUNTIME_PREFIXES)) or name in IMPORT_TIME
+    }
+    limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS]
+    return json.dumps([sys.executable, sys.prefix, sorted(env.items()), limits], indent=1)
+
+
+def command() -> dict | None:
+    """This process's command, when it is one a server can start: `python -m pipeline ARGS`,
+    the environment's `pipeline` script or a worker script of the suite, without -v."""
+    with open("/proc/self/cmdline", "rb") as cmdline:
+        words = [os.fsdecode(word) for word in cmdline.read().split(b"\0")[:-1]]
+    if words[1:3] == ["-m", "pipeline"]:
+        args, script, path0 = words[3:], None, os.getcwd()
+    elif len(words) > 1 and not words[1].startswith("-") and _startable(os.path.abspath(words[1])):
+        script = os.path.abspath(words[1])
+        args, path0 = words[2:], os.path.dirname(script)
+    else:
+        return None
+    if any(arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}) for arg in args):
+        return None
+    return {"cmdline": words, "args": args, "script": script, "path0": path0}
+
+
+def _startable(script: str) -> bool:
+    """The environment's `pipeline` script, or one of the suite's worker scripts (tests/workers)."""
+    folder = os.path.realpath(os.path.dirname(script))
+    if os.path.basename(script) == "pipeline":
+        return folder == os.path.realpath(os.path.dirname(sys.executable))
+    workers = os.path.join(os.path.dirname(os.path.realpath(globals().get("__file__", ""))), "workers")
+    return script.endswith(".py") and folder == workers
+
+
+def _only_standard_streams() -> bool:
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            try:
+                target = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:  # the listing's own descriptor, closed by now
+                continue
+            if not target.endswith(".pth"):  # site.py's, while it reads the .pth file
+                return False
+    return not (os.isatty(1) or os.isatty(2))
+
+
+def client() -> None:
+    """At the start of a process: run its command in a server's child and exit with its status,
+    or return (a normal start)."""
+    folder = os.environ.get(VARIABLE, "")
+    if not folder or os.environ.get(SERVING) or not os.path.isdir(folder) or SEEN in sys.modules:
+        return
+    sys.modules[SEEN] = type(sys)(SEEN)  # once: site.py may run a `.pth` line twice (a venv's lib64 -> lib link)
+    request = command()
+    if request is None or os.environ.get(CONTEXT) != context() or not _only_standard_streams():
+        return
+    described = identity()
+    name = hashlib.sha256(described.encode()).hexdigest()[:16]
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        connection.connect(os.path.join(folder, f"{name}.sock"))
+    except OSError:
+        connection.close()
+        _sighted(folder, name, request["path0"], described)
+        return
+    umask = os.umask(0)
+    os.umask(umask)
+    request.update(cwd=os.getcwd(), env=dict(os.environ), umask=umask)
+    _delegate(connection, request)
+
+
+def _sighted(folder: str, name: str, path0: str, described: str) -> None:
+    """The first start of an environment is only noted (with what it is); the second starts its
+    server."""
+    for mark in (f"{name}.seen", f"{name}.started"):
+        try:
+            fd = os.open(os.path.join(folder, mark), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        os.write(fd, described.encode())
+        os.close(fd)
+        if mark.endswith(".started"):
+            _spawn(folder, name, path0)
+        return
+
+
+def _spawn(folder: str, name: str, path0: str) -> None:
+    """The server, started twice forked (nobody's child), its output in the folder's log."""
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        return
+    try:
+        os.setsid()
+        if os.fork() == 0:
+            log = os.open(os.path.join(folder, f"{name}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.closerange(3, 65536)
+            os.chdir("/")
+            os.environ[SERVING] = "1"
+            hook = globals()["__file__"]
+            os.execv(sys.executable, [sys.executable, hook, "serve", folder, name, path0])
+    finally:
+        os._exit(0)
+
+
+def _delegate(connection: socket.socket, request: dict) -> None:
+    socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+
+    def forward(number, frame):
+        try:
+            connection.send(str(number).encode())
+        except OSError:
+            pass
+
+    for name in SIGNALS:
+        signal.signal(getattr(signal, name), forward)
+    reply = connection.recv(1 << 16)
+    if not reply:  # the server is gone, and its child with it
+        os.write(2, b"error: the warm-start server of the test session went away\n")
+        os._exit(1)
+    status = json.loads(reply)["status"]
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+def serve(folder: str, name: str, path0: str) -> None:
+    """Import what a `pipeline` process imports before its command runs, as it imports it
+    (pipeline/log.py's defaults for a process that is not verbose, Keras without its extras),
+    then fork a child for each request until the session's folder is gone."""
+    import importlib
+    import selectors
+
+    del os.environ[SERVING]
+    before = dict(os.environ)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    sys.path[0] = path0
+    importlib.import_module("pipeline.runtime.imports").skip_keras_extras()
+    for module in HEAVY:
+        importlib.import_module(module)
+    for module in [m for m in sys.modules if m.split(".")[0] in ("pipeline", "stages")]:
+        del sys.modules[module]  # the child imports the project's code from its own path
+    os.environ.clear()
+    os.environ.update(before)
+    sys.path[0] = ""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ready = os.path.join(folder, f"{name}.sock")
+    listener.bind(f"{ready}.{os.getpid()}")
+    listener.listen(16)
+    os.rename(f"{ready}.{os.getpid()}", ready)
+    with open(os.path.join(folder, f"{name}.pid"), "w", encoding="utf-8") as pid:
+        pid.write(str(os.getpid()))
+    print(f"serving {ready} after importing {', '.join(HEAVY)}", flush=True)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    while os.path.isdir(folder):
+        for ready_key, _ in selector.select(timeout=2):
+            if ready_key.fileobj is listener:
+                _accept(listener, selector)
+            else:
+                _reap(ready_key, selector)
+
+
+def _accept(listener: socket.socket, selector) -> None:
+    import selectors
+
+    connection, _ = listener.accept()
+    try:
+        message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+    except OSError:
+        connection.close()
+        return
+    if not message or len(fds) != 3:
+        connection.close()
+        for fd in fds:
+            os.close(fd)
+        return
+    request = json.loads(message)
+    child = os.fork()
+    if child == 0:
+        _run(request, fds, connection, selector)
+    for fd in fds:
+        os.close(fd)
+    selector.register(os.pidfd_open(child), selectors.EVENT_READ, (child, connection))
+
+
+def _reap(ready_key, selector) -> None:
+    child, connection = ready_key.data
+    selector.unregister(ready_key.fileobj)
+    os.close(ready_key.fileobj)
+    _, status = os.waitpid(child, 0)
+    try:
+        connection.send(json.dumps({"status": status}).encode())
+    except OSError:  # the client was killed, and the child after it
+        pass
+    connection.close()
+
+
+def _run(request: dict, fds: list[int], connection: socket.socket, selector) -> None:
+    """In the child: become the client's process, run its command, exit as python would."""
+    import importlib
+    import threading
+
+    for registered in list(selector.get_map().values()):
+        if registered.data is None:
+            registered.fileobj.close()  # the listener
+        else:
+            os.close(registered.fileobj)
+            registered.data[1].close()
+    selector.close()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    os.umask(request["umask"])
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.orig_argv = request["cmdline"]
+    sys.path[0] = request["path0"]
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # type: ignore[attr-defined]
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()  # a fresh process seeds it from the OS
+    importlib.invalidate_caches()
+    threading.Thread(target=_watch, args=(connection,), name="warm-start-client", daemon=True).start()
+    _census(request)
+    os._exit(_main(request))
+
+
+def _watch(connection: socket.socket) -> None:
+    """The client's signals, passed on; the client gone (killed), this process killed too."""
+    while True:
+        try:
+            message = connection.recv(64)
+        except OSError:
+            message = b""
+        os.kill(os.getpid(), int(message) if message else signal.SIGKILL)
+
+
+def _census(request: dict) -> None:
+    """The count of tests/census_hook.py, when it runs: a process that has TensorFlow."""
+    for finder in sys.meta_path:
+        if type(finder).__name__ == "_Watcher":
+            record = type(finder).find_spec.__globals__["record"]
+            record("tensorflow", argv=request["cmdline"][:3], warm=True)
+            return
+
+
+def _main(request: dict) -> int:
+    """The command run as `python` runs a module or a script: a fresh `__main__`, the exit code of
+    SystemExit, an uncaught exception's traceback and 1, non-daemon threads joined, atexit run."""
+    import atexit
+    import runpy
+    import threading
+    import types
+
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    interrupted = False
+    try:
+        if request["script"]:
+            sys.argv = [request["script"], *request["args"]]
+            runpy.run_path(request["script"], run_name="__main__")
+        else:
+            sys.argv = ["-m", *request["args"]]
+            runpy._run_module_as_main("pipeline")  # type: ignore[attr-defined]
+        code = 0
+    except SystemExit as exit:
+        code = _exit_code(exit.code)
+    except BaseException as error:
+        # the traceback python prints: from the script's frame, or from runpy's for a module
+        frames = error.__traceback__
+        while frames is not None and not _first_frame(frames.tb_frame.f_code, request["script"]):
+            frames = frames.tb_next
+        sys.excepthook(type(error), error.with_traceback(frames), frames)
+        code, interrupted = 1, isinstance(error, KeyboardInterrupt)
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return code
+
+
+def _first_frame(code, script: str | None) -> bool:
+    if script:
+        return code.co_filename == script
+    return code.co_filename == "<frozen runpy>" and code.co_name == "_run_module_as_main"
+
+
+def _exit_code(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+# --- the session ------------------------------------------------------------------------------
+
+
+def pth_line(hook: str = __file__) -> str:
+    """The line site.py runs at every start of the environment's Python, while the variable names
+    a folder and the hook's file is there (a clone's `.pth` outlives the clone)."""
+    return (
+        f"import os; os.environ.get({VARIABLE!r}) and not os.environ.get({SERVING!r}) and os.path.isfile({hook!r}) "
+        f"and exec(compile(open({hook!r}).read(), {hook!r}, 'exec'), "
+        f"{{'__name__': 'warm_start_hook', '__file__': {hook!r}}})\n"
+    )
+
+
+def start(site_packages: str) -> str:
+    """The `.pth` line in place and the session's folder made; the caller sets VARIABLE to it and
+    CONTEXT to `context()` in the session's environment, which its processes inherit."""
+    import tempfile
+
+    with open(os.path.join(site_packages, PTH), "w", encoding="utf-8") as pth:
+        pth.write(pth_line())
+    return tempfile.mkdtemp(prefix="pipeline-warm-")
+
+
+def stop(folder: str, site_packages: str) -> int:
+    """The `.pth` line removed, the servers stopped, the folder removed; how many servers ran."""
+    try:
+        os.unlink(os.path.join(site_packages, PTH))
+    except FileNotFoundError:
+        pass
+    return stop_servers(folder)
+
+
+def stop_servers(folder: str) -> int:
+    """The folder's servers stopped and the folder removed; how many servers ran."""
+    import shutil
+
+    servers = 0
+    for entry in os.listdir(folder) if os.path.isdir(folder) else ():
+        if entry.endswith(".pid"):
+            servers += 1
+            try:
+                with open(os.path.join(folder, entry), encoding="utf-8") as pid:
+                    os.kill(int(pid.read()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+    shutil.rmtree(folder, ignore_errors=True)
+    return servers
+
+
+if __name__ == "warm_start_hook":
+    client()
+elif __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    serve(*sys.argv[2:5])

@@ -88,10 +88,11 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
     (fake / "pipeline" / "training" / "trainer.py").write_text("def train(x):\n    return x + 1\n")
     site = tmp_path / "site"
     site.mkdir()
+    (tmp_path / "site64").symlink_to(site)  # a venv's lib64 -> lib: site.py reads its .pth lines twice
     folder = census.start(site_packages=site)
     try:
         code = (
-            f"import site, importlib.util; site.addsitedir({str(site)!r}); "
+            f"import site, importlib.util; site.addsitedir({str(site)!r}); site.addsitedir({str(tmp_path / 'site64')!r}); "
             "assert importlib.util.find_spec('tensorflow') is not None; import tensorflow, tensorflow; "
             "from pipeline.training import trainer; import pipeline.training.trainer as again; "
             "assert trainer.train(1) == 2 and again.train(2) == 3 and trainer.train.__name__ == 'train'; "
@@ -108,6 +109,9 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
         for child in (code, f"import site; site.addsitedir({str(site)!r})"):  # the second imports nothing
             subprocess.run([sys.executable, "-S", "-c", child], env=env, cwd=tmp_path, check=True)
         counts = census.read(folder)
+        events = [
+            json.loads(line)["event"] for path in folder.glob("*.jsonl") for line in path.read_text().splitlines()
+        ]
         # the worker's own account: gw1 ran tests/b/test_z.py then (an environment copied
         # during tests/a/test_x.py names that one)
         timeline = census.Timeline()
@@ -125,6 +129,7 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
         and attributed["tests/b/test_z.py::test_u[1]"].trainings == 2
     )
     assert count.cpu > 0  # the process that imported TensorFlow; the other one is not summed
+    assert sorted(events) == ["exit", "exit", "tensorflow", "train", "train"]  # each once, the hook run once
     modules = census.by_module({**counts, "tests/a/test_x.py::test_t": census.Count(1, 0, 2.0)})
     assert set(modules) == {"tests/a/test_x.py"}
     assert (modules["tests/a/test_x.py"].tensorflow, modules["tests/a/test_x.py"].trainings) == (2, 2)

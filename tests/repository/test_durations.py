@@ -92,7 +92,8 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
     folder = census.start(site_packages=site)
     try:
         code = (
-            f"import site, importlib.util; site.addsitedir({str(site)!r}); site.addsitedir({str(tmp_path / 'site64')!r}); "
+            f"import site, importlib.util; site.addsitedir({str(site)!r}); "
+            f"site.addsitedir({str(tmp_path / 'site64')!r}); "
             "assert importlib.util.find_spec('tensorflow') is not None; import tensorflow, tensorflow; "
             "from pipeline.training import trainer; import pipeline.training.trainer as again; "
             "assert trainer.train(1) == 2 and again.train(2) == 3 and trainer.train.__name__ == 'train'; "

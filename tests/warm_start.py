@@ -45,6 +45,7 @@ RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_
 RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
 IMPORT_TIME = {"MLFLOW_LOGGING_LEVEL", "MLFLOW_CONFIGURE_LOGGING", "PIPELINE_TEST_CENSUS", VARIABLE, CONTEXT}
 LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")
+CUSTOMIZE = ("sitecustomize", "usercustomize")  # what site.py imports after the `.pth` lines
 SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
@@ -70,11 +71,16 @@ def identity() -> str:
     return json.dumps([sys.executable, sys.prefix, sorted(env.items()), limits], indent=1)
 
 
-def command() -> dict | None:
-    """This process's command, when it is one a server can start: `python -m pipeline ARGS`,
-    the environment's `pipeline` script or a worker script of the suite, without -v."""
-    with open("/proc/self/cmdline", "rb") as cmdline:
-        words = [os.fsdecode(word) for word in cmdline.read().split(b"\0")[:-1]]
+def cmdline() -> list[str]:
+    """This process's command line, as it was exec'd (sys.argv is not there yet when site.py runs)."""
+    with open("/proc/self/cmdline", "rb") as words:
+        return [os.fsdecode(word) for word in words.read().split(b"\0")[:-1]]
+
+
+def command(words: list[str]) -> dict | None:
+    """A process's command (`words`), when it is one a server can start: `python -m pipeline ARGS`,
+    the environment's `pipeline` script or a worker script of the suite, without -v, and
+    without a sitecustomize of its own (which a test uses to patch the code it runs)."""
     if words[1:3] == ["-m", "pipeline"]:
         args, script, path0 = words[3:], None, os.getcwd()
     elif len(words) > 1 and not words[1].startswith("-") and _startable(os.path.abspath(words[1])):
@@ -84,6 +90,9 @@ def command() -> dict | None:
         return None
     if any(arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}) for arg in args):
         return None
+    for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep):  # code that runs before the command
+        if folder and any(os.path.exists(os.path.join(folder, f"{name}.py")) for name in CUSTOMIZE):
+            return None
     return {"cmdline": words, "args": args, "script": script, "path0": path0}
 
 
@@ -115,7 +124,7 @@ def client() -> None:
     if not folder or os.environ.get(SERVING) or not os.path.isdir(folder) or SEEN in sys.modules:
         return
     sys.modules[SEEN] = type(sys)(SEEN)  # once: site.py may run a `.pth` line twice (a venv's lib64 -> lib link)
-    request = command()
+    request = command(cmdline())
     if request is None or os.environ.get(CONTEXT) != context() or not _only_standard_streams():
         return
     described = identity()

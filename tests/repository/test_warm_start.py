@@ -120,7 +120,7 @@ def test_a_signal_to_the_client_reaches_the_forked_process(warm, tmp_path, how):
 
 def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
     """Verbose, another descriptor than 0, 1 and 2, another environment than the server's (it is
-    only noted), another interpreter's command line."""
+    only noted), a sitecustomize of its own, another interpreter's command line."""
     env, _ = warm
     assert not facts(env, "-v").tensorflow
     read, write = os.pipe()
@@ -134,6 +134,34 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
     probe = "import sys; print('tensorflow' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert done.stdout == "False\n"
+
+
+def test_which_commands_a_server_can_start(tmp_path, monkeypatch):
+    python = sys.executable
+    script = str(Path(python).parent / "pipeline")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    started = [
+        warm_start.command([python, "-m", "pipeline", "-q", "train", "x"]) or {},
+        warm_start.command([python, script, "evaluate"]) or {},
+        warm_start.command([python, str(FACTS), "exit", "3"]) or {},
+    ]
+    assert [started[0].get("args"), started[1].get("script"), started[2].get("path0")] == [
+        ["-q", "train", "x"],
+        script,
+        str(FACTS.parent),
+    ]
+    for other in (
+        [python, "-m", "pipeline", "-v", "train"],  # verbose: set up otherwise before the imports
+        [python, "-m", "pipeline", "--verbose", "train"],
+        [python, "-u", "-m", "pipeline", "train"],  # an option of python's own
+        [python, "-c", "import pipeline"],
+        [python, str(ROOT / "benchmarks" / "memory.py")],  # not a worker of the suite
+        [python],
+    ):
+        assert warm_start.command(other) is None, other
+    (tmp_path / "sitecustomize.py").write_text("")  # code that runs before the command: a test's patch
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{tmp_path}")
+    assert warm_start.command([python, "-m", "pipeline", "train"]) is None
 
 
 def test_the_first_start_of_an_environment_is_noted_and_the_second_starts_its_server(tmp_path, monkeypatch):

@@ -45,16 +45,22 @@ RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_
 RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
 IMPORT_TIME = {"MLFLOW_LOGGING_LEVEL", "MLFLOW_CONFIGURE_LOGGING", "PIPELINE_TEST_CENSUS", VARIABLE, CONTEXT}
 LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")
+# the lines of /proc/self/status that a forked process would take from its server
+STATUS = ("Uid:", "Gid:", "Groups:", "Cap", "NoNewPrivs:", "Seccomp:", "Cpus_allowed_list:", "Mems_allowed_list:")
 CUSTOMIZE = ("sitecustomize", "usercustomize")  # what site.py imports after the `.pth` lines
 SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
 def context() -> str:
-    """The user, groups, namespaces and cgroup of this process: a warm start only where they are
-    the session's (not in a Slurm job's namespaces, a test's cgroup, as another user)."""
+    """What a process is given besides its environment and is not handed over: its users and
+    groups, capabilities, seccomp and no_new_privs, CPUs, niceness, namespaces and cgroup. A warm
+    start only where they are the session's (not in a Slurm job's namespaces, a test's cgroup,
+    as another user, under `setpriv` or `taskset`)."""
     spaces = [os.readlink(f"/proc/self/ns/{name}") for name in ("mnt", "net", "pid", "uts", "ipc", "user")]
+    with open("/proc/self/status", encoding="utf-8") as status:
+        given = [line for line in status.read().splitlines() if line.startswith(STATUS)]
     with open("/proc/self/cgroup", encoding="utf-8") as cgroup:
-        return json.dumps([os.getuid(), os.getgid(), sorted(os.getgroups()), cgroup.read().strip(), spaces])
+        return json.dumps([given, os.getpriority(os.PRIO_PROCESS, 0), cgroup.read().strip(), spaces])
 
 
 def identity() -> str:
@@ -138,7 +144,7 @@ def client() -> None:
         return
     umask = os.umask(0)
     os.umask(umask)
-    request.update(cwd=os.getcwd(), env=dict(os.environ), umask=umask)
+    request.update(cwd=os.getcwd(), env=dict(os.environ), umask=umask, group=os.getpgrp() == os.getpid())
     _delegate(connection, request)
 
 
@@ -235,16 +241,21 @@ def serve(folder: str, name: str, path0: str) -> None:
         pid.write(str(os.getpid()))
     print(f"serving {ready} after importing {', '.join(HEAVY)}", flush=True)
     selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
+    selector.register(listener, selectors.EVENT_READ, ("listener",))
     while os.path.isdir(folder):
         for ready_key, _ in selector.select(timeout=2):
-            if ready_key.fileobj is listener:
+            kind, *about = ready_key.data
+            if kind == "listener":
                 _accept(listener, selector)
+            elif kind == "client":
+                _pass_on(ready_key.fileobj, selector, *about)
             else:
-                _reap(ready_key, selector)
+                _reap(ready_key.fileobj, selector, *about)
 
 
 def _accept(listener: socket.socket, selector) -> None:
+    """A request read, its child forked; the child's end (its pid) and the client's messages
+    (signals, or its end) watched."""
     import selectors
 
     connection, _ = listener.accept()
@@ -261,17 +272,36 @@ def _accept(listener: socket.socket, selector) -> None:
     request = json.loads(message)
     child = os.fork()
     if child == 0:
-        _run(request, fds, connection, selector)
+        _run(request, fds, selector, connection)
     for fd in fds:
         os.close(fd)
-    selector.register(os.pidfd_open(child), selectors.EVENT_READ, (child, connection))
+    selector.register(connection, selectors.EVENT_READ, ("client", child, request["group"]))
+    selector.register(os.pidfd_open(child), selectors.EVENT_READ, ("child", child, connection))
 
 
-def _reap(ready_key, selector) -> None:
-    child, connection = ready_key.data
-    selector.unregister(ready_key.fileobj)
-    os.close(ready_key.fileobj)
+def _pass_on(connection, selector, child: int, group: bool) -> None:
+    """A signal the client received, sent on; the client gone (killed), its child killed too.
+    To the child's process group when the client led one of its own (what kills a client's
+    group would have killed its children: a server that `exec`s, `pipeline serve`'s, included)."""
+    try:
+        message = connection.recv(64)
+    except OSError:
+        message = b""
+    if not message:
+        selector.unregister(connection)
+    try:
+        (os.killpg if group else os.kill)(child, int(message) if message else signal.SIGKILL)
+    except ProcessLookupError:  # ended meanwhile
+        pass
+
+
+def _reap(pidfd, selector, child: int, connection: socket.socket) -> None:
+    """The child's status to its client, as `waitpid` gave it."""
+    selector.unregister(pidfd)
+    os.close(pidfd)
     _, status = os.waitpid(child, 0)
+    if connection.fileno() in selector.get_map():
+        selector.unregister(connection)
     try:
         connection.send(json.dumps({"status": status}).encode())
     except OSError:  # the client was killed, and the child after it
@@ -279,18 +309,18 @@ def _reap(ready_key, selector) -> None:
     connection.close()
 
 
-def _run(request: dict, fds: list[int], connection: socket.socket, selector) -> None:
+def _run(request: dict, fds: list[int], selector, connection: socket.socket) -> None:
     """In the child: become the client's process, run its command, exit as python would."""
     import importlib
-    import threading
 
-    for registered in list(selector.get_map().values()):
-        if registered.data is None:
-            registered.fileobj.close()  # the listener
-        else:
+    for registered in list(selector.get_map().values()):  # the server's
+        if registered.data[0] == "child":
             os.close(registered.fileobj)
-            registered.data[1].close()
+        else:
+            registered.fileobj.close()
     selector.close()
+    connection.close()
+    os.setpgid(0, 0)  # a group of its own, which the server signals when the client led one
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -310,19 +340,8 @@ def _run(request: dict, fds: list[int], connection: socket.socket, selector) -> 
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()  # a fresh process seeds it from the OS
     importlib.invalidate_caches()
-    threading.Thread(target=_watch, args=(connection,), name="warm-start-client", daemon=True).start()
     _census(request)
     os._exit(_main(request))
-
-
-def _watch(connection: socket.socket) -> None:
-    """The client's signals, passed on; the client gone (killed), this process killed too."""
-    while True:
-        try:
-            message = connection.recv(64)
-        except OSError:
-            message = b""
-        os.kill(os.getpid(), int(message) if message else signal.SIGKILL)
 
 
 def _census(request: dict) -> None:

@@ -101,26 +101,36 @@ def test_a_pipeline_command_prints_the_same_warm(warm):
     assert json.loads(runs[0].stdout)["replicas"] == 1
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
-def test_a_signal_to_the_client_reaches_the_forked_process(warm, tmp_path, how):
-    """SIGTERM is passed on, and the client then ends as the process did; a client that is
-    killed takes the process with it."""
+@pytest.mark.parametrize(
+    "action,how,group",
+    [("wait", "SIGTERM", False), ("wait", "SIGKILL", False), ("exec", "SIGTERM", False), ("spawn", "SIGTERM", True)],
+)
+def test_a_signal_to_the_client_reaches_the_forked_process(warm, tmp_path, action, how, group):
+    """A signal is passed on (also to a process that has `exec`d), and the client then ends as
+    the process did; a client that is killed takes the process with it; a signal to a client's
+    own process group reaches the forked process's children too."""
     env, _ = warm
     pidfile = tmp_path / "pid"
-    client = subprocess.Popen([sys.executable, str(FACTS), "wait", str(pidfile)], env=env, stdout=subprocess.PIPE)
-    wait_for("the pid", lambda: pidfile.exists() and pidfile.read_text(), timeout=60, every=0.1)
-    forked = int(pidfile.read_text())
-    assert forked != client.pid
-    client.send_signal(getattr(signal, how))
+    client = subprocess.Popen(
+        [sys.executable, str(FACTS), action, str(pidfile)], env=env, stdout=subprocess.PIPE, start_new_session=group
+    )
+    pids = [int(pid) for pid in wait_for("the pids", lambda: pidfile.exists() and pidfile.read_text(), 60, 0.1).split()]
+    assert client.pid not in pids
+    if group:
+        os.killpg(client.pid, getattr(signal, how))
+    else:
+        client.send_signal(getattr(signal, how))
     assert client.wait(timeout=30) == -getattr(signal, how)
-    wait_for("its end", lambda: not Path(f"/proc/{forked}").exists(), timeout=10, every=0.05)
+    for pid in pids:
+        wait_for(f"{pid}'s end", lambda pid=pid: not Path(f"/proc/{pid}").exists(), timeout=10, every=0.05)
     printed, _ = client.communicate()
     assert json.loads(printed.splitlines()[0])["tensorflow"]
 
 
 def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
     """Verbose, another descriptor than 0, 1 and 2, another environment than the server's (it is
-    only noted), a sitecustomize of its own, another interpreter's command line."""
+    only noted), fewer capabilities or CPUs than the session's, another interpreter's command
+    line."""
     env, _ = warm
     assert not facts(env, "-v").tensorflow
     read, write = os.pipe()
@@ -131,6 +141,11 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
         os.close(write)
     assert not facts({**env, "TF_ENABLE_ONEDNN_OPTS": "0"}).tensorflow  # read when TensorFlow is imported
     assert facts({**env, "MLFLOW_TRACKING_URI": "sqlite:///x.db", "DVC_ROOT": "/x"}).tensorflow  # read later
+    unprivileged = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]  # root without its capabilities
+    done = subprocess.run([*unprivileged, sys.executable, str(FACTS)], env=env, capture_output=True, text=True)
+    assert not json.loads(done.stdout.splitlines()[0])["tensorflow"]
+    pinned = subprocess.run(["taskset", "-c", "0", sys.executable, str(FACTS)], env=env, capture_output=True, text=True)
+    assert not json.loads(pinned.stdout.splitlines()[0])["tensorflow"]
     probe = "import sys; print('tensorflow' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert done.stdout == "False\n"

@@ -212,6 +212,9 @@ def test_a_worker_killed_mid_trial_leaves_the_trial_failed_and_the_study_going(t
     worker.wait()
     (killed,) = load(project, "killed").trials
     assert killed.state == TrialState.RUNNING  # as the dead worker left it
+    # the next worker finds it stale once it has been silent for twice the heartbeat (1 s): a
+    # worker that starts sooner (a warm start takes no time) rightly takes it for a live one
+    time.sleep(2.5)
     rerun = tune(project, *args[:-4], "-S", "train.reuters.epochs=2", "-S", "tune.reuters.pruner=none", env=env)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "trial 0: its worker went silent; failed, queued again with the same params" in rerun.stderr

@@ -1,12 +1,17 @@
 """What a process sees of its own start, as one JSON line on stdout; then what it was asked to
 do (tests/repository/test_warm_start.py compares a warm start's with a normal one's).
 
-python process_facts.py [exit CODE | raise | message TEXT | wait PIDFILE | ANYTHING]
+python process_facts.py [exit CODE | raise | message TEXT | wait PIDFILE | exec PIDFILE |
+                         spawn PIDFILE | ANYTHING]
+
+wait: writes its pid and sleeps; exec: writes its pid and becomes `sleep`; spawn: starts
+`sleep`, writes its pid and the sleep's, and waits for it.
 """
 
 import atexit
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -33,7 +38,11 @@ if action == "raise":
     raise ValueError("raised on purpose")
 if action == "message":
     sys.exit(argument)
-if action == "wait":
+if action in ("wait", "exec", "spawn"):
+    sleeping = subprocess.Popen(["sleep", "120"]) if action == "spawn" else None
     with open(argument, "w", encoding="utf-8") as pidfile:
-        pidfile.write(str(os.getpid()))
-    time.sleep(120)
+        pidfile.write(" ".join(str(pid) for pid in (os.getpid(), sleeping and sleeping.pid) if pid))
+    if action == "exec":
+        sys.stdout.flush()
+        os.execvp("sleep", ["sleep", "120"])
+    sleeping.wait() if sleeping else time.sleep(120)

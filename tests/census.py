@@ -28,10 +28,10 @@ PTH = "pipeline-test-census.pth"
 
 @dataclass
 class Count:
-    tensorflow: int = 0  # processes that imported TensorFlow, or were forked with it (warm)
+    tensorflow: int = 0  # processes that imported TensorFlow
     trainings: int = 0
-    cpu: float = 0.0  # CPU seconds of those processes that exited (a killed one says nothing)
-    warm: int = 0  # of the processes, those forked by a server that had imported it (tests/warm_start.py)
+    cpu: float = 0.0  # CPU seconds of those processes and the warm ones that exited (a killed one says nothing)
+    warm: int = 0  # processes forked by a server that had imported it (tests/warm_start.py)
 
     def as_json(self) -> dict:
         return {"tensorflow_processes": self.tensorflow, "warm_processes": self.warm, "trainings": self.trainings}
@@ -92,8 +92,10 @@ def read(folder: Path, timeline: Timeline | None = None) -> dict[str, Count]:
             found = timeline.test_at(event["worker"], event["time"]) if timeline else None
             count = counts[found or event["test"]]
             if event["event"] == "tensorflow":
-                count.tensorflow += 1
-                count.warm += bool(event.get("warm"))
+                if event.get("warm"):
+                    count.warm += 1
+                else:
+                    count.tensorflow += 1
                 tensorflow.add((path.name, event["pid"]))
             elif event["event"] == "train":
                 count.trainings += 1
@@ -132,14 +134,14 @@ def report(seconds: dict[str, float], recorded: dict[str, float], counts: dict[s
         count = counts.get(module, Count())
         lines.append(
             f"  {growth[module]:+7.1f} s {ratio}  {module:<{width}}  {seconds[module]:7.1f} s  "
-            f"{count.tensorflow:3d} TensorFlow processes  {count.trainings:3d} trainings"
+            f"{count.tensorflow:3d} imported TensorFlow  {count.warm:3d} forked warm  {count.trainings:3d} trainings"
         )
     total, before = sum(seconds.values()), sum(recorded.get(m, 0.0) for m in seconds)
     processes, modules = sum(c.tensorflow for c in counts.values()), "modules" if len(seconds) != 1 else "module"
     lines.append(
-        f"{len(seconds)} {modules} in all: {total:,.0f} s against {before:,.0f} s; {processes} processes had "
-        f"TensorFlow ({sum(c.cpu for c in counts.values()):,.0f} CPU s; {sum(c.warm for c in counts.values())} "
-        "of them forked warm, with it imported), "
+        f"{len(seconds)} {modules} in all: {total:,.0f} s against {before:,.0f} s; {processes} processes imported "
+        f"TensorFlow and {sum(c.warm for c in counts.values())} were forked warm with it imported "
+        f"({sum(c.cpu for c in counts.values()):,.0f} CPU s), "
         f"{sum(c.trainings for c in counts.values())} trainings"
     )
     return lines

@@ -40,7 +40,7 @@ from pipeline.runtime import imports
 # the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
 imports.skip_keras_extras()
 
-# --- sharing out between workers (pytest -n 2 --dist loadscope --no-loadscope-reorder) -----
+# --- sharing out between workers (pytest -n 3 --dist loadscope --no-loadscope-reorder) -----
 # A module runs on one worker, so that its module fixtures are made once. Two trainings at once
 # on 2 cores each run at about half speed: what the second worker gains is the time the first
 # waits (process start-ups, servers, Slurm, Docker builds); a third made the cores busier but
@@ -187,7 +187,7 @@ def _finish_census(config, xml) -> None:
     counts = config.stash[COUNTS] = census.by_module(tests)
     if xml is not None:
         xml.add_global_property("census", json.dumps({m: c.as_json() for m, c in sorted(counts.items())}))
-        started = {t: c.as_json() for t, c in sorted(tests.items()) if c.tensorflow or c.trainings}
+        started = {t: c.as_json() for t, c in sorted(tests.items()) if c.tensorflow or c.warm or c.trainings}
         xml.add_global_property("census_tests", json.dumps(started))
     census.stop(config.stash[CENSUS])
     os.environ.pop(census.VARIABLE, None)

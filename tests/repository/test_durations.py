@@ -146,12 +146,12 @@ def test_the_end_of_a_run_names_the_modules_that_grew_most():
     counts = {"c.py": census.Count(tensorflow=4, trainings=2, cpu=90.0, warm=1)}
     lines = census.report(seconds, recorded, counts, rows=3)
     assert lines[0] == "the modules whose time grew most against tests/durations.json:"
-    assert "+30.0 s  2.50x  c.py  " in lines[1] and "4 TensorFlow processes    2 trainings" in lines[1]
+    assert "+30.0 s  2.50x  c.py  " in lines[1] and "4 imported TensorFlow    1 forked warm    2 trainings" in lines[1]
     assert "+20.0 s  1.20x  a.py  " in lines[2]
     assert " +3.0 s   new  new.py" in lines[3]  # b.py shrank: not a row
     assert lines[4] == (
-        "4 modules in all: 183 s against 150 s; 4 processes had TensorFlow (90 CPU s; 1 of them forked warm, "
-        "with it imported), 2 trainings"
+        "4 modules in all: 183 s against 150 s; 4 processes imported TensorFlow and 1 were forked warm with it "
+        "imported (90 CPU s), 2 trainings"
     )
     assert census.report({"b.py": 10.0}, recorded, {})[0] == "no module's time grew against tests/durations.json"
 
@@ -167,7 +167,7 @@ def test_the_script_prints_the_modules_table_of_docs_testing_md():
         "(the pytest processes)": {"tensorflow_processes": 2, "trainings": 0},
     }
     assert table(seconds, counts) == [
-        "| module | seconds | TensorFlow processes | forked warm | trainings |",
+        "| module | seconds | imported TensorFlow | forked warm | trainings |",
         "|---|---:|---:|---:|---:|",
         "| `scenarios/test_e2e.py` | 300 | 9 | 6 | 4 |",
         "| `training/test_x.py` | 4 | 1 | 0 | 1 |",  # under 10 s, but it started TensorFlow

@@ -37,12 +37,14 @@ class Count:
         return {"tensorflow_processes": self.tensorflow, "warm_processes": self.warm, "trainings": self.trainings}
 
 
-def pth_line(hook: Path = HOOK) -> str:
-    """The line site.py runs at every start of the environment's Python: the hook, while the
-    variable is set and the hook's file is there (a clone's `.pth` outlives the clone)."""
+def pth_line(hook: Path = HOOK, variable: str = VARIABLE, name: str = "census_hook") -> str:
+    """The line site.py runs at every start of the environment's Python: the hook (as module
+    `name`), while `variable` is set and the hook's file is there (a clone's `.pth` outlives the
+    clone). tests/warm_start.py's hook runs through one too."""
     return (
-        f"import os; os.environ.get({VARIABLE!r}) and os.path.isfile({str(hook)!r}) and "
-        f"exec(compile(open({str(hook)!r}).read(), {str(hook)!r}, 'exec'), {{'__name__': 'census_hook'}})\n"
+        f"import os; os.environ.get({variable!r}) and os.path.isfile({str(hook)!r}) and "
+        f"exec(compile(open({str(hook)!r}).read(), {str(hook)!r}, 'exec'), "
+        f"{{'__name__': {name!r}, '__file__': {str(hook)!r}}})\n"
     )
 
 

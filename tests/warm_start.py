@@ -6,10 +6,11 @@ run), and most of what each costs on fixture data is importing TensorFlow, Keras
 (docs/testing.md, "Where the time goes"). While a session runs, a `.pth` line in the environment's
 site-packages runs this file at the start of every Python process of the environment (`client`):
 
-- a process that is `python -m pipeline ARGS` or the `pipeline` script, not verbose, not on a
-  terminal, with no file descriptors but 0, 1 and 2, as the session's user, in its namespaces and
-  cgroup, asks the server for its environment (the variables read at import time, the interpreter,
-  the resource limits: `key`) to fork a process that runs its command;
+- a process that is `python -m pipeline ARGS`, the `pipeline` script or a script of
+  tests/workers, not verbose, not on a terminal, with no file descriptors but 0, 1 and 2, as
+  the session's user, in its namespaces and cgroup (`context`), asks the server for its
+  environment (the variables read at import time, the interpreter, the resource limits:
+  `identity`) to fork a process that runs its command;
 - the server's child takes the client's arguments, working directory, environment, umask and
   standard streams (passed as descriptors), imports the project's code from the client's path,
   runs the command as `python` would run it (`__main__`, `sys.argv`, exit code, uncaught
@@ -35,7 +36,7 @@ import socket
 import sys
 
 VARIABLE = "PIPELINE_TEST_WARM"  # the session's folder: the servers' sockets, pids, logs
-CONTEXT = "PIPELINE_TEST_WARM_CONTEXT"  # the session's user, namespaces and cgroup
+CONTEXT = "PIPELINE_TEST_WARM_CONTEXT"  # the session's `context()`
 SERVING = "PIPELINE_TEST_WARM_SERVING"  # in a server's own environment while it starts
 PTH = "pipeline-test-warm.pth"
 SEEN = "_pipeline_test_warm_start"  # in sys.modules once a process's start was looked at
@@ -411,14 +412,14 @@ def _exit_code(code) -> int:
 # --- the session ------------------------------------------------------------------------------
 
 
-def pth_line(hook: str = __file__) -> str:
-    """The line site.py runs at every start of the environment's Python, while the variable names
-    a folder and the hook's file is there (a clone's `.pth` outlives the clone)."""
-    return (
-        f"import os; os.environ.get({VARIABLE!r}) and not os.environ.get({SERVING!r}) and os.path.isfile({hook!r}) "
-        f"and exec(compile(open({hook!r}).read(), {hook!r}, 'exec'), "
-        f"{{'__name__': 'warm_start_hook', '__file__': {hook!r}}})\n"
-    )
+def pth_line() -> str:
+    """The `.pth` line that runs `client` at every start of the environment's Python (the
+    census's, tests/census.py, for this file)."""
+    from pathlib import Path
+
+    import census
+
+    return census.pth_line(Path(__file__), VARIABLE, "warm_start_hook")
 
 
 def start(site_packages: str) -> str:

@@ -15,10 +15,18 @@ and the MLflow server's install their lock in one layer that only the Dockerfile
 the base decide: that image is saved beside the stand-ins under the hash of those, and a later
 run builds with it as its cache (`reused`), so that the layer is made again only when one of
 them changed; the layers after it (the project's source) are built on every run.
+
+The engine keeps its images from one session to the next (`KEPT_ROOT`, one session at a time:
+another session's engine at the same moment starts empty and loads the saves): the stand-ins
+and those installs are then there already (10 GB that a fresh engine loads, about 120 s of the
+engine's CPU), each under the tag pipeline-kept/NAME:RECIPE that says what made it. Everything
+else goes when the session starts and when it ends (`tidy`): containers, volumes, networks and
+every other image, the project's own among them, so that its build is cold.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +49,8 @@ CUDA_IMAGE = "pipeline-cuda:ctest"  # docker/cuda.Dockerfile on the Debian stand
 MLFLOW_IMAGE = "pipeline-mlflow:3.17.2"  # the name docker/compose.yaml gives it
 STANDIN_CACHE = Path(os.environ.get("PIPELINE_STANDIN_CACHE", "/var/tmp/pipeline-standins"))
 OUTCOME_VARIABLE = "PIPELINE_TEST_IMAGES"
+KEPT_ROOT = STANDIN_CACHE / "engine"  # the engine's images, containers and volumes, between sessions
+KEPT = "pipeline-kept/"  # the tag of what a recipe made, in KEPT_ROOT (tests/container/kept.sh)
 
 
 def run(args, env, check=True, timeout=1800, cwd=None) -> subprocess.CompletedProcess:
@@ -88,18 +98,58 @@ def reused(env, dockerfile: Path, inputs: list[Path], tag: str, base: str, **arg
         recipe.update(path.read_bytes())
     name = tag.split(":")[0].replace("/", "-")
     saved = STANDIN_CACHE / f"{name}-{recipe.hexdigest()[:16]}.tar"
+    if run(["docker", "image", "inspect", kept_tag(saved)], env, check=False).returncode == 0:
+        run(["docker", "tag", kept_tag(saved), tag], env)
+        return saved, True
     if saved.is_file():
         run(["docker", "load", "-q", "-i", saved], env)
         return saved, True
     return saved, False
 
 
+def kept_tag(saved: Path) -> str:
+    """The tag that marks, in an engine that keeps its images, what the save `saved` holds."""
+    name, recipe = saved.stem.rsplit("-", 1)
+    return f"{KEPT}{name}:{recipe}"
+
+
 def keep(env, tag: str, saved: Path) -> None:
-    """`tag` saved as `saved`, in place of the saves of older recipes."""
+    """`tag` saved as `saved`, in place of the saves of older recipes, and marked as that save in
+    the engine (where older recipes' marks go)."""
     for old in saved.parent.glob(f"{saved.name.rsplit('-', 1)[0]}-*.tar"):
         old.unlink()
     run(["docker", "save", "-o", f"{saved}.part", tag], env)
     os.replace(f"{saved}.part", saved)
+    mark = kept_tag(saved)
+    marks = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", mark.split(":")[0]], env).stdout.split()
+    if [old for old in marks if old != mark]:
+        run(["docker", "rmi", *[old for old in marks if old != mark]], env)
+    run(["docker", "tag", tag, mark], env)
+
+
+def held(env) -> dict[str, list[str]]:
+    """The engine's containers and volumes (IDs, names) and images (tags, `<none>:<none>` for
+    an untagged one)."""
+    return {
+        "container": run(["docker", "ps", "-aq"], env).stdout.split(),
+        "volume": run(["docker", "volume", "ls", "-q"], env).stdout.split(),
+        "image": run(["docker", "images", "-a", "--format", "{{.Repository}}:{{.Tag}}"], env).stdout.split(),
+    }
+
+
+def tidy(env) -> None:
+    """The engine as a fresh one would be, but for the stand-ins and what is marked kept: no
+    containers, volumes, networks of its own or other images."""
+    found = held(env)
+    if found["container"]:
+        run(["docker", "rm", "-f", "-v", *found["container"]], env)
+    if found["volume"]:
+        run(["docker", "volume", "rm", "-f", *found["volume"]], env)
+    run(["docker", "network", "prune", "-f"], env)
+    others = [tag for tag in found["image"] if not tag.startswith(("pipeline-standin/", KEPT)) and "<none>" not in tag]
+    if others:
+        run(["docker", "rmi", *others], env)
+    run(["docker", "image", "prune", "-f"], env)
 
 
 def build_labelled(env, context: Path, tag: str, base: str, version="ctest") -> tuple[str, float]:
@@ -132,9 +182,37 @@ class Builder:
         self.state = Path(tempfile.mkdtemp(prefix="pipeline-docker-", dir="/var/tmp"))
         self.thread = threading.Thread(target=self._make, name="container images", daemon=True)
         self.made: dict | None = None  # what _make made, once it is done
+        self.root: Path | None = None  # KEPT_ROOT, while this session holds it
+        self.env: dict | None = None  # the engine's, once it runs
 
     def start(self) -> None:
         self.thread.start()
+
+    def _claim(self) -> Path | None:
+        """KEPT_ROOT, locked until `finish`; None when another session holds it."""
+        STANDIN_CACHE.mkdir(parents=True, exist_ok=True)
+        self.lock = os.open(STANDIN_CACHE / "engine.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.lock)
+            return None
+        return KEPT_ROOT
+
+    def _engine(self) -> dict:
+        """The engine started (on KEPT_ROOT when this session may have it; afresh when it will
+        not start there) and tidied: its environment."""
+        self.root = self._claim()
+        root = [self.root] if self.root else []
+        started = run(["bash", HERE / "engine.sh", "start", self.state, *root], dict(os.environ), check=not root)
+        if started.returncode != 0:  # a kept state it cannot start on: afresh there
+            subprocess.run(["bash", HERE / "engine.sh", "stop", self.state, *root], capture_output=True)
+            shutil.rmtree(KEPT_ROOT, ignore_errors=True)
+            started = run(["bash", HERE / "engine.sh", "start", self.state, *root], dict(os.environ))
+        self.env = {**os.environ, "DOCKER_HOST": started.stdout.strip(), "DOCKER_BUILDKIT": "0"}
+        if self.root:
+            tidy(self.env)
+        return self.env
 
     def _make(self) -> None:
         made: dict = {}
@@ -142,9 +220,10 @@ class Builder:
             if os.geteuid() != 0:
                 raise PermissionError("the container tests start a Docker engine of their own: run them as root")
             t0 = time.time()
-            started = run(["bash", HERE / "engine.sh", "start", self.state], dict(os.environ))
-            env = {**os.environ, "DOCKER_HOST": started.stdout.strip(), "DOCKER_BUILDKIT": "0"}
+            env = self._engine()
             made["DOCKER_HOST"] = env["DOCKER_HOST"]
+            made["kept"] = self.root is not None
+            made["found"] = held(env)  # before the stand-ins are made: what `tidy` left
             run(["bash", HERE / "standins.sh", STANDIN_CACHE], env)
             run(["bash", HERE / "py312-standin.sh", STANDIN_CACHE], env)
             made["standins_s"] = time.time() - t0
@@ -217,9 +296,17 @@ class Builder:
         then fails with the engine, and nobody waits for it."""
         if self.made is not None:
             self.thread.join(timeout=1800)
-        subprocess.run(["bash", HERE / "engine.sh", "stop", self.state], capture_output=True)
+        root = [self.root] if self.root else []
+        if root and self.env and not self.thread.is_alive():
+            try:
+                tidy(self.env)
+            except AssertionError:  # a docker command failed: the next session's start tidies it
+                pass
+        subprocess.run(["bash", HERE / "engine.sh", "stop", self.state, *root], capture_output=True)
         self.thread.join(timeout=120)
         shutil.rmtree(self.state, ignore_errors=True)
+        if root:
+            os.close(self.lock)
 
 
 def summary(made: dict) -> str:
@@ -227,7 +314,9 @@ def summary(made: dict) -> str:
     if "error" in made:
         return f"container images: {made['error']}"
     return (
-        f"container images, made in the background in {made['seconds']:.0f} s: engine and stand-in bases "
+        f"container images, made in the background in {made['seconds']:.0f} s: engine "
+        f"({'its images kept from the last session' if made.get('found', {}).get('image') else 'afresh'}) and "
+        "stand-in bases "
         f"{made['standins_s']:.0f} s, project image cold {made['cold_s']:.0f} s and after a source-only "
         f"change {made['warm_s']:.0f} s ({made['size'] / 1e9:.2f} GB with its base), MLflow image "
         f"{made['mlflow_s']:.0f} s{' (install layer reused)' if made.get('mlflow_reused') else ''}, CUDA image "

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A Docker engine of the tests' own, on a private socket: `engine.sh start DIR` installs
-# Debian's docker.io, docker-compose and debootstrap when missing, starts dockerd with its
-# state under DIR and prints the DOCKER_HOST to use; `engine.sh stop DIR` stops it.
+# A Docker engine of the tests' own, on a private socket: `engine.sh start DIR [DATA_ROOT]`
+# installs Debian's docker.io, docker-compose and debootstrap when missing, starts dockerd with
+# its state under DIR (its images, containers and volumes in DATA_ROOT when given: a folder
+# that outlives the session, tests/images.py) and prints the DOCKER_HOST to use;
+# `engine.sh stop DIR [DATA_ROOT]` stops it.
 #
 # overlay2 storage where the kernel can mount it on DIR's file system, else vfs (works
 # anywhere, but copies every layer whole for every build step); no iptables: containers reach each other on the networks compose creates and the host on
@@ -10,7 +12,8 @@
 # PATH; here that hook does nothing, so a GPU request reaches the container as NVIDIA's
 # variables (NVIDIA_VISIBLE_DEVICES) with no GPU behind it.
 set -euo pipefail
-cmd="${1:?usage: engine.sh start|stop DIR}" dir="${2:?usage: engine.sh start|stop DIR}"
+cmd="${1:?usage: engine.sh start|stop DIR [DATA_ROOT]}" dir="${2:?usage: engine.sh start|stop DIR [DATA_ROOT]}"
+root="${3:-$dir/data}"
 sock="$dir/docker.sock"
 
 case "$cmd" in
@@ -35,7 +38,7 @@ start)
     fi
     rm -rf "$dir/ov"
     PATH="$dir/bin:$PATH" setsid dockerd --storage-driver="$driver" --iptables=false \
-        --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
+        --host "unix://$sock" --data-root "$root" --exec-root "$dir/exec" \
         --pidfile "$dir/dockerd.pid" >"$dir/dockerd.log" 2>&1 < /dev/null &
     for _ in $(seq 60); do
         DOCKER_HOST="unix://$sock" docker info >/dev/null 2>&1 && { echo "unix://$sock"; exit 0; }
@@ -51,7 +54,7 @@ stop)
         for _ in $(seq 30); do [ -e "$dir/dockerd.pid" ] || break; sleep 1; done
     fi
     # dockerd leaves its network namespace mounted under its exec root
-    findmnt -rn -o TARGET | grep "^$dir/" | sort -r | xargs -r umount -l
+    findmnt -rn -o TARGET | grep -e "^$dir/" -e "^$root/" | sort -r | xargs -r umount -l
     ;;
-*) echo "usage: engine.sh start|stop DIR" >&2; exit 2 ;;
+*) echo "usage: engine.sh start|stop DIR [DATA_ROOT]" >&2; exit 2 ;;
 esac

@@ -4,7 +4,8 @@
 # standins.sh made, with Python 3.12 from PYTHON312 (default pyenv's /root/.pyenv/versions/3.12.1,
 # built on Debian bookworm, like the stand-in's rootfs). Made once per machine, as standins.sh's:
 # saved in CACHE_DIR under the hash of its recipe (standins.sh, this script, the py312-standin
-# files, that Python's version) and loaded while the recipe is unchanged.
+# files, that Python's version) and loaded (or found in an engine that kept it: kept.sh) while
+# the recipe is unchanged.
 set -euo pipefail
 cache="${1:?usage: py312-standin.sh CACHE_DIR}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,8 +19,12 @@ recipe="$(cat <(echo "$python312") <("$python312/bin/python3.12" -VV) "$here/sta
     "$here/standin-nvidia-entrypoint.sh" | sha256sum | cut -c1-16)"
 saved="$cache/standin-py312-$recipe.tar"
 mkdir -p "$cache"
-if [ -s "$saved" ]; then
+source "$here/kept.sh"
+if kept_has py312 "$recipe" "$image"; then
+    exit 0
+elif [ -s "$saved" ]; then
     docker load -q -i "$saved" >/dev/null
+    kept_mark py312 "$recipe" "$image"
     exit 0
 fi
 context="$cache/context312.$$"
@@ -34,3 +39,4 @@ docker build -q --network host -t "$image" -f "$context/py312-standin.Dockerfile
 docker save -o "$saved.part" "$image"
 mv "$saved.part" "$saved"
 find "$cache" -maxdepth 1 -name 'standin-py312-*.tar' ! -name "standin-py312-$recipe.tar" -delete
+kept_mark py312 "$recipe" "$image"

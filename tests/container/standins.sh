@@ -4,9 +4,10 @@
 # pipeline-standin/postgres:15. Made once per machine: the three images are saved in CACHE_DIR
 # under the hash of their recipe (this script, the stand-ins' Dockerfiles and entrypoints, the
 # Debian packages and the host's CA bundle), and a later run with the same recipe only loads
-# them; a change to any part of it makes them again (and drops the old save). Builds use the
-# host network (the engine has no NAT), and the host's CA bundle goes into the base, so that
-# pip in the builds trusts what the host trusts (a TLS-inspecting proxy's CA, for one).
+# them (or finds them in an engine that kept them: kept.sh); a change to any part of it makes
+# them again (and drops the old save). Builds use the host network (the engine has no NAT),
+# and the host's CA bundle goes into the base, so that pip in the builds trusts what the host
+# trusts (a TLS-inspecting proxy's CA, for one).
 set -euo pipefail
 cache="${1:?usage: standins.sh CACHE_DIR}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,8 +18,12 @@ listed="$here/../../docker/ngc-base.txt"  # what the TensorFlow stand-in install
 recipe="$(cat <(echo "$packages") "$ca" "$here/standins.sh" "$here"/standin-* "$listed" | sha256sum | cut -c1-16)"
 saved="$cache/standins-$recipe.tar"
 mkdir -p "$cache"
-if [ -s "$saved" ]; then
+source "$here/kept.sh"
+if kept_has standins "$recipe" "${images[@]}"; then
+    exit 0
+elif [ -s "$saved" ]; then
     docker load -q -i "$saved" >/dev/null
+    kept_mark standins "$recipe" "${images[0]}"
     exit 0
 fi
 tarball="$cache/debian-bookworm-$(cat <(echo "$packages") "$ca" | md5sum | cut -c1-8).tar"
@@ -41,3 +46,4 @@ docker save -o "$saved.part" "${images[@]}"
 mv "$saved.part" "$saved"
 # an older recipe's save is of no more use (the debootstrap tree stays: it has its own key)
 find "$cache" -maxdepth 1 -name 'standins-*.tar' ! -name "standins-$recipe.tar" -delete
+kept_mark standins "$recipe" "${images[0]}"

@@ -48,3 +48,18 @@ def test_once_the_images_are_made_the_engine_stops_after_the_thread_kept_them(tm
     builder.finish()
     assert log.read_text().split() == ["kept", "stop", str(builder.state)]
     assert not builder.state.exists()
+
+
+def test_one_session_at_a_time_has_the_engine_that_keeps_its_images(tmp_path, monkeypatch):
+    """The kept engine's folder goes to the first session that asks; another session at the same
+    moment starts an engine of its own (and loads the saves); once the first has finished, the
+    next one has it, and the first's engine stopped with that folder named."""
+    monkeypatch.setattr(images, "STANDIN_CACHE", tmp_path)
+    monkeypatch.setattr(images, "KEPT_ROOT", tmp_path / "engine")
+    first, log = builder_with_engine_log(tmp_path, monkeypatch, lambda builder, log: None)
+    first.root = first._claim()
+    assert first.root == tmp_path / "engine"
+    assert images.Builder(tmp_path / "b.json")._claim() is None
+    first.finish()  # no engine ran: nothing to tidy
+    assert log.read_text().split() == ["stop", str(first.state), str(tmp_path / "engine")]
+    assert images.Builder(tmp_path / "c.json")._claim() == tmp_path / "engine"

@@ -298,6 +298,16 @@ def test_source_change_rebuilds_from_the_cached_dependency_layer(image):
     assert len(sources) == 1 and warm[sources[0]] is False
 
 
+def test_the_engine_starts_with_nothing_of_an_earlier_session_but_what_it_keeps(made):
+    """The engine keeps its images from one session to the next (tests/images.py): when this
+    one starts, it holds no container or volume, and no image but the stand-ins and the kept
+    installs (`pipeline-kept/...`), so that the project's image above is built cold."""
+    found = made["found"]
+    assert found["container"] == [] and found["volume"] == [], found
+    kept = ("pipeline-standin/", "pipeline-kept/")
+    assert all(tag.startswith(kept) or tag == "<none>:<none>" for tag in found["image"]), found["image"]
+
+
 def test_image_labels_and_lineage_environment(docker, image):
     labels = child_json(run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", IMAGE], docker))
     assert labels["org.opencontainers.image.base.name"] == STANDIN_TF

@@ -6,8 +6,8 @@ run), and most of what each costs on fixture data is importing TensorFlow, Keras
 (docs/testing.md, "Where the time goes"). While a session runs, a `.pth` line in the environment's
 site-packages runs this file at the start of every Python process of the environment (`client`):
 
-- a process that is `python -m pipeline ARGS`, the `pipeline` script or a script of
-  tests/workers, not verbose, not on a terminal, with no file descriptors but 0, 1 and 2, as
+- a process that is `python -m pipeline ARGS` (or `-m pipeline.MODULE`), the `pipeline` script
+  or a script of tests/workers, not verbose, not on a terminal, with no descriptors but 0, 1, 2, as
   the session's user, in its namespaces and cgroup (`context`), asks the server for its
   environment (the variables read at import time, the interpreter, the resource limits:
   `identity`) to fork a process that runs its command;
@@ -85,11 +85,13 @@ def cmdline() -> list[str]:
 
 
 def command(words: list[str]) -> dict | None:
-    """A process's command (`words`), when it is one a server can start: `python -m pipeline ARGS`,
-    the environment's `pipeline` script or a worker script of the suite, without -v, and
+    """A process's command (`words`), when it is one a server can start: `python -m pipeline ARGS`
+    (or a module of the package: the workers of `pipeline tune`, `bench` and `selftest`), the
+    environment's `pipeline` script or a worker script of the suite, without -v, and
     without a sitecustomize of its own (which a test uses to patch the code it runs)."""
-    if words[1:3] == ["-m", "pipeline"]:
-        args, script, path0 = words[3:], None, os.getcwd()
+    module = None
+    if len(words) > 2 and words[1] == "-m" and (words[2] == "pipeline" or words[2].startswith("pipeline.")):
+        args, script, path0, module = words[3:], None, os.getcwd(), words[2]
     elif len(words) > 1 and not words[1].startswith("-") and _startable(os.path.abspath(words[1])):
         script = os.path.abspath(words[1])
         args, path0 = words[2:], os.path.dirname(script)
@@ -100,7 +102,7 @@ def command(words: list[str]) -> dict | None:
     for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep):  # code that runs before the command
         if folder and any(os.path.exists(os.path.join(folder, f"{name}.py")) for name in CUSTOMIZE):
             return None
-    return {"cmdline": words, "args": args, "script": script, "path0": path0}
+    return {"cmdline": words, "args": args, "script": script, "module": module, "path0": path0}
 
 
 def _startable(script: str) -> bool:
@@ -370,7 +372,7 @@ def _main(request: dict) -> int:
             runpy.run_path(request["script"], run_name="__main__")
         else:
             sys.argv = ["-m", *request["args"]]
-            runpy._run_module_as_main("pipeline")  # type: ignore[attr-defined]
+            runpy._run_module_as_main(request["module"])  # type: ignore[attr-defined]
         code = 0
     except SystemExit as exit:
         code = _exit_code(exit.code)

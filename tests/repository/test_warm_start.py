@@ -159,13 +159,17 @@ def test_which_commands_a_server_can_start(tmp_path, monkeypatch):
         warm_start.command([python, "-m", "pipeline", "-q", "train", "x"]) or {},
         warm_start.command([python, script, "evaluate"]) or {},
         warm_start.command([python, str(FACTS), "exit", "3"]) or {},
+        warm_start.command([python, "-m", "pipeline.tuning.workers", "{}", "out.json"]) or {},
     ]
-    assert [started[0].get("args"), started[1].get("script"), started[2].get("path0")] == [
+    assert [started[0].get("args"), started[1].get("script"), started[2].get("path0"), started[3].get("module")] == [
         ["-q", "train", "x"],
         script,
         str(FACTS.parent),
+        "pipeline.tuning.workers",
     ]
     for other in (
+        [python, "-m", "pipelines", "train"],  # another package
+        [python, "-m", "pipeline.tuning.workers", "-v"],
         [python, "-m", "pipeline", "-v", "train"],  # verbose: set up otherwise before the imports
         [python, "-m", "pipeline", "--verbose", "train"],
         [python, "-u", "-m", "pipeline", "train"],  # an option of python's own

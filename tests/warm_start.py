@@ -42,8 +42,12 @@ PTH = "pipeline-test-warm.pth"
 SEEN = "_pipeline_test_warm_start"  # in sys.modules once a process's start was looked at
 HEAVY = ("tensorflow", "keras", "mlflow", "mlflow.pyfunc", "mlflow.models", "mlflow.store.tracking.sqlalchemy_store")
 # what the project's code reads when it runs, not what the imports of HEAVY read
-RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_")
-RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
+RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_", "CELERY_")
+RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
+# in the session's folder: the variables the servers' imports set, and to what (TF2_BEHAVIOR=1,
+# ...), which the children of a process that imported them inherit: at those values, they are
+# what the import makes of their absence
+SET_BY_IMPORTS = "set-by-imports.json"
 IMPORT_TIME = {"MLFLOW_LOGGING_LEVEL", "MLFLOW_CONFIGURE_LOGGING", "PIPELINE_TEST_CENSUS", VARIABLE, CONTEXT}
 LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")
 # the lines of /proc/self/status that a forked process would take from its server
@@ -64,18 +68,26 @@ def context() -> str:
         return json.dumps([given, os.getpriority(os.PRIO_PROCESS, 0), cgroup.read().strip(), spaces])
 
 
-def identity() -> str:
+def identity(folder: str = "") -> str:
     """What a process imports depends on: the interpreter, the environment's variables (but
-    RUNTIME's) and the resource limits."""
+    RUNTIME's, and those at the value the imports set them to: SET_BY_IMPORTS in the session's
+    `folder`) and the resource limits."""
     import resource
 
+    try:
+        with open(os.path.join(folder, SET_BY_IMPORTS), encoding="utf-8") as noted:
+            set_by_imports = json.load(noted)
+    except (OSError, ValueError):
+        set_by_imports = {}
     env = {
-        name: value
-        for name, value in os.environ.items()
-        if (name not in RUNTIME_NAMES and not name.startswith(RUNTIME_PREFIXES)) or name in IMPORT_TIME
+        name: value for name, value in os.environ.items() if _read_at_import(name) and set_by_imports.get(name) != value
     }
     limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS]
     return json.dumps([sys.executable, sys.prefix, sorted(env.items()), limits], indent=1)
+
+
+def _read_at_import(name: str) -> bool:
+    return (name not in RUNTIME_NAMES and not name.startswith(RUNTIME_PREFIXES)) or name in IMPORT_TIME
 
 
 def cmdline() -> list[str]:
@@ -136,7 +148,7 @@ def client() -> None:
     request = command(cmdline())
     if request is None or os.environ.get(CONTEXT) != context() or not _only_standard_streams():
         return
-    described = identity()
+    described = identity(folder)
     name = hashlib.sha256(described.encode()).hexdigest()[:16]
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -232,6 +244,7 @@ def serve(folder: str, name: str, path0: str) -> None:
         importlib.import_module(module)
     for module in [m for m in sys.modules if m.split(".")[0] in ("pipeline", "stages")]:
         del sys.modules[module]  # the child imports the project's code from its own path
+    _note_set_by_imports(folder, {name: value for name, value in os.environ.items() if before.get(name) != value})
     os.environ.clear()
     os.environ.update(before)
     sys.path[0] = ""
@@ -254,6 +267,23 @@ def serve(folder: str, name: str, path0: str) -> None:
                 _pass_on(ready_key.fileobj, selector, *about)
             else:
                 _reap(ready_key.fileobj, selector, *about)
+
+
+def _note_set_by_imports(folder: str, made: dict[str, str]) -> None:
+    """SET_BY_IMPORTS with what this server's imports set (that a process's start reads: not
+    RUNTIME's), beside what other servers' set."""
+    path = os.path.join(folder, SET_BY_IMPORTS)
+    try:
+        with open(path, encoding="utf-8") as noted:
+            known = json.load(noted)
+    except (OSError, ValueError):
+        known = {}
+    for name, value in made.items():
+        if _read_at_import(name):
+            known.setdefault(name, value)
+    with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as out:
+        json.dump(known, out)
+    os.replace(f"{path}.{os.getpid()}", path)
 
 
 def _accept(listener: socket.socket, selector) -> None:

@@ -151,6 +151,18 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
     assert done.stdout == "False\n"
 
 
+def test_what_the_imports_set_is_the_environment_they_would_make_of_its_absence(warm):
+    """What importing TensorFlow, Keras and MLflow sets in the environment (TF2_BEHAVIOR=1, ...:
+    the server notes it), which the children of a process that imported them inherit: at those
+    values, the server's environment; at another value, another one. And what no import reads."""
+    env, _ = warm
+    noted = json.loads((Path(env[warm_start.VARIABLE]) / warm_start.SET_BY_IMPORTS).read_text())
+    assert noted.get("TF2_BEHAVIOR") == "1", noted
+    assert facts({**env, **noted}).tensorflow
+    assert not facts({**env, "TF2_BEHAVIOR": "0"}).tensorflow  # only noted
+    assert facts({**env, "PS1": "(.venv) ", "CELERY_LOG_LEVEL": "20"}).tensorflow  # a shell's, DVC's queue's
+
+
 def test_which_commands_a_server_can_start(tmp_path, monkeypatch):
     python = sys.executable
     script = str(Path(python).parent / "pipeline")

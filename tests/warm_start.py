@@ -44,10 +44,23 @@ HEAVY = ("tensorflow", "keras", "mlflow", "mlflow.pyfunc", "mlflow.models", "mlf
 # what the project's code reads when it runs, not what the imports of HEAVY read
 RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_", "CELERY_")
 RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
-# in the session's folder: the variables the servers' imports set, and to what (TF2_BEHAVIOR=1,
-# ...), which the children of a process that imported them inherit: at those values, they are
-# what the import makes of their absence
+RUNTIME_NAMES |= {"TPU_ML_PLATFORM_VERSION"}
+# what importing TensorFlow, Keras and MLflow sets in the environment (pipeline/log.py's defaults
+# first), which the children of a process that imported them inherit: at these values, what the
+# imports would make of their absence (TPU_ML_PLATFORM_VERSION, the version, is read by no import
+# on a CPU or GPU host). A server imports without them, as a process that did not inherit them
+# does, and notes what its imports set in the session's folder (SET_BY_IMPORTS), which
+# tests/repository/test_warm_start.py holds this list to.
+IMPORT_DEFAULTS = {
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
+    "TF2_BEHAVIOR": "1",
+    "ENABLE_RUNTIME_UPTIME_TELEMETRY": "1",
+    "TPU_ML_PLATFORM": "Tensorflow",
+    "HDF5_PLUGIN_PATH": "disable",
+}
 SET_BY_IMPORTS = "set-by-imports.json"
+LOGGING = ("TF_CPP_MIN_LOG_LEVEL", "MLFLOW_LOGGING_LEVEL")  # pipeline/log.py's, set before the imports
 IMPORT_TIME = {"MLFLOW_LOGGING_LEVEL", "MLFLOW_CONFIGURE_LOGGING", "PIPELINE_TEST_CENSUS", VARIABLE, CONTEXT}
 LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")
 # the lines of /proc/self/status that a forked process would take from its server
@@ -68,19 +81,15 @@ def context() -> str:
         return json.dumps([given, os.getpriority(os.PRIO_PROCESS, 0), cgroup.read().strip(), spaces])
 
 
-def identity(folder: str = "") -> str:
+def identity() -> str:
     """What a process imports depends on: the interpreter, the environment's variables (but
-    RUNTIME's, and those at the value the imports set them to: SET_BY_IMPORTS in the session's
-    `folder`) and the resource limits."""
+    RUNTIME's, and IMPORT_DEFAULTS at those values) and the resource limits."""
     import resource
 
-    try:
-        with open(os.path.join(folder, SET_BY_IMPORTS), encoding="utf-8") as noted:
-            set_by_imports = json.load(noted)
-    except (OSError, ValueError):
-        set_by_imports = {}
     env = {
-        name: value for name, value in os.environ.items() if _read_at_import(name) and set_by_imports.get(name) != value
+        name: value
+        for name, value in os.environ.items()
+        if _read_at_import(name) and IMPORT_DEFAULTS.get(name) != value
     }
     limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS]
     return json.dumps([sys.executable, sys.prefix, sorted(env.items()), limits], indent=1)
@@ -148,7 +157,7 @@ def client() -> None:
     request = command(cmdline())
     if request is None or os.environ.get(CONTEXT) != context() or not _only_standard_streams():
         return
-    described = identity(folder)
+    described = identity()
     name = hashlib.sha256(described.encode()).hexdigest()[:16]
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -236,15 +245,19 @@ def serve(folder: str, name: str, path0: str) -> None:
 
     del os.environ[SERVING]
     before = dict(os.environ)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    for variable in IMPORT_DEFAULTS:  # what the imports set: as a process that did not inherit it
+        if variable not in LOGGING:
+            os.environ.pop(variable, None)
+    unset = dict(os.environ)
+    for variable in LOGGING:
+        os.environ.setdefault(variable, IMPORT_DEFAULTS[variable])
     sys.path[0] = path0
     importlib.import_module("pipeline.runtime.imports").skip_keras_extras()
     for module in HEAVY:
         importlib.import_module(module)
     for module in [m for m in sys.modules if m.split(".")[0] in ("pipeline", "stages")]:
         del sys.modules[module]  # the child imports the project's code from its own path
-    _note_set_by_imports(folder, {name: value for name, value in os.environ.items() if before.get(name) != value})
+    _note_set_by_imports(folder, {name: value for name, value in os.environ.items() if unset.get(name) != value})
     os.environ.clear()
     os.environ.update(before)
     sys.path[0] = ""

@@ -44,7 +44,7 @@ HEAVY = ("tensorflow", "keras", "mlflow", "mlflow.pyfunc", "mlflow.models", "mlf
 # what the project's code reads when it runs, not what the imports of HEAVY read
 RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_", "CELERY_")
 RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
-RUNTIME_NAMES |= {"TPU_ML_PLATFORM_VERSION"}
+RUNTIME_NAMES.add("TPU_ML_PLATFORM_VERSION")  # TensorFlow's version, which TensorFlow sets (IMPORT_DEFAULTS)
 # what importing TensorFlow, Keras and MLflow sets in the environment (pipeline/log.py's defaults
 # first), which the children of a process that imported them inherit: at these values, what the
 # imports would make of their absence (TPU_ML_PLATFORM_VERSION, the version, is read by no import
@@ -283,19 +283,11 @@ def serve(folder: str, name: str, path0: str) -> None:
 
 
 def _note_set_by_imports(folder: str, made: dict[str, str]) -> None:
-    """SET_BY_IMPORTS with what this server's imports set (that a process's start reads: not
-    RUNTIME's), beside what other servers' set."""
+    """SET_BY_IMPORTS: what this server's imports set that a process's start reads (every server
+    imports without IMPORT_DEFAULTS, so each notes the same)."""
     path = os.path.join(folder, SET_BY_IMPORTS)
-    try:
-        with open(path, encoding="utf-8") as noted:
-            known = json.load(noted)
-    except (OSError, ValueError):
-        known = {}
-    for name, value in made.items():
-        if _read_at_import(name):
-            known.setdefault(name, value)
     with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as out:
-        json.dump(known, out)
+        json.dump({name: value for name, value in made.items() if _read_at_import(name)}, out)
     os.replace(f"{path}.{os.getpid()}", path)
 
 

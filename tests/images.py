@@ -122,8 +122,9 @@ def keep(env, tag: str, saved: Path) -> None:
     os.replace(f"{saved}.part", saved)
     mark = kept_tag(saved)
     marks = run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", mark.split(":")[0]], env).stdout.split()
-    if [old for old in marks if old != mark]:
-        run(["docker", "rmi", *[old for old in marks if old != mark]], env)
+    older = [old for old in marks if old != mark]
+    if older:
+        run(["docker", "rmi", *older], env)
     run(["docker", "tag", tag, mark], env)
 
 

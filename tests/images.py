@@ -223,7 +223,6 @@ class Builder:
             t0 = time.time()
             env = self._engine()
             made["DOCKER_HOST"] = env["DOCKER_HOST"]
-            made["kept"] = self.root is not None
             made["found"] = held(env)  # before the stand-ins are made: what `tidy` left
             run(["bash", HERE / "standins.sh", STANDIN_CACHE], env)
             run(["bash", HERE / "py312-standin.sh", STANDIN_CACHE], env)

@@ -121,6 +121,7 @@ def test_compose_stack_as_compose_reads_it(compose_config):
     assert pipeline["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
     assert pipeline["working_dir"] == "/workspace/project"
     assert services["mlflow"]["depends_on"] == {"db": {"condition": "service_healthy"}}
+    assert services["mlflow"]["environment"]["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     assert [p["host_ip"] if isinstance(p, dict) else p.split(":")[0] for p in services["mlflow"]["ports"]] == [
         "127.0.0.1"
     ]

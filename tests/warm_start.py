@@ -42,9 +42,14 @@ PTH = "pipeline-test-warm.pth"
 SEEN = "_pipeline_test_warm_start"  # in sys.modules once a process's start was looked at
 HEAVY = ("tensorflow", "keras", "mlflow", "mlflow.pyfunc", "mlflow.models", "mlflow.store.tracking.sqlalchemy_store")
 # what the project's code reads when it runs, not what the imports of HEAVY read
-RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_", "CELERY_")
+# (_MP_FORK_*: what DVC's queue workers pass on to their children for logging; MAKE*: make's)
+RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_", "CELERY_", "_MP_FORK_")
 RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
+RUNTIME_NAMES |= {"MAKELEVEL", "MAKEFLAGS", "MFLAGS"}
 RUNTIME_NAMES.add("TPU_ML_PLATFORM_VERSION")  # TensorFlow's version, which TensorFlow sets (IMPORT_DEFAULTS)
+# read when TensorFlow's runtime starts (its first op), which a server's imports do not start
+# (`serve` checks): what `pipeline tune`'s workers set
+RUNTIME_NAMES |= {"TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS"}
 # what importing TensorFlow, Keras and MLflow sets in the environment (pipeline/log.py's defaults
 # first), which the children of a process that imported them inherit: at these values, what the
 # imports would make of their absence (TPU_ML_PLATFORM_VERSION, the version, is read by no import
@@ -91,8 +96,21 @@ def identity() -> str:
         for name, value in os.environ.items()
         if _read_at_import(name) and IMPORT_DEFAULTS.get(name) != value
     }
+    if "PYTHONPATH" in env:  # as sys.path holds it: `a:a/` and `a` are one path
+        env["PYTHONPATH"] = os.pathsep.join(search_path(env["PYTHONPATH"]))
     limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS]
     return json.dumps([sys.executable, sys.prefix, sorted(env.items()), limits], indent=1)
+
+
+def search_path(pythonpath: str) -> list[str]:
+    """PYTHONPATH's entries as site.py puts them on sys.path: each absolute (an empty one is the
+    working directory) and normalised, and once."""
+    entries: list[str] = []
+    for entry in pythonpath.split(os.pathsep):
+        entry = os.path.normcase(os.path.abspath(entry))
+        if entry not in entries:
+            entries.append(entry)
+    return entries
 
 
 def _read_at_import(name: str) -> bool:
@@ -255,6 +273,8 @@ def serve(folder: str, name: str, path0: str) -> None:
     importlib.import_module("pipeline.runtime.imports").skip_keras_extras()
     for module in HEAVY:
         importlib.import_module(module)
+    if sys.modules["tensorflow.python.eager.context"].context()._context_handle is not None:
+        sys.exit("TensorFlow's runtime started while importing: its TF_NUM_* variables are not runtime's")
     for module in [m for m in sys.modules if m.split(".")[0] in ("pipeline", "stages")]:
         del sys.modules[module]  # the child imports the project's code from its own path
     _note_set_by_imports(folder, {name: value for name, value in os.environ.items() if unset.get(name) != value})

@@ -80,7 +80,7 @@ def test_a_warm_start_sees_and_ends_as_a_normal_one(warm, tmp_path, args, code):
     made, usual = both
     assert (made.tensorflow, usual.tensorflow) == (True, False)  # the one forked warm, the other not
     assert made.pid != usual.pid
-    assert made.seen == usual.seen  # argv, orig_argv, cwd, umask, sys.path[0], __main__, stdin, environment
+    assert made.seen == usual.seen  # argv, orig_argv, cwd, umask, sys.path, __main__, stdin, environment
     assert made.seen["umask"] == 0o027 and made.seen["cwd"] == str(tmp_path) and made.seen["stdin"] == "some input"
     assert made.done.returncode == usual.done.returncode == code
     assert made.done.stdout.splitlines()[1:] == usual.done.stdout.splitlines()[1:]
@@ -141,6 +141,7 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
         os.close(write)
     assert not facts({**env, "TF_ENABLE_ONEDNN_OPTS": "0"}).tensorflow  # read when TensorFlow is imported
     assert facts({**env, "MLFLOW_TRACKING_URI": "sqlite:///x.db", "DVC_ROOT": "/x"}).tensorflow  # read later
+    assert not facts({**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}).tensorflow  # another sys.path
     unprivileged = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]  # root without its capabilities
     done = subprocess.run([*unprivileged, sys.executable, str(FACTS)], env=env, capture_output=True, text=True)
     assert not json.loads(done.stdout.splitlines()[0])["tensorflow"]
@@ -149,6 +150,22 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
     probe = "import sys; print('tensorflow' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert done.stdout == "False\n"
+
+
+def test_what_no_import_reads_is_the_same_environment(warm, tmp_path):
+    """Variables of make and DVC's queue workers, PYTHONPATH written otherwise for the same
+    sys.path, and TensorFlow's thread counts, which its runtime reads when it starts (after the
+    server's imports, so that in a warm start they take effect too."""
+    env, _ = warm
+    made = facts({**env, "MAKEFLAGS": "-j2", "MAKELEVEL": "1", "_MP_FORK_LOGLEVEL_": "20"}, cwd=tmp_path)
+    assert made.tensorflow
+    same_path = f"{ROOT}{os.pathsep}{ROOT}{os.sep}{os.pathsep}{os.path.relpath(ROOT, tmp_path)}"
+    assert made.seen == facts({**env, "PYTHONPATH": same_path}, cwd=tmp_path).seen
+    few = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+    runs = [facts({**env, **few}, "threads"), facts(env, "threads")]
+    assert [run.tensorflow for run in runs] == [True, True]
+    fewer, usual = (int(run.done.stdout.splitlines()[1]) for run in runs)
+    assert fewer < usual, (fewer, usual)  # a normal start's are 2 fewer too (7 and 9 here)
 
 
 def test_what_the_imports_set_is_the_environment_they_would_make_of_its_absence(warm):

@@ -2,10 +2,11 @@
 do (tests/repository/test_warm_start.py compares a warm start's with a normal one's).
 
 python process_facts.py [exit CODE | raise | message TEXT | wait PIDFILE | exec PIDFILE |
-                         spawn PIDFILE | ANYTHING]
+                         spawn PIDFILE | threads | ANYTHING]
 
 wait: writes its pid and sleeps; exec: writes its pid and becomes `sleep`; spawn: starts
-`sleep`, writes its pid and the sleep's, and waits for it.
+`sleep`, writes its pid and the sleep's, and waits for it; threads: runs a TensorFlow op and prints
+how many threads the process then has.
 """
 
 import atexit
@@ -22,7 +23,7 @@ facts = {
     "orig_argv": sys.orig_argv,
     "cwd": os.getcwd(),
     "umask": umask,
-    "path0": sys.path[0],
+    "path": sys.path,
     "name": __name__,
     "stdin": sys.stdin.read(),
     "variable": os.environ.get("FACTS_VARIABLE"),
@@ -38,6 +39,11 @@ if action == "raise":
     raise ValueError("raised on purpose")
 if action == "message":
     sys.exit(argument)
+if action == "threads":  # TensorFlow's runtime started: how many threads the process then has
+    import tensorflow as tf
+
+    tf.linalg.matmul(tf.ones((64, 64)), tf.ones((64, 64))).numpy()
+    print(len(os.listdir("/proc/self/task")))
 if action in ("wait", "exec", "spawn"):
     sleeping = subprocess.Popen(["sleep", "120"]) if action == "spawn" else None
     with open(argument, "w", encoding="utf-8") as pidfile:

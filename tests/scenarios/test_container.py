@@ -567,7 +567,7 @@ def test_doctor_in_the_pipeline_service(stack, repro):
 def test_the_tracking_server_runs_without_mlflows_job_runners(stack):
     """The server's container: the start script's `mlflow server` and its one worker, without
     MLflow's GenAI job runner and its Huey consumers (docker/compose.yaml turns them off)."""
-    top = run(["docker", "top", f"{stack['project']}_mlflow_1", "-eo", "args"], stack["env"]).stdout
+    top = run(["docker", "top", f"{stack['project']}_mlflow_1", "-eo", "pid,args"], stack["env"]).stdout
     assert "mlflow.server.fastapi" in top, top  # the server's worker
     assert "_job_runner" not in top and "huey" not in top, top
 

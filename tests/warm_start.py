@@ -11,10 +11,12 @@ site-packages runs this file at the start of every Python process of the environ
   the session's user, in its namespaces and cgroup (`context`), asks the server for its
   environment (the variables read at import time, the interpreter, the resource limits:
   `identity`) to fork a process that runs its command;
-- the server's child takes the client's arguments, working directory, environment, umask and
-  standard streams (passed as descriptors), imports the project's code from the client's path,
-  runs the command as `python` would run it (`__main__`, `sys.argv`, exit code, uncaught
-  exceptions, atexit) and exits; the client exits with its status (a signal's included) and
+- the server's child takes the client's arguments, working directory, environment, umask,
+  standard streams (passed as descriptors) and sys.path (its path0 and PYTHONPATH's folders,
+  when they hold nothing by a name the server's imports looked for: `_shadowed`), imports the
+  project's code from there, runs the command as `python` would run it (`__main__`,
+  `sys.argv`, exit code, uncaught exceptions, atexit) and exits; the client exits with its
+  status (a signal's included) and
   passes on the signals it receives; a client that is killed takes the child with it;
 - a process that does not qualify, or whose environment has no server yet, starts as usual: the
   second such start of an environment starts its server (`serve`) in the background.
@@ -42,10 +44,11 @@ PTH = "pipeline-test-warm.pth"
 SEEN = "_pipeline_test_warm_start"  # in sys.modules once a process's start was looked at
 HEAVY = ("tensorflow", "keras", "mlflow", "mlflow.pyfunc", "mlflow.models", "mlflow.store.tracking.sqlalchemy_store")
 # what the project's code reads when it runs, not what the imports of HEAVY read
-# (_MP_FORK_*: what DVC's queue workers pass on to their children for logging; MAKE*: make's)
+# (_MP_FORK_*: what DVC's queue workers pass on to their children for logging; MAKE*: make's;
+# VIRTUAL_ENV*: what `source .venv/bin/activate` sets, which Python and these imports never read)
 RUNTIME_PREFIXES = ("PYTEST_", "DVC_", "GIT_", "MLFLOW_", "_MLFLOW_", "PIPELINE_", "CELERY_", "_MP_FORK_")
 RUNTIME_NAMES = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "TF_CONFIG", "COLUMNS", "LINES", "MLFLOW_REGISTRY_URI"}
-RUNTIME_NAMES |= {"MAKELEVEL", "MAKEFLAGS", "MFLAGS"}
+RUNTIME_NAMES |= {"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "VIRTUAL_ENV", "VIRTUAL_ENV_PROMPT"}
 RUNTIME_NAMES.add("TPU_ML_PLATFORM_VERSION")  # TensorFlow's version, which TensorFlow sets (IMPORT_DEFAULTS)
 # read when TensorFlow's runtime starts (its first op), which a server's imports do not start
 # (`serve` checks): what `pipeline tune`'s workers set
@@ -65,6 +68,8 @@ IMPORT_DEFAULTS = {
     "HDF5_PLUGIN_PATH": "disable",
 }
 SET_BY_IMPORTS = "set-by-imports.json"
+LOOKED_UP = "looked-up.json"  # KEY.looked-up.json: the top-level names a server's imports found, and did not
+PROJECT = ("pipeline", "stages")  # the code a forked process imports from its own path
 LOGGING = ("TF_CPP_MIN_LOG_LEVEL", "MLFLOW_LOGGING_LEVEL")  # pipeline/log.py's, set before the imports
 IMPORT_TIME = {"MLFLOW_LOGGING_LEVEL", "MLFLOW_CONFIGURE_LOGGING", "PIPELINE_TEST_CENSUS", VARIABLE, CONTEXT}
 LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")
@@ -88,7 +93,7 @@ def context() -> str:
 
 def identity() -> str:
     """What a process imports depends on: the interpreter, the environment's variables (but
-    RUNTIME's, and IMPORT_DEFAULTS at those values) and the resource limits."""
+    RUNTIME's, IMPORT_DEFAULTS at those values and PYTHONPATH) and the resource limits."""
     import resource
 
     env = {
@@ -96,8 +101,7 @@ def identity() -> str:
         for name, value in os.environ.items()
         if _read_at_import(name) and IMPORT_DEFAULTS.get(name) != value
     }
-    if "PYTHONPATH" in env:  # as sys.path holds it: `a:a/` and `a` are one path
-        env["PYTHONPATH"] = os.pathsep.join(search_path(env["PYTHONPATH"]))
+    env.pop("PYTHONPATH", None)  # a forked process gets its own sys.path (`_shadowed` checks it would import the same)
     limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS]
     return json.dumps([sys.executable, sys.prefix, sorted(env.items()), limits], indent=1)
 
@@ -106,7 +110,7 @@ def search_path(pythonpath: str) -> list[str]:
     """PYTHONPATH's entries as site.py puts them on sys.path: each absolute (an empty one is the
     working directory) and normalised, and once."""
     entries: list[str] = []
-    for entry in pythonpath.split(os.pathsep):
+    for entry in pythonpath.split(os.pathsep) if pythonpath else ():
         entry = os.path.normcase(os.path.abspath(entry))
         if entry not in entries:
             entries.append(entry)
@@ -177,6 +181,9 @@ def client() -> None:
         return
     described = identity()
     name = hashlib.sha256(described.encode()).hexdigest()[:16]
+    request["pythonpath"] = search_path(os.environ.get("PYTHONPATH", ""))
+    if _shadowed(folder, name, [request["path0"], *request["pythonpath"]]):
+        return
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         connection.connect(os.path.join(folder, f"{name}.sock"))
@@ -188,6 +195,53 @@ def client() -> None:
     os.umask(umask)
     request.update(cwd=os.getcwd(), env=dict(os.environ), umask=umask, group=os.getpgrp() == os.getpid())
     _delegate(connection, request)
+
+
+def modules_in(folder: str) -> tuple[set[str], set[str]]:
+    """The top-level names `folder` holds as modules (a file with a suffix Python imports) or
+    regular packages, and as directories without `__init__` (namespace portions, which only a name
+    found nowhere else imports). An archive on the path holds everything."""
+    import importlib.machinery
+
+    try:
+        entries = os.listdir(folder)
+    except NotADirectoryError:
+        return {"*"}, {"*"}
+    except OSError:
+        return set(), set()
+    suffixes = importlib.machinery.all_suffixes()
+    modules: set[str] = set()
+    portions: set[str] = set()
+    for entry in entries:
+        path = os.path.join(folder, entry)
+        if os.path.isdir(path):
+            init = any(os.path.exists(os.path.join(path, f"__init__{suffix}")) for suffix in suffixes)
+            (modules if init else portions).add(entry)
+        else:
+            modules.update(entry[: -len(suffix)] for suffix in suffixes if entry.endswith(suffix))
+    return modules, portions
+
+
+def _shadowed(folder: str, name: str, ahead: list[str]) -> bool:
+    """Whether a folder that comes before the interpreter's own on this process's sys.path (its
+    path0 and PYTHONPATH's) holds a module by a name the server's imports looked for (found or
+    not: `LOOKED_UP`), which this process would have imported from there, or a namespace
+    portion by a name they did not find. No server yet: not known, and not needed."""
+    try:
+        with open(os.path.join(folder, f"{name}.{LOOKED_UP}"), encoding="utf-8") as noted:
+            found, missing = (set(names) for names in json.load(noted))
+    except FileNotFoundError:
+        return False
+    return any(clashes(place, found, missing) for place in ahead)
+
+
+def clashes(place: str, found: set[str], missing: set[str]) -> set[str]:
+    """The names of `found` and `missing` that `place`, ahead of the interpreter's own folders on
+    sys.path, would import instead of what was found, or instead of nothing."""
+    modules, portions = modules_in(place)
+    if "*" in modules:
+        return {"*"}
+    return modules & (found | missing) | portions & missing
 
 
 def _sighted(folder: str, name: str, path0: str, described: str) -> None:
@@ -258,7 +312,6 @@ def serve(folder: str, name: str, path0: str) -> None:
     """Import what a `pipeline` process imports before its command runs, as it imports it
     (pipeline/log.py's defaults for a process that is not verbose, Keras without its extras),
     then fork a child for each request until the session's folder is gone."""
-    import importlib
     import selectors
 
     del os.environ[SERVING]
@@ -269,14 +322,7 @@ def serve(folder: str, name: str, path0: str) -> None:
     unset = dict(os.environ)
     for variable in LOGGING:
         os.environ.setdefault(variable, IMPORT_DEFAULTS[variable])
-    sys.path[0] = path0
-    importlib.import_module("pipeline.runtime.imports").skip_keras_extras()
-    for module in HEAVY:
-        importlib.import_module(module)
-    if sys.modules["tensorflow.python.eager.context"].context()._context_handle is not None:
-        sys.exit("TensorFlow's runtime started while importing: its TF_NUM_* variables are not runtime's")
-    for module in [m for m in sys.modules if m.split(".")[0] in ("pipeline", "stages")]:
-        del sys.modules[module]  # the child imports the project's code from its own path
+    _import(folder, name, path0)
     _note_set_by_imports(folder, {name: value for name, value in os.environ.items() if unset.get(name) != value})
     os.environ.clear()
     os.environ.update(before)
@@ -300,6 +346,50 @@ def serve(folder: str, name: str, path0: str) -> None:
                 _pass_on(ready_key.fileobj, selector, *about)
             else:
                 _reap(ready_key.fileobj, selector, *about)
+
+
+class _LookedFor:
+    """The top-level names the imports look for (a finder that finds nothing, first in line)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def find_spec(self, fullname, path, target=None):
+        if path is None:
+            self.names.add(fullname)
+        return None
+
+
+def _import(folder: str, name: str, path0: str) -> None:
+    """HEAVY imported from path0 and the interpreter's own folders (not this process's
+    PYTHONPATH: a forked process gets its own), the names they looked for noted (LOOKED_UP), and
+    the project's code forgotten again."""
+    import importlib
+
+    own = search_path(os.environ.get("PYTHONPATH", ""))
+    INTERPRETER[:] = [place for place in sys.path[1:] if place not in own]
+    sys.path[:] = [path0, *INTERPRETER]
+    looked = _LookedFor()
+    sys.meta_path.insert(0, looked)
+    importlib.import_module("pipeline.runtime.imports").skip_keras_extras()
+    for module in HEAVY:
+        importlib.import_module(module)
+    sys.meta_path.remove(looked)
+    if sys.modules["tensorflow.python.eager.context"].context()._context_handle is not None:
+        sys.exit("TensorFlow's runtime started while importing: its TF_NUM_* variables are not runtime's")
+    found = {m for m in sys.modules if "." not in m} - set(PROJECT)
+    missing = looked.names - found - set(PROJECT)
+    if clashes(path0, found, missing):  # imported from path0, which another process does not have
+        sys.exit(f"{path0} holds {sorted(clashes(path0, found, missing))}, which the imports looked for")
+    for module in [m for m in sys.modules if m.split(".")[0] in PROJECT]:
+        del sys.modules[module]  # the child imports the project's code from its own path
+    path = os.path.join(folder, f"{name}.{LOOKED_UP}")
+    with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as out:
+        json.dump([sorted(found), sorted(missing)], out)
+    os.replace(f"{path}.{os.getpid()}", path)
+
+
+INTERPRETER: list[str] = []  # a server's: the folders of sys.path that are not path0's nor PYTHONPATH's
 
 
 def _note_set_by_imports(folder: str, made: dict[str, str]) -> None:
@@ -392,7 +482,8 @@ def _run(request: dict, fds: list[int], selector, connection: socket.socket) -> 
         os.dup2(fd, target)
         os.close(fd)
     sys.orig_argv = request["cmdline"]
-    sys.path[0] = request["path0"]
+    ahead = [request["path0"], *request["pythonpath"]]  # as site.py makes it: PYTHONPATH's first, each once
+    sys.path[:] = ahead + [place for place in INTERPRETER if place not in request["pythonpath"]]
     if "tempfile" in sys.modules:
         sys.modules["tempfile"].tempdir = None  # type: ignore[attr-defined]
     if "numpy" in sys.modules:

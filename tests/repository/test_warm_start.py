@@ -141,7 +141,6 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
         os.close(write)
     assert not facts({**env, "TF_ENABLE_ONEDNN_OPTS": "0"}).tensorflow  # read when TensorFlow is imported
     assert facts({**env, "MLFLOW_TRACKING_URI": "sqlite:///x.db", "DVC_ROOT": "/x"}).tensorflow  # read later
-    assert not facts({**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}).tensorflow  # another sys.path
     unprivileged = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]  # root without its capabilities
     done = subprocess.run([*unprivileged, sys.executable, str(FACTS)], env=env, capture_output=True, text=True)
     assert not json.loads(done.stdout.splitlines()[0])["tensorflow"]
@@ -153,19 +152,43 @@ def test_what_does_not_qualify_starts_as_usual(warm, tmp_path):
 
 
 def test_what_no_import_reads_is_the_same_environment(warm, tmp_path):
-    """Variables of make and DVC's queue workers, PYTHONPATH written otherwise for the same
-    sys.path, and TensorFlow's thread counts, which its runtime reads when it starts (after the
-    server's imports, so that in a warm start they take effect too."""
+    """Variables of make, of an activated environment and of DVC's queue workers, and
+    TensorFlow's thread counts, which its runtime reads when it starts, after the server's
+    imports: in a warm start they take effect too."""
     env, _ = warm
-    made = facts({**env, "MAKEFLAGS": "-j2", "MAKELEVEL": "1", "_MP_FORK_LOGLEVEL_": "20"}, cwd=tmp_path)
-    assert made.tensorflow
-    same_path = f"{ROOT}{os.pathsep}{ROOT}{os.sep}{os.pathsep}{os.path.relpath(ROOT, tmp_path)}"
-    assert made.seen == facts({**env, "PYTHONPATH": same_path}, cwd=tmp_path).seen
+    activated = {"VIRTUAL_ENV": sys.prefix, "VIRTUAL_ENV_PROMPT": "(.venv) "}
+    made = facts({**env, "MAKEFLAGS": "-j2", "MAKELEVEL": "1", "_MP_FORK_LOGLEVEL_": "20", **activated}, cwd=tmp_path)
+    assert made.tensorflow and made.seen == facts(env, cwd=tmp_path).seen
     few = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
     runs = [facts({**env, **few}, "threads"), facts(env, "threads")]
     assert [run.tensorflow for run in runs] == [True, True]
     fewer, usual = (int(run.done.stdout.splitlines()[1]) for run in runs)
     assert fewer < usual, (fewer, usual)  # a normal start's are 2 fewer too (7 and 9 here)
+
+
+def test_a_forked_process_has_the_sys_path_its_pythonpath_makes(warm, tmp_path):
+    """PYTHONPATH is not part of an environment: a process forked warm gets the sys.path a normal
+    start makes of it (none; a folder of helpers; one folder twice, once relative), unless a
+    folder ahead of the interpreter's own holds a module that the server's imports looked for
+    (`absl`, which TensorFlow imports) or a namespace folder by a name they did not find: then
+    it starts as usual."""
+    env, cold = warm
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "my_helpers.py").write_text("")
+    without = {name: value for name, value in env.items() if name != "PYTHONPATH"}
+    for pythonpath in ("", f"{tmp_path / 'helpers'}{os.pathsep}{ROOT}", f"{ROOT}{os.pathsep}..{os.sep}{ROOT.name}"):
+        each = {**without, "PYTHONPATH": pythonpath} if pythonpath else without
+        made, usual = facts(each, cwd=ROOT / "tests"), facts({**each, warm_start.VARIABLE: ""}, cwd=ROOT / "tests")
+        assert (made.tensorflow, usual.tensorflow) == (True, False), pythonpath
+        assert made.seen == usual.seen, pythonpath  # sys.path among them
+    (tmp_path / "shadow" / "absl").mkdir(parents=True)
+    (tmp_path / "shadow" / "absl" / "__init__.py").write_text("")
+    assert not facts({**env, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{ROOT}"}).tensorflow
+    ((noted,),) = [list(Path(env[warm_start.VARIABLE]).glob(f"*.{warm_start.LOOKED_UP}"))]
+    found, missing = json.loads(noted.read_text())
+    assert "absl" in found and "pipeline" not in found + missing
+    (tmp_path / "portion" / min(missing)).mkdir(parents=True)  # not a package: a namespace folder
+    assert not facts({**env, "PYTHONPATH": f"{tmp_path / 'portion'}{os.pathsep}{ROOT}"}).tensorflow
 
 
 def test_what_the_imports_set_is_the_environment_they_would_make_of_its_absence(warm):

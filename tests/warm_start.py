@@ -379,8 +379,9 @@ def _import(folder: str, name: str, path0: str) -> None:
         sys.exit("TensorFlow's runtime started while importing: its TF_NUM_* variables are not runtime's")
     found = {m for m in sys.modules if "." not in m} - set(PROJECT)
     missing = looked.names - found - set(PROJECT)
-    if clashes(path0, found, missing):  # imported from path0, which another process does not have
-        sys.exit(f"{path0} holds {sorted(clashes(path0, found, missing))}, which the imports looked for")
+    shadowing = clashes(path0, found, missing)
+    if shadowing:  # imported from path0, which another process does not have
+        sys.exit(f"{path0} holds {sorted(shadowing)}, which the imports looked for")
     for module in [m for m in sys.modules if m.split(".")[0] in PROJECT]:
         del sys.modules[module]  # the child imports the project's code from its own path
     path = os.path.join(folder, f"{name}.{LOOKED_UP}")

@@ -172,7 +172,7 @@ def test_a_forked_process_has_the_sys_path_its_pythonpath_makes(warm, tmp_path):
     folder ahead of the interpreter's own holds a module that the server's imports looked for
     (`absl`, which TensorFlow imports) or a namespace folder by a name they did not find: then
     it starts as usual."""
-    env, cold = warm
+    env, _ = warm
     (tmp_path / "helpers").mkdir()
     (tmp_path / "helpers" / "my_helpers.py").write_text("")
     without = {name: value for name, value in env.items() if name != "PYTHONPATH"}

@@ -150,6 +150,14 @@ class Dataset:
         the description (`pipeline.data.prepared.Prepared`)."""
         return self.module().prepare(raw_dir, out, cfg, f"preprocess.{self.name}")
 
+    def survey(self, raw_dir: Path | str, cfg: PreprocessConfig) -> list:
+        """The settings `pipeline add` chooses from the dataset in `raw_dir`, read by its reader
+        (`pipeline.data.survey.Choice`s); ConfigError for a reader that chooses none."""
+        module = self.module()
+        if not hasattr(module, "survey"):
+            raise ConfigError(f"preprocess.{self.name}.reader: {self.reader} reads no dataset `pipeline add` declares")
+        return module.survey(raw_dir, cfg)
+
 
 def of(cfg: PreprocessConfig, name: str) -> Dataset:
     """The dataset `name` whose preprocess section is `cfg`."""

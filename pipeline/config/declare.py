@@ -12,6 +12,7 @@ are written only once everything is checked, each to a temporary file renamed ov
 
 from __future__ import annotations
 
+import copy
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ import yaml
 
 from pipeline import io as files
 from pipeline.config import datasets, fields, loader, params_doc, templates
+from pipeline.data import fetch, survey
 from pipeline.errors import ConfigError
 
 # What dvc.yaml shows of each dataset besides its stages (as it shows Reuters' and MNIST's)
@@ -33,11 +35,11 @@ def add(
     params_path: Path, name: str, kind: str, url: str, sha256: str | None, overrides: Sequence[str], photos=False
 ) -> str:
     """Declare dataset `name` of `kind` (see the module's docstring), from the template of
-    photos when `photos`; the line that says so."""
+    photos when `photos` or when its pictures are photos; the lines that say what was read from
+    the data, what was chosen from it, and what was added."""
     source = str(params_path)
     if photos and kind != "image_folders":
         raise ConfigError(f"--photos: a template of image folders, and --kind is {kind}")
-    template_name = "photos" if photos else kind
     raw = _read(params_path)
     if datasets.name_problem(name) is not None:
         raise ConfigError(
@@ -50,22 +52,67 @@ def add(
         raise ConfigError(f"--url {url}: expected an http://, https:// or file:// URL")
     if sha256 is not None and not fields.is_sha256(sha256):
         raise ConfigError(f"--sha256 {sha256}: expected a 64-digit hex sha256")
+    for item in overrides:
+        parts = item.partition("=")[0].strip().split(".")
+        if len(parts) < 3 or parts[0] not in datasets.STAGE_SECTIONS or parts[1] != name:
+            raise ConfigError(f"-S {item}: `pipeline add` sets the new dataset's keys: <stage>.{name}.<key>=<value>")
+    template_name = "photos" if photos else kind
+    sections = _filled(raw, template_name, kind, name, url, sha256, source)
+    params = loader.params_of(_declared(raw, name, sections, overrides, source), name, source)
+    with fetch.at_hand(params.download) as folder:
+        choices = datasets.of(params.preprocess, name).survey(folder, params.preprocess)
+    lines = [f"read {url}:"]
+    for choice in choices:
+        if choice.key == survey.TEMPLATE:
+            if not photos and choice.value != template_name:
+                template_name = choice.value
+                sections = _filled(raw, template_name, kind, name, url, sha256, source)
+            lines.append(f"  template: add.{template_name} ({choice.why})")
+    set_by_s = {item.partition("=")[0].strip() for item in overrides}
+    for choice in choices:
+        if choice.key == survey.TEMPLATE or choice.template not in (None, template_name):
+            continue
+        stage, _, key = choice.key.partition(".")
+        where = f"{stage}.{name}.{key}"
+        if where in set_by_s:
+            lines.append(f"  {where}: as -S sets it, not {choice.value} ({choice.why})")
+            continue
+        _set(sections[stage], key, choice.value)
+        lines.append(f"  {where}: {choice.value} ({choice.why})")
+    raw = _declared(raw, name, sections, overrides, source)
+    loader.validate(raw, source)
+    _write(params_path, raw, lambda pipeline: _list(pipeline, name))
+    described = f"{kind}, photos" if template_name == "photos" else kind
+    lines.append(f"added {name} ({described}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}")
+    return "\n".join(lines)
+
+
+def _filled(raw: dict, template_name: str, kind: str, name: str, url: str, sha256: str | None, source: str) -> dict:
+    """The params file's template `template_name`, made dataset `name`'s (`templates.fill`)."""
     template = (raw.get(templates.SECTION) or {}).get(template_name)
     if template is None:
         raise ConfigError(
             f"{source}: {templates.SECTION}.{template_name}: missing: the sections a new {kind} dataset starts "
             "with (docs/own-data.md)"
         )
-    for stage, section in templates.fill(template, name, url, sha256).items():
-        raw[stage][name] = section
-    for item in overrides:
-        parts = item.partition("=")[0].strip().split(".")
-        if len(parts) < 3 or parts[0] not in datasets.STAGE_SECTIONS or parts[1] != name:
-            raise ConfigError(f"-S {item}: `pipeline add` sets the new dataset's keys: <stage>.{name}.<key>=<value>")
-    loader.validate(loader.apply_overrides(raw, overrides, source), source)
-    _write(params_path, raw, lambda pipeline: _list(pipeline, name))
-    described = f"{kind}, photos" if photos else kind
-    return f"added {name} ({described}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}"
+    return templates.fill(template, name, url, sha256)
+
+
+def _declared(raw: dict, name: str, sections: dict, overrides: Sequence[str], source: str) -> dict:
+    """A copy of the params mapping `raw` with dataset `name`'s `sections`, then the -S
+    `overrides`, applied."""
+    declared = copy.deepcopy(raw)
+    for stage, section in sections.items():
+        declared[stage][name] = copy.deepcopy(section)
+    return loader.apply_overrides(declared, overrides, source)
+
+
+def _set(section: dict, dotted: str, value: Any) -> None:
+    """`section`'s key `dotted` (a.b: section[a][b]) set to `value`."""
+    *path, last = dotted.split(".")
+    for part in path:
+        section = section[part]
+    section[last] = value
 
 
 def remove(params_path: Path, name: str) -> str:

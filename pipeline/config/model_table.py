@@ -58,6 +58,11 @@ class MlpSettings:
         help="What the bag says of a word: multi_hot (present or not), count (how often), or tf_idf (the "
         "count weighted by the word's inverse document frequency in the training split)."
     )
+    ngrams: Literal[1, 2] = spec(
+        help="1: the bag holds single words; 2: also each pair of adjacent words, the num_words most frequent "
+        "pairs of the training split that it holds twice or more (as Keras' TextVectorization ngrams=2 and "
+        "scikit-learn's ngram_range=(1, 2)), weighed as the words are."
+    )
     units: tuple[int, ...] = _positive_ints("Units of each hidden Dense layer (ReLU), in order.")
     dropout: float = _dropout()
 
@@ -69,10 +74,27 @@ class MlpSettings:
 class SmallConvnetSettings:
     filters: tuple[int, ...] = _positive_ints(
         "Filters of each block, in order: two 3x3 convolutions (batch-normalised, ReLU), then a 2x2 max "
-        "pooling while the picture is larger than 4 pixels a side. For pictures of tens of pixels a side."
+        "pooling while the picture is larger than 4 pixels a side; then global average pooling, so that the "
+        "head's size is the last block's filters whatever the picture's. For pictures of 8 to 128 pixels a side."
     )
     dense_units: int = positive_int(help="Units of the Dense layer on the pooled features.")
     dropout: float = _dropout()
+    shift: float = spec(
+        "a number in [0, 0.5)",
+        lambda v: 0.0 <= v < 0.5,
+        help="Augmentation while training (never at evaluation or serving): each picture shifted by up to this "
+        "share of its side, up, down, left or right, a new draw every epoch; 0: none.",
+    )
+    zoom: float = spec(
+        "a number in [0, 0.5)",
+        lambda v: 0.0 <= v < 0.5,
+        help="Augmentation while training: each picture zoomed in or out by up to this share of its side; 0: none.",
+    )
+    flip: Literal["none", "horizontal", "vertical", "both"] = spec(
+        help="Augmentation while training: pictures mirrored at random, left to right (horizontal), top to bottom "
+        "(vertical) or both. Only where a class stays the same when mirrored (most pictures of objects): never "
+        "for digits, letters or text, which mirroring turns into no class or another one."
+    )
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,12 @@ class TrainConfig:
         help="The optimizer, by Keras' own name (keras.optimizers.get)."
     )
     learning_rate: float = spec("a positive number", lambda v: v > 0, help="The initial learning rate.")
+    lr_schedule: Literal["step", "cosine"] = spec(
+        help="How the learning rate changes from epoch to epoch. step: learning_rate, times lr_decay_factor "
+        "after each of lr_decay_epochs. cosine: from learning_rate at the first epoch down a half cosine to "
+        "learning_rate x lr_decay_factor at the last (of epochs), so that training settles without a "
+        "hand-chosen decay epoch (lr_decay_epochs then []); early stopping may end it before."
+    )
     lr_decay_epochs: tuple[int, ...] = spec(
         "a list of positive epoch numbers",
         lambda v: all(e > 0 for e in v),
@@ -89,7 +95,9 @@ class TrainConfig:
         "[]: a constant rate.",
     )
     lr_decay_factor: float = spec(
-        "a number in (0, 1]", lambda v: 0 < v <= 1, help="The factor of each step of lr_decay_epochs."
+        "a number in (0, 1]",
+        lambda v: 0 < v <= 1,
+        help="The factor of each step of lr_decay_epochs (step), or of the last epoch's rate (cosine).",
     )
     shuffle_buffer: int = spec(
         "a positive integer",
@@ -157,6 +165,11 @@ class TrainConfig:
         holds are checked, not only the trained one's: a switch must not meet a latent error."""
         if self.settings is None:
             return f"{self.model}: missing key (model is {self.model}: its settings)"
+        if self.lr_schedule == "cosine" and self.lr_decay_epochs:
+            return (
+                f"lr_decay_epochs: expected [] with lr_schedule: cosine (its rate falls every epoch), got "
+                f"{list(self.lr_decay_epochs)}"
+            )
         for f in dataclasses.fields(self):
             settings: Any = getattr(self, f.name) if f.metadata.get("optional_key") else None
             problem = settings.disagreement() if hasattr(settings, "disagreement") else None

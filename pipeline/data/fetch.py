@@ -9,16 +9,18 @@ or interrupted download never leaves anything at the output path.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
 import shutil
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -254,13 +256,40 @@ def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> N
         raise _Retryable(f"connection dropped after {got} of {expected} bytes")
 
 
-def local_folder(source: str) -> Optional[Path]:
-    """The folder a file:// URL names, or None (not a file:// URL, or not a folder)."""
+@contextlib.contextmanager
+def at_hand(cfg: DownloadConfig) -> Iterator[Path]:
+    """A folder holding the files of a DownloadConfig as the download stage's would, for
+    reading them before any stage runs (`pipeline add`): a file:// URL's folder, or a folder
+    holding a link to its file, as they are; anything else fetched into a temporary folder
+    (mirror, sha256, retries as the stage's), removed afterwards."""
+    urls = [f.url for f in cfg.files]
+    local = [local_folder(url) or _local_file(url) for url in urls]
+    with tempfile.TemporaryDirectory(prefix="pipeline-add-") as tmp:
+        if len(local) == 1 and local[0] is not None and local[0].is_dir():
+            yield local[0]
+        elif all(path is not None for path in local):
+            for url, path in zip(urls, local):
+                if path is None or not path.is_file():
+                    raise DownloadError(f"{url}: no such file")
+                (Path(tmp) / base_name(url)).symlink_to(path.resolve())
+            yield Path(tmp)
+        else:
+            fetch_all(cfg, Path(tmp) / "files")
+            yield Path(tmp) / "files"
+
+
+def _local_file(source: str) -> Optional[Path]:
+    """The path a file:// URL names, or None (not a local file:// URL)."""
     parsed = urllib.parse.urlparse(source)
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None
-    path = Path(urllib.request.url2pathname(parsed.path))
-    return path if path.is_dir() else None
+    return Path(urllib.request.url2pathname(parsed.path))
+
+
+def local_folder(source: str) -> Optional[Path]:
+    """The folder a file:// URL names, or None (not a file:// URL, or not a folder)."""
+    path = _local_file(source)
+    return path if path is not None and path.is_dir() else None
 
 
 def copy_folder(folder: Path, target: Path, source: str) -> tuple[str, int]:

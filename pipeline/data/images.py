@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Optional
 import numpy as np
 
 from pipeline.data import archives, prepared
+from pipeline.data import survey as survey_
 from pipeline.data.splits import split_validation, training_order
 from pipeline.errors import DataError
 from pipeline.io import reading
@@ -379,3 +380,61 @@ def images_digest(hashes: dict[str, list[str]], shape: tuple) -> str:
         digest.update(f"{name} {'x'.join(map(str, shape))} {len(entries)}\n".encode())
         digest.update("".join(entries).encode())
     return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- what `pipeline add` reads
+
+# pictures decoded to choose the settings, spread evenly over the listing (the layout and the
+# class counts are read from every picture's name)
+SURVEY_PICTURES = 1000
+# the sides a picture is trained at by the small-picture model: the pictures' own median, within
+# these (a smaller one enlarged, a larger one reduced: the cost of a step grows with the side's square)
+SMALL_SIDES = (16, 64)
+# pictures whose median side is at least this are photos: fine-tuned from ImageNet weights
+PHOTO_SIDE = 96
+# a picture has colour where more than this share of its pixels have channels this far apart
+COLOUR_SHARE, COLOUR_SPREAD = 0.01, 16
+
+
+def survey(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig) -> list[survey_.Choice]:
+    """The settings `pipeline add` chooses for image folders (`cfg`: the template's preprocess
+    section, which says nothing they depend on), read from the pictures (the
+    layout checked as preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes
+    them): the template (photos from `PHOTO_SIDE` pixels a side), the side to train at, the
+    colour, and the class weights."""
+    listing = list_pictures(raw_dir)
+    names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
+    chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}
+    sides, coloured = [], 0
+    with reading(listing.where, "truncated or corrupt archive"):
+        for name, handle in entries(listing.where, archives.PassedOver()):
+            if handle is None or name not in chosen:
+                continue
+            where = f"{listing.where}: {name}"
+            with opened(archives.read_capped(handle, where, MAX_FILE_BYTES), where) as img:
+                sides.append(max(img.size))
+                coloured += has_colour(eight_bit(img, where))
+    side = int(np.median(sides))
+    read = f"of the {len(sides):,} pictures read" if len(sides) < len(names) else f"of all {len(sides):,} pictures"
+    counts = Counter(listing.classes[label] for _, label in listing.pictures["train"])
+    choices = [survey_.class_weight(counts, "training pictures")]
+    color = "rgb" if coloured else "grey"
+    choices.insert(0, survey_.Choice("preprocess.color", color, f"{coloured:,} {read} have colour"))
+    if side >= PHOTO_SIDE:
+        why = f"the median side {read} is {side} px, {PHOTO_SIDE} or more: photos, fine-tuned from ImageNet weights"
+        return [survey_.Choice(survey_.TEMPLATE, "photos", why), *choices]
+    size = min(max(side, SMALL_SIDES[0]), SMALL_SIDES[1])
+    bounds = "" if size == side else f", within {SMALL_SIDES[0]} to {SMALL_SIDES[1]}"
+    why = f"the median side {read} is {side} px{bounds}"
+    return [survey_.Choice("preprocess.image_size", size, why, template="image_folders"), *choices]
+
+
+def has_colour(img) -> bool:
+    """Whether an 8-bit picture (mode L or RGB, as `eight_bit` gives it) has colour: more than
+    `COLOUR_SHARE` of its pixels with channels over `COLOUR_SPREAD` apart (a grey picture saved
+    as RGB, JPEG's faint tints included, has none)."""
+    if img.mode != "RGB":
+        return False
+    pixels = np.asarray(img, dtype=np.int16)
+    spread = pixels.max(axis=-1) - pixels.min(axis=-1)
+    return bool((spread > COLOUR_SPREAD).mean() > COLOUR_SHARE)

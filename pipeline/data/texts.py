@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 import numpy as np
 
 from pipeline.data import archives, prepared
+from pipeline.data import survey as survey_
 from pipeline.data.splits import Splitting, split_order
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
@@ -369,3 +370,54 @@ def _places(n: int, cfg: Splitting, labels: Optional[np.ndarray] = None) -> list
     for place, row in enumerate(order[n_train_all:]):
         places[row] = ("test", place)
     return places
+
+
+# --------------------------------------------------------------------------- what `pipeline add` reads
+
+# the sequence length: this percentile of the texts' lengths in words (the start mark included)
+# rounded up to a multiple of LENGTH_STEP, within MAX_LEN_BOUNDS
+LENGTH_PERCENTILE, LENGTH_STEP, MAX_LEN_BOUNDS = 99, 8, (8, 1000)
+# the vocabulary: the words the texts hold twice or more (one seen once teaches nothing the
+# test split can use), at most MAX_WORDS
+MAX_WORDS = 20000
+
+
+def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.Choice]:
+    """The settings `pipeline add` chooses for a table of texts, from one pass over its rows (each
+    checked as preprocess checks it): the sequence length, the vocabulary and the class
+    weights."""
+    path = find_table(raw_dir)
+    lengths: Counter[int] = Counter()
+    labels: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for text, label in table_rows(path, cfg.text_column, cfg.label_column):
+        found = words(text)
+        counts.update(found)
+        lengths[len(found) + 1] += 1
+        labels[label] += 1
+    if len(labels) < 2:
+        raise DataError(f"{path}: {cfg.label_column}: one label ({next(iter(labels))!r}); expected two or more")
+    rows = sum(lengths.values())
+    at = _percentile(lengths, LENGTH_PERCENTILE)
+    max_len = min(max(-(-at // LENGTH_STEP) * LENGTH_STEP, MAX_LEN_BOUNDS[0]), MAX_LEN_BOUNDS[1])
+    why = f"{LENGTH_PERCENTILE}% of the {rows:,} texts have {at:,} words or fewer (the longest {max(lengths):,})"
+    twice = sum(1 for n in counts.values() if n >= 2)
+    kept = min(twice, MAX_WORDS)
+    cap = f", at most {MAX_WORDS:,}" if twice > MAX_WORDS else ""
+    vocabulary = f"{twice:,} of the texts' {len(counts):,} words appear twice or more{cap}: the {kept:,} most frequent"
+    return [
+        survey_.Choice("preprocess.max_len", max_len, why),
+        # ids below num_words are kept: the marks (0 to INDEX_FROM - 1), then the words by rank from INDEX_FROM + 1
+        survey_.Choice("preprocess.num_words", kept + INDEX_FROM + 1, vocabulary),
+        survey_.class_weight(labels, "texts"),
+    ]
+
+
+def _percentile(counts: Counter[int], percent: float) -> int:
+    """The smallest value that `percent`% of the counted values are at most."""
+    total, seen = sum(counts.values()), 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen * 100 >= total * percent:
+            return value
+    return max(counts)

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 
 from pipeline.config.model_table import MODELS
+from pipeline.data.texts import OOV
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,13 +51,17 @@ def conv1d(settings: Conv1DSettings, data: PreparedData, pretrained: Optional[Pa
 def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
     """A bag of words and Dense layers. The bag is Keras' IntegerLookup over the word index's
     first num_words indices (the padding 0 dropped, a rarer word counted as one
-    out-of-vocabulary word): present or not, counts, or counts weighted by the inverse document
-    frequency of the training split (smoothed as scikit-learn's: ln((1 + n) / (1 + df)) + 1)."""
+    out-of-vocabulary word) and, with ngrams 2, over the num_words most frequent pairs of
+    adjacent words of the training split (`_pair_vocabulary`): present or not, counts, or
+    counts weighted by the inverse document frequency of the training split (smoothed as
+    scikit-learn's: ln((1 + n) / (1 + df)) + 1)."""
     vocab_size = data.details["vocab_size"]
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
-    vocabulary = np.arange(1, top, dtype=np.int64)
-    idf = _idf(data, top) if settings.features == "tf_idf" else None
+    pairs = _pair_vocabulary(data, top, top - 1) if settings.ngrams == 2 else np.zeros(0, dtype=np.int64)
+    vocabulary = np.concatenate((np.arange(1, top, dtype=np.int64), pairs))
+    idf = _idf(data, top, pairs) if settings.features == "tf_idf" else None
     inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
+    tokens = _with_pairs(inputs, top) if settings.ngrams == 2 else inputs
     bag = keras.layers.IntegerLookup(
         vocabulary=vocabulary,
         mask_token=0,
@@ -64,7 +69,7 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
         output_mode=settings.features,
         idf_weights=idf,
         name="bag_of_words",
-    )(inputs)
+    )(tokens)
     h = bag
     for i, units in enumerate(settings.units, start=1):
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
@@ -73,29 +78,68 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
     return keras.Model(inputs, _logits(h, data.num_classes), name="mlp")
 
 
-def _idf(data: PreparedData, top: int) -> np.ndarray:
-    """The inverse document frequency of the words 1 .. top-1 in the training split, streamed."""
-    df = np.zeros(top, dtype=np.int64)
+def pair_keys(x, top: int):
+    """The key of each pair of adjacent words of sequences `x` ([n, length], NumPy or a tensor):
+    top + first * top + second, past every word's id, where both are words of the bag (ids
+    above the out-of-vocabulary mark and below `top`); 0 (the mask) elsewhere."""
+    xp = np if isinstance(x, np.ndarray) else keras.ops
+    x = xp.cast(x, "int64") if xp is keras.ops else x.astype(np.int64)
+    first, second = x[:, :-1], x[:, 1:]
+    words = xp.logical_and(xp.logical_and(first > OOV, first < top), xp.logical_and(second > OOV, second < top))
+    return xp.where(words, top + first * top + second, 0)
+
+
+def _with_pairs(tokens, top: int):
+    """The sequences' word ids followed by their pairs' keys (`pair_keys`), for one lookup."""
+    return keras.ops.concatenate([keras.ops.cast(tokens, "int64"), pair_keys(tokens, top)], axis=1)
+
+
+def _pair_vocabulary(data: PreparedData, top: int, most: int) -> np.ndarray:
+    """The keys (`pair_keys`) of the `most` most frequent pairs of adjacent words of the training
+    split that it holds twice or more, by falling count (ties by key), streamed."""
+    counts: dict[int, int] = {}
+    for x, _ in data.chunks("train"):
+        keys, found = np.unique(pair_keys(x, top), return_counts=True)
+        for key, n in zip(keys.tolist(), found.tolist()):
+            if key:
+                counts[key] = counts.get(key, 0) + n
+    kept = sorted((key for key, n in counts.items() if n >= 2), key=lambda k: (-counts[k], k))[:most]
+    return np.array(kept, dtype=np.int64)
+
+
+def _idf(data: PreparedData, top: int, pairs: np.ndarray) -> np.ndarray:
+    """The inverse document frequency of the words 1 .. top-1, then of the pairs `pairs` (their
+    keys, `pair_keys`), in the training split, streamed."""
+    order = np.argsort(pairs)
+    known = pairs[order]
+    df = np.zeros(top + len(pairs), dtype=np.int64)
     n = 0
     for x, _ in data.chunks("train"):
-        present = np.zeros((len(x), top), dtype=bool)
+        present = np.zeros((len(x), top + len(pairs)), dtype=bool)
         rows = np.repeat(np.arange(len(x)), x.shape[1])
         words = x.reshape(-1)
         keep = (words > 0) & (words < top)
         present[rows[keep], words[keep]] = True
+        if len(pairs):
+            keys = pair_keys(x, top).reshape(-1)
+            at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+            hit = (keys > 0) & (known[at] == keys)
+            present[np.repeat(np.arange(len(x)), x.shape[1] - 1)[hit], top + order[at[hit]]] = True
         df += present.sum(axis=0)
         n += len(x)
     return np.log((1.0 + n) / (1.0 + df[1:])) + 1.0
 
 
 def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
-    """For pictures of tens of pixels a side, learnt from scratch: per block two 3x3
-    convolutions (batch-normalised, ReLU) and a 2x2 max pooling while the picture is larger than
-    4 pixels a side; global average pooling, dropout, Dense dense_units, dropout, the logits.
-    The pictures are taken at their prepared size."""
+    """For pictures of 8 to 128 pixels a side, grey or colour, learnt from scratch: the
+    augmentation of `augmentation` (training only), then per block two 3x3 convolutions
+    (batch-normalised, ReLU) and a 2x2 max pooling while the picture is larger than 4 pixels a
+    side; global average pooling (a head of the last block's filters, whatever the picture's
+    size), dropout, Dense dense_units, dropout, the logits. The pictures are taken at their
+    prepared size, scaled to [-1, 1] by the input pipeline."""
     side = data.shape[0]
     inputs = keras.Input(shape=(side, side, 3), name="image")
-    h = inputs
+    h = augmentation(inputs, settings.shift, settings.zoom, settings.flip)
     for i, filters in enumerate(settings.filters, start=1):
         for j in (1, 2):
             h = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"conv{i}_{j}")(h)
@@ -111,6 +155,21 @@ def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained
     if settings.dropout:
         h = keras.layers.Dropout(settings.dropout, name="dropout2")(h)
     return keras.Model(inputs, _logits(h, data.num_classes), name="small_convnet")
+
+
+def augmentation(h, shift: float, zoom: float, flip: str):
+    """Keras' random layers, which change a picture only while training (evaluation and the
+    served model see it as it is): a shift by up to `shift` of the side, a zoom in or out by up
+    to `zoom`, a mirror image by `flip` ("none", "horizontal", "vertical", "both"). The edges a
+    shift or zoom uncovers repeat the nearest pixel (a picture's ground, as a rule)."""
+    if flip != "none":
+        mode = "horizontal_and_vertical" if flip == "both" else flip
+        h = keras.layers.RandomFlip(mode, name="random_flip")(h)
+    if shift:
+        h = keras.layers.RandomTranslation(shift, shift, fill_mode="nearest", name="random_shift")(h)
+    if zoom:
+        h = keras.layers.RandomZoom(zoom, zoom, fill_mode="nearest", name="random_zoom")(h)
+    return h
 
 
 def mobilenet_v2(settings: MobileNetV2Settings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -38,12 +39,20 @@ DEVICE_COUNTS = ("replicas", "workers", "logical_devices", "physical_gpus")
 
 
 def lr_at_epoch(base: float, decay_epochs, factor: float, epoch: int) -> float:
-    """The learning rate of 0-based `epoch`: `base`, times `factor` once per decay epoch passed.
+    """The learning rate of 0-based `epoch` under the step schedule: `base`, times `factor` once
+    per decay epoch passed.
 
     A decay epoch d takes effect after d epochs, so `[30]` with 40 epochs trains 30 epochs at
     the base rate and 10 at base * factor.
     """
     return base * factor ** sum(1 for d in decay_epochs if epoch >= d)
+
+
+def cosine_lr_at_epoch(base: float, factor: float, epochs: int, epoch: int) -> float:
+    """The learning rate of 0-based `epoch` under the cosine schedule: `base` at the first
+    epoch, down a half cosine to `base * factor` at the last of `epochs`."""
+    done = epoch / (epochs - 1) if epochs > 1 else 0.0
+    return base * (factor + (1.0 - factor) * 0.5 * (1.0 + math.cos(math.pi * min(done, 1.0))))
 
 
 @dataclass
@@ -290,20 +299,25 @@ def _run(cfg: AnyTrainConfig, prepared: Prepared, strategy, callbacks, initial_e
         epochs=cfg.epochs,
         initial_epoch=initial_epoch,
         callbacks=callbacks,
-        lr_for_epoch=lr_for_epoch if cfg.lr_decay_epochs else None,
+        lr_for_epoch=lr_for_epoch,
         progress=None if verbose else False,
     )
 
 
 def _schedule(cfg: AnyTrainConfig):
-    """The learning rate of each epoch, and the Keras callback that sets it for `fit` (None for
-    the custom loop, which sets each epoch's rate itself, and without decay)."""
+    """The learning rate of each epoch, or None when it stays `learning_rate` throughout; and
+    the Keras callback that sets it for `fit` (None for the custom loop, which sets each epoch's
+    rate itself)."""
 
     def lr_for_epoch(epoch: int) -> float:
+        if cfg.lr_schedule == "cosine":
+            return cosine_lr_at_epoch(cfg.learning_rate, cfg.lr_decay_factor, cfg.epochs, epoch)
         return lr_at_epoch(cfg.learning_rate, cfg.lr_decay_epochs, cfg.lr_decay_factor, epoch)
 
+    if cfg.lr_schedule == "step" and not cfg.lr_decay_epochs:
+        return None, None
     schedule = None
-    if cfg.loop == "fit" and cfg.lr_decay_epochs:
+    if cfg.loop == "fit":
         schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr_for_epoch(epoch))
     return lr_for_epoch, schedule
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, run_command
+from fixtures import make_mnist_archive
+from helpers import ROOT, run_command, subprocess_env
 from pytest_codeblocks import extract_from_file
 
 from pipeline.config import loader
@@ -21,14 +22,39 @@ URL = "https://data.example.com/shapes.tar.gz"
 
 @pytest.fixture
 def project(tmp_path) -> Path:
+    """A copy of the params file and dvc.yaml, and beside them the files the URLs here name, in
+    served/, which each command reads as its mirror: the pictures of shapes.tar.gz (28 px, grey,
+    three of each class for training) and the texts of topics.csv (a text and a topic column)."""
     for name in ("params.yaml", "dvc.yaml"):
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "served").mkdir()
+    make_mnist_archive(tmp_path / "served" / "shapes.tar.gz", per_class=(3, 1), splits=("train", "test"), top="shapes")
+    write_texts(tmp_path / "served" / "topics.csv", "text", "topic")
     return tmp_path
 
 
+def write_texts(path: Path, text_column: str, label_column: str) -> Path:
+    """A CSV of texts of three topics, twice as many about sport as about each other topic."""
+    rows = [
+        ("the match ended with a late goal", "sport"),
+        ("the team won the cup final", "sport"),
+        ("a late goal won the match for the team", "sport"),
+        ("the final whistle and a goal", "sport"),
+        ("rain and wind all day", "weather"),
+        ("a sunny day with some wind", "weather"),
+        ("bake the bread for an hour", "cooking"),
+        ("stir the soup and bake the bread", "cooking"),
+    ]
+    lines = [f"{text_column},{label_column}", *(f"{text},{label}" for text, label in rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def pipeline(project: Path, *args: str):
-    """`pipeline ARGS` in `project`: (exit code, stdout, stderr lines); it must not import TensorFlow."""
-    result, code, imported = run_command(list(args), cwd=project)
+    """`pipeline ARGS` in `project`, its files looked up in served/ first: (exit code, stdout,
+    stderr lines); it must not import TensorFlow."""
+    env = subprocess_env(PIPELINE_DATA_MIRROR=(project / "served").as_uri())
+    result, code, imported = run_command(list(args), cwd=project, env=env)
     assert "tensorflow" not in imported and "mlflow" not in imported
     return code, result.stdout, result.stderr.splitlines()
 
@@ -40,14 +66,22 @@ def files(project: Path) -> tuple[bytes, bytes]:
 def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     code, out, err = pipeline(project, "add", "shapes", "--kind", "image_folders", "--url", URL)
     assert (code, err) == (0, [])
-    assert out == "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes\n"
+    assert out.splitlines() == [
+        f"read {URL}:",
+        "  preprocess.shapes.image_size: 28 (the median side of all 40 pictures is 28 px)",
+        "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
+        "  train.shapes.class_weight: none (the classes have 3 to 3 training pictures (1.0x): balanced enough to "
+        "weigh alike)",
+        "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes",
+    ]
     assert loader.names(project / "params.yaml") == ["reuters", "mnist", "shapes"]
     params = loader.load_params(project / "params.yaml", "shapes")
     raw = params.raw
     template = raw["add"]["image_folders"]
+    chosen = {"train": {"class_weight": "none"}}  # the template's image_size and color are the data's
     for stage in template:
         assert list(raw[stage])[-1] == "shapes"  # after the datasets there
-        assert stage in ("download", "tune") or raw[stage]["shapes"] == template[stage]
+        assert stage in ("download", "tune") or raw[stage]["shapes"] == {**template[stage], **chosen.get(stage, {})}
     assert {**raw["tune"]["shapes"], "study": None} == template["tune"]
     assert [(f.url, f.sha256) for f in params.download.files] == [(URL, None)]
     assert (params.preprocess.kind, params.preprocess.reader, params.tune.study) == (
@@ -74,7 +108,9 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
 def test_photos_start_from_imagenet_weights_listed_as_a_download_and_texts_take_no_photos(project):
     code, out, err = pipeline(project, "add", "flowers", "--kind", "image_folders", "--photos", "--url", URL)
     assert (code, err) == (0, [])
-    assert out == "added flowers (image_folders, photos) to params.yaml and dvc.yaml: dvc repro evaluate@flowers\n"
+    assert out.splitlines()[-1] == (
+        "added flowers (image_folders, photos) to params.yaml and dvc.yaml: dvc repro evaluate@flowers"
+    )
     params = loader.load_params(project / "params.yaml", "flowers")
     assert (params.train.model, params.train.settings.weights) == ("mobilenet_v2", "imagenet")
     (weights,) = params.download.pretrained
@@ -97,7 +133,7 @@ def test_add_sets_the_sha256_and_each_override_and_remove_gives_back_the_same_by
         "--kind",
         "labelled_texts",
         "--url",
-        "file:///srv/topics.csv",
+        write_texts(project / "topics.csv", "summary", "label").as_uri(),
         "--sha256",
         sha,
         "-S",

@@ -151,7 +151,7 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
     data = prepared.write_arrays(
         tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], details={"vocab_size": 13}
     )
-    model = models.mlp(MlpSettings(8, features, (4,), 0.0), data)
+    model = models.mlp(MlpSettings(8, features, 1, (4,), 0.0), data)
     out = np.asarray(models.keras.Model(model.input, model.get_layer("bag_of_words").output)(x))
     # IntegerLookup's columns: the out-of-vocabulary bucket (9 and 12 here), then the words 1..7;
     # the padding 0 is its mask, counted nowhere
@@ -167,11 +167,64 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
 
 
 def test_small_convnet_takes_the_pictures_at_their_prepared_size():
-    model = models.small_convnet(SmallConvnetSettings((8, 16), 32, 0.2), pictures(4, side=12))
+    model = models.small_convnet(SmallConvnetSettings((8, 16), 32, 0.2, 0.0, 0.0, "none"), pictures(4, side=12))
     assert model.input_shape == (None, 12, 12, 3) and model.output_shape == (None, 4)
     pools = [layer.name for layer in model.layers if isinstance(layer, models.keras.layers.MaxPooling2D)]
     assert pools == ["pool1", "pool2"]  # 12 -> 6 -> 3: both blocks pool while the side is above 4
     assert model.get_layer("logits").activation.__name__ == "linear"
+
+
+def test_small_convnet_has_the_same_weights_at_any_side_from_8_to_128():
+    """Global pooling: the head is the last block's filters whatever the picture's side, so a
+    larger picture adds no weight for the dense layer to learn."""
+    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.1, 0.1, "horizontal")
+    counts = {side: models.small_convnet(settings, pictures(3, side=side)).count_params() for side in (8, 16, 64, 128)}
+    assert len(set(counts.values())) == 1, counts
+
+
+@pytest.mark.parametrize("flip", ["none", "horizontal", "both"])
+def test_the_augmentation_changes_pictures_while_training_only(flip):
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.2, 0.2, flip)
+    model = models.small_convnet(settings, pictures(2, side=16))
+    augmented = [layer.name for layer in model.layers if layer.name.startswith("random_")]
+    assert augmented == [*(["random_flip"] if flip != "none" else []), "random_shift", "random_zoom"]
+    head = models.keras.Model(model.input, model.get_layer(augmented[-1]).output)
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
+    np.testing.assert_array_equal(np.asarray(head(x, training=False)), x)
+    assert not np.allclose(np.asarray(head(x, training=True)), x)
+
+
+def test_no_augmentation_adds_no_layer():
+    model = models.small_convnet(SmallConvnetSettings((4,), 8, 0.0, 0.0, 0.0, "none"), pictures(2, side=16))
+    assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
+
+
+def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):
+    from pipeline.data import prepared
+
+    # words 3.. (0 padding, 1 start, 2 out-of-vocabulary); the pair (4, 5) is in both texts, (5, 6)
+    # in one only, (1, 4) holds the start mark, (2, 4) the out-of-vocabulary mark: only (4, 5) is kept
+    x = np.array([[0, 1, 4, 5, 6, 2, 4], [0, 0, 1, 4, 5, 7, 3]], dtype=np.int32)
+    y = np.array([0, 1])
+    data = prepared.write_arrays(
+        tmp_path / "p",
+        {s: (x, y) for s in ("train", "val", "test")},
+        input_="sequences",
+        class_names=["a", "b"],
+        details={"vocab_size": 8},
+    )
+    model = models.mlp(MlpSettings(None, "count", 2, (4,), 0.0), data)
+    bag = models.keras.Model(model.input, model.get_layer("bag_of_words").output)
+    out = np.asarray(bag(x))
+    # the out-of-vocabulary bucket, the words 1..7, then the one pair kept
+    assert out.shape == (2, 1 + 7 + 1)
+    np.testing.assert_array_equal(out[:, -1], [1, 1])
+    np.testing.assert_array_equal(out[:, 1:8], [[1, 1, 0, 2, 1, 1, 0], [1, 0, 1, 1, 1, 0, 1]])
+    tf_idf = models.mlp(MlpSettings(None, "tf_idf", 2, (4,), 0.0), data)
+    weighed = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("bag_of_words").output)(x))
+    # in both texts: the pair's idf is ln(3 / 3) + 1 = 1, as the word 1's; the word 6 is in one
+    np.testing.assert_allclose(weighed[:, -1], [1, 1])
+    np.testing.assert_allclose(weighed[0, 6], np.log(3 / 2) + 1, rtol=1e-6)
 
 
 def test_build_model_sizes_the_model_from_the_prepared_stats():

@@ -389,7 +389,7 @@ def images_digest(hashes: dict[str, list[str]], shape: tuple) -> str:
 SURVEY_PICTURES = 1000
 # the sides a picture is trained at by the small-picture model: the pictures' own median, within
 # these (a smaller one enlarged, a larger one reduced: the cost of a step grows with the side's square)
-SMALL_SIDES = (16, 64)
+SMALL_SIDES = (32, 64)
 # pictures whose median side is at least this are photos: fine-tuned from ImageNet weights
 PHOTO_SIDE = 96
 # a picture has colour where more than this share of its pixels have channels this far apart

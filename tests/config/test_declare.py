@@ -68,7 +68,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     assert (code, err) == (0, [])
     assert out.splitlines() == [
         f"read {URL}:",
-        "  preprocess.shapes.image_size: 28 (the median side of all 40 pictures is 28 px)",
+        "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 64)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
         "  train.shapes.class_weight: none (the classes have 3 to 3 training pictures (1.0x): balanced enough to "
         "weigh alike)",
@@ -78,7 +78,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     params = loader.load_params(project / "params.yaml", "shapes")
     raw = params.raw
     template = raw["add"]["image_folders"]
-    chosen = {"train": {"class_weight": "none"}}  # the template's image_size and color are the data's
+    chosen = {"preprocess": {"image_size": 32}, "train": {"class_weight": "none"}}  # color: the template's grey
     for stage in template:
         assert list(raw[stage])[-1] == "shapes"  # after the datasets there
         assert stage in ("download", "tune") or raw[stage]["shapes"] == {**template[stage], **chosen.get(stage, {})}
@@ -259,3 +259,45 @@ def test_add_and_remove_take_the_shared_options_and_their_help_imports_no_tensor
         assert (code, imported) == (0, set()) and "--params" in result.stdout
     result, _, _ = run_command(["add", "--help"])
     assert "-S, --set KEY=VALUE" in result.stdout and "--kind [labelled_texts|image_folders]" in result.stdout
+
+
+def test_a_setting_given_with_s_wins_over_the_one_read_from_the_data(project):
+    code, out, err = pipeline(project, "add", *OK, "-S", "preprocess.shapes.image_size=48")
+    assert (code, err) == (0, [])
+    assert (
+        "  preprocess.shapes.image_size: as -S sets it, not 32 (the median side of all 40 pictures is 28 px, within "
+        "32 to 64)" in out.splitlines()
+    )
+    assert loader.load_params(project / "params.yaml", "shapes").preprocess.image_size == 48
+
+
+def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
+    code, out, err = pipeline(
+        project, "add", "topics", "--kind", "labelled_texts", "--url", "https://data.example.com/topics.csv",
+        "-S", "preprocess.topics.label_column=topic",
+    )  # fmt: skip
+    assert (code, err) == (0, [])
+    assert out.splitlines()[1:4] == [
+        "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))",
+        "  preprocess.topics.num_words: 19 (15 of the texts' 26 words appear twice or more: the 15 most frequent)",
+        "  train.topics.class_weight: balanced (the classes have 2 to 4 texts (2.0x): each weighed by its size)",
+    ]
+    params = loader.load_params(project / "params.yaml", "topics")
+    assert (params.preprocess.max_len, params.preprocess.num_words, params.train.class_weight) == (16, 19, "balanced")
+
+
+@pytest.mark.parametrize(
+    "name, content, line",
+    [
+        ("shapes.tar.gz", b"not an archive", "error: "),
+        ("topics.csv", b"text,topic\n", "error: "),
+    ],
+)
+def test_a_dataset_it_cannot_read_is_one_error_line_and_nothing_written(project, name, content, line):
+    (project / "served" / name).write_bytes(content)
+    kind = "image_folders" if name.startswith("shapes") else "labelled_texts"
+    before = files(project)
+    code, out, err = pipeline(project, "add", "new", "--kind", kind, "--url", f"https://data.example.com/{name}")
+    assert (code, out, len(err)) == (1, "", 1), err
+    assert err[0].startswith(line) and name in err[0], err
+    assert files(project) == before

@@ -143,6 +143,8 @@ def leaf_cases():
                     walk(typing.get_args(tp)[0], item, f"{key}.{name}.{i}")
             elif name == "weights":  # ImageNet weights need a file in download.<ds>.pretrained too
                 continue
+            elif name == "lr_schedule" and values.get("lr_decay_epochs"):  # cosine needs lr_decay_epochs: []
+                continue
             elif ".space." in key and (value is None or name in ("key", "kind", "high")):
                 # tied to the dimension's other fields: a field its kind does not take stays null,
                 # another key or kind would not fit its range, half its high falls below its low

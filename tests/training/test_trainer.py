@@ -29,6 +29,29 @@ def test_lr_decay_schedule():
     assert trainer.lr_at_epoch(1.0, (2, 4), 0.5, 5) == 0.25
 
 
+def test_cosine_schedule_falls_from_the_rate_to_its_factor_at_the_last_epoch():
+    rates = [trainer.cosine_lr_at_epoch(1e-3, 0.01, 5, e) for e in range(5)]
+    assert rates == pytest.approx(
+        [1e-3, 1e-3 * (0.01 + 0.99 * (1 + 2**-0.5) / 2), 5.05e-4, 1e-3 * (0.01 + 0.99 * (1 - 2**-0.5) / 2), 1e-5]
+    )
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    assert trainer.cosine_lr_at_epoch(1e-3, 0.01, 1, 0) == 1e-3  # one epoch: at the rate
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_each_loop_trains_each_epoch_at_the_cosine_schedules_rate(tmp_path, loop):
+    make_reuters_raw(tmp_path, n=120)
+    params = load_params(ROOT / "params.yaml", "reuters")
+    data = reuters.prepare(
+        tmp_path, tmp_path / "prepared", dataclasses.replace(params.preprocess, max_len=20), "preprocess.reuters"
+    )
+    cfg = dataclasses.replace(
+        params.train, epochs=3, lr_schedule="cosine", lr_decay_factor=0.01, loop=loop, learning_rate=1e-3
+    )
+    result = trainer.train(cfg, data=data, strategy=tf.distribute.get_strategy(), verbose=0)
+    assert [r["learning_rate"] for r in result.history] == pytest.approx([1e-3, 5.05e-4, 1e-5])
+
+
 def test_short_training_run_records_each_epoch(tmp_path):
     make_reuters_raw(tmp_path, n=200)
     params = load_params(ROOT / "params.yaml", "reuters")

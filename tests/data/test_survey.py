@@ -1,0 +1,160 @@
+"""What `pipeline add` reads from a dataset to choose its settings: each kind's reader on real
+files (PNG and JPEG pictures of several sizes and modes, CSV texts), the figure each choice was
+read from, and a dataset it cannot read refused as preprocess refuses it."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from fixtures import write_archive
+
+from pipeline.config.preprocessing import TextTablePreprocessConfig
+from pipeline.data import images, survey, texts
+from pipeline.errors import DataError
+
+
+def png(side: int, mode: str = "L", colour: bool = False, fmt: str = "PNG", seed: int = 0) -> bytes:
+    """A picture `side` pixels a side: grey noise, or a red disc on a transparent ground (RGBA)."""
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng(seed)
+    if colour:
+        img = Image.new("RGBA", (side, side), (0, 0, 0, 0))
+        ImageDraw.Draw(img).ellipse((side // 4, side // 4, 3 * side // 4, 3 * side // 4), fill=(220, 30, 30, 255))
+    else:
+        img = Image.fromarray(rng.integers(0, 255, (side, side), dtype=np.uint8), "L").convert(mode)
+    buf = io.BytesIO()
+    img.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def folders(tmp_path, counts: dict[str, int], picture=lambda i: png(20)) -> object:
+    """A download folder holding pictures.zip: train/<class>/ with `counts` pictures, test/<class>/ one each."""
+    members = {}
+    for label, n in counts.items():
+        for i in range(n):
+            members[f"train/{label}/{i}.png"] = picture(i)
+        members[f"test/{label}/0.png"] = picture(0)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_archive(raw / "pictures.zip", members)
+    return raw
+
+
+def chosen(choices) -> dict:
+    return {c.key: c.value for c in choices}
+
+
+def test_small_grey_pictures_train_at_32_pixels_or_more_and_balanced_classes_weigh_alike(tmp_path):
+    choices = images.survey(folders(tmp_path, {"a": 5, "b": 4}, lambda i: png(20, "RGB")), None)
+    assert chosen(choices) == {"preprocess.image_size": 32, "preprocess.color": "grey", "train.class_weight": "none"}
+    why = {c.key: c.why for c in choices}
+    assert why["preprocess.image_size"] == "the median side of all 11 pictures is 20 px, within 32 to 64"
+    # saved as RGB, the grey pictures have no colour
+    assert why["preprocess.color"] == "0 of all 11 pictures have colour"
+
+
+def test_colour_on_a_transparent_ground_is_rgb_and_unbalanced_classes_are_weighed(tmp_path):
+    raw = folders(tmp_path, {"disc": 8, "noise": 2}, lambda i: png(40, colour=i % 2 == 0))
+    choices = images.survey(raw, None)
+    assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": "balanced"}
+    assert {c.key: c.why for c in choices}["train.class_weight"] == (
+        "the classes have 2 to 8 training pictures (4.0x): each weighed by its size"
+    )
+
+
+@pytest.mark.parametrize("side, size", [(6, 32), (32, 32), (50, 50), (64, 64), (90, 64)])
+def test_the_side_is_the_median_within_the_small_models_bounds(tmp_path, side, size):
+    choices = images.survey(folders(tmp_path, {"a": 2, "b": 2}, lambda i: png(side, fmt="JPEG")), None)
+    assert chosen(choices)["preprocess.image_size"] == size
+    assert survey.TEMPLATE not in chosen(choices)
+
+
+def test_photos_start_from_the_photos_template_at_its_own_side(tmp_path):
+    choices = images.survey(folders(tmp_path, {"a": 2, "b": 2}, lambda i: png(images.PHOTO_SIDE)), None)
+    assert chosen(choices)[survey.TEMPLATE] == "photos"
+    (size,) = [c for c in choices if c.key == "preprocess.image_size"] or [None]
+    assert size is None
+
+
+def test_only_a_bounded_number_of_pictures_is_decoded(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "SURVEY_PICTURES", 4)
+    choices = images.survey(folders(tmp_path, {"a": 6, "b": 6}, lambda i: png(12 if i < 3 else 24)), None)
+    assert {c.key: c.why for c in choices}["preprocess.image_size"].startswith("the median side of the 4 pictures read")
+
+
+def test_pictures_it_cannot_read_are_refused_as_preprocess_refuses_them(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_archive(raw / "pictures.zip", {"train/a/0.png": b"not a picture", "test/a/0.png": png(8)})
+    with pytest.raises(DataError, match=r"pictures.zip: one class \('a'\); expected two class folders or more"):
+        images.survey(raw, None)
+    write_archive(raw / "pictures.zip", {"train/a/0.png": b"no png", "train/b/0.png": png(8), "test/a/0.png": png(8)})
+    with pytest.raises(DataError, match=r"test has no folder for class 'b'"):
+        images.survey(raw, None)
+    write_archive(
+        raw / "pictures.zip",
+        {"train/a/0.png": b"no png", "train/b/0.png": png(8), "test/a/0.png": png(8), "test/b/0.png": png(8)},
+    )
+    with pytest.raises(DataError, match=r"train/a/0.png: unreadable image: not a PNG or JPEG file"):
+        images.survey(raw, None)
+
+
+def table(tmp_path, rows, header="text,label"):
+    raw = tmp_path / "raw"
+    raw.mkdir(parents=True)
+    (raw / "texts.csv").write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return raw
+
+
+def config(**keys) -> TextTablePreprocessConfig:
+    values = dict(
+        kind="labelled_texts", reader="table", text_column="text", label_column="label", num_words=None,
+        max_len=300, padding="pre", truncating="pre", test_split=0.2, split_seed=113, validation_split=0.1,
+        validation_seed=7, stratify=True,
+    )  # fmt: skip
+    return TextTablePreprocessConfig(**{**values, **keys})
+
+
+def test_texts_take_the_length_most_hold_and_the_words_seen_twice(tmp_path):
+    # 99 texts of 3 words and one of 40: 99% have 4 ids or fewer (the start mark included)
+    rows = [f"red green w{i},{'a' if i % 2 else 'b'}" for i in range(99)] + [" ".join(["long"] * 40) + ",a"]
+    choices = texts.survey(table(tmp_path, rows), config())
+    assert chosen(choices) == {
+        "preprocess.max_len": 8,  # 4, rounded up to a multiple of 8
+        # red, green and long appear twice or more; w0..w98 once: 3 words, past the 4 ids below the first
+        "preprocess.num_words": 3 + texts.INDEX_FROM + 1,
+        "train.class_weight": "none",
+    }
+    why = {c.key: c.why for c in choices}
+    assert why["preprocess.max_len"] == "99% of the 100 texts have 4 words or fewer (the longest 41)"
+    assert why["preprocess.num_words"] == "3 of the texts' 102 words appear twice or more: the 3 most frequent"
+
+
+def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed(tmp_path, monkeypatch):
+    monkeypatch.setattr(texts, "MAX_WORDS", 2)
+    rows = [f"one two three {i % 2},{'a' if i < 9 else 'b'}" for i in range(12)]
+    choices = texts.survey(table(tmp_path, rows), config())
+    assert chosen(choices)["preprocess.num_words"] == 2 + texts.INDEX_FROM + 1
+    assert chosen(choices)["train.class_weight"] == "balanced"
+    assert "5 of the texts' 5 words appear twice or more, at most 2: the 2 most frequent" in {c.why for c in choices}
+
+
+def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):
+    raw = table(tmp_path, ["a text,x", "another,y"], header="body,label")
+    with pytest.raises(DataError, match=r"texts.csv:2: no column 'text' \(its columns: body, label\)"):
+        texts.survey(raw, config())
+    with pytest.raises(DataError, match=r"texts.csv: label: one label \('x'\); expected two or more"):
+        texts.survey(table(tmp_path / "one", ["a text,x", "another,x"]), config())
+
+
+def test_class_weight_is_balanced_from_twice_the_smallest_class():
+    assert survey.class_weight({"a": 10, "b": 5}, "texts").value == "balanced"
+    assert survey.class_weight({"a": 9, "b": 5}, "texts").value == "none"
+
+
+def test_spread_picks_evenly_and_all_when_fewer():
+    assert survey.spread(3, 5) == [0, 1, 2]
+    assert survey.spread(10, 4) == [0, 2, 5, 7]

@@ -1,35 +1,35 @@
-"""What `pipeline add`'s shipped defaults give on small real datasets the tests never see,
-against simple yardsticks; and Reuters' mlp model against its default conv1d.
+"""What `pipeline add`'s defaults give on real datasets that no part of the project made, beside
+classical models on the same split; and Reuters' mlp model against its default conv1d.
 
-`images`: two small real sets of pictures, written as PNG image folders (train/ and test/ of a
-folder per class) in a temporary folder:
-
-- scikit-learn's bundled digits (1,797 pictures of 8x8, values 0-16 scaled to 0-255), split
-  80/20 class by class (scikit-learn's `train_test_split`, stratified, random_state 0);
-- MNIST, 100 pictures of each digit from its training set and 100 of each from its test set
-  (drawn with seed 0), from the MNIST PNG archive (`--mnist-archive`; by default
-  mnist_png.tar.gz under PIPELINE_DATA_MIRROR's folder when that is a file:// URL).
+`sets`: every set of benchmarks/real_datasets.py whose source this machine has (pictures drawn
+from Debian's fonts, icon themes, emoji and card decks, scikit-learn's digits; texts from
+Debian's package lists, manual pages, fortunes, WordNet and the King James Bible), and MNIST,
+100 pictures of each digit from its training set and 100 of each from its test set (drawn with
+seed 0, from the MNIST PNG archive: `--mnist-archive`, by default mnist_png.tar.gz under
+PIPELINE_DATA_MIRROR's folder when that is a file:// URL; left out when there is none).
 
 For each set, a clone of this checkout (`git clone`: its committed code, params.yaml and
-dvc.yaml) declares it with `pipeline add NAME --kind image_folders --url file:///...` (the
-folder itself: the download stage copies it whole) and runs `dvc repro evaluate@NAME`, as a
-user would: the four stages with `add.image_folders`' defaults, MLflow runs to a throw-away
-store. It reads the test accuracy (reports/NAME/metrics.json) and the train stage's
-train_seconds (reports/NAME/measurements.json), and times the whole `dvc repro`. The
-yardsticks, on the same pictures and split: scikit-learn's SVC (RBF kernel, its defaults) and
-LogisticRegression(max_iter=5000), on the raw pixels scaled to [0, 1].
+dvc.yaml) declares it with `pipeline add NAME --kind KIND --url file:///...` at its defaults
+(what it chose from the data is printed) and runs `dvc repro evaluate@NAME`, as a user would,
+MLflow runs to a throw-away store. It reads the test accuracy (reports/NAME/metrics.json) and
+the train stage's train_seconds (reports/NAME/measurements.json), and times the whole `dvc
+repro`. The classical models learn from the same training part (the pipeline's training and
+validation splits together) and are scored on the same test split:
 
-`reuters`: the train and evaluate stages of Reuters (`--reuters-data`, prepared by `dvc repro
-preprocess@reuters`) with the shipped params (conv1d) and with `-S train.reuters.model=mlp`
-alone, alternating (conv1d, mlp, conv1d, mlp, ...; `--reuters-runs` of each), each stage its
-own process: test accuracy, the train stage's train_seconds and its epochs trained (train.json).
+- pictures: scikit-learn's SVC (RBF kernel, its defaults) and LogisticRegression(max_iter=5000)
+  on the raw pixels, at the side and colour `pipeline add` chose, scaled to [0, 1], each
+  picture read as the pipeline reads it (a transparent one laid on white);
+- texts: TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2)) with LinearSVC() and with
+  LogisticRegression(C=10); the test split is the one preprocess draws (test_split,
+  split_seed, stratify of the dataset's section).
 
-    python benchmarks/new_datasets.py [--only images|reuters] [--mnist-archive PATH]
+    python benchmarks/new_datasets.py [--only sets|reuters] [--sets NAME,NAME] [--mnist-archive PATH]
         [--reuters-data data/prepared/reuters] [--reuters-runs 2]
 
-It prints the CPU (lscpu's model name, and whether it has AVX-512F) first, then one table.
-About 5 minutes on 2 cores (the images 4 of them, the four Reuters runs the rest). Needs
-scikit-learn, which is not a dependency of the project (`pip install scikit-learn`).
+It prints the CPU (lscpu's model name, and whether it has AVX-512F) first, then one table. The
+sets take about 40 minutes on 2 cores, each its own `dvc repro`. Needs scikit-learn, which is
+not a dependency of the project (`pip install scikit-learn`), and the Debian packages
+benchmarks/real_datasets.py lists (a set whose source is missing is skipped, saying why).
 """
 
 from __future__ import annotations
@@ -46,11 +46,14 @@ import tempfile
 from pathlib import Path
 
 import harness
+import real_datasets
 from harness import ROOT
 
 MIRROR_ENV = "PIPELINE_DATA_MIRROR"
 MNIST_PER_CLASS = 100
 REUTERS_MODELS = ("conv1d", "mlp")
+# the sets the defaults were chosen on (the others are data they were not tuned on)
+TUNED_ON = ("sk_digits", "emoji_groups", "icon_contexts", "cards_suit", "debian_sections", "man_sections")
 
 
 def cpu_lines() -> list[str]:
@@ -65,34 +68,7 @@ def cpu_lines() -> list[str]:
     return [f"CPU: {model}; avx512f: {'yes' if avx512f else 'no'}", harness.host_line()]
 
 
-# --------------------------------------------------------------------------- the image sets
-
-
-def save_grey(pixels, path: Path) -> None:
-    """A 2-D uint8 array as a greyscale PNG."""
-    from PIL import Image
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(pixels, mode="L").save(path, format="PNG")
-
-
-def write_digits(folder: Path) -> dict[str, int]:
-    """scikit-learn's digits as image folders, folder/{train,test}/<digit>/NNNN.png: 8x8, values
-    0-16 scaled to 0-255, a stratified 80/20 split (random_state 0). The pictures per split."""
-    import numpy as np
-
-    # scikit-learn is not a dependency of the project: the benchmark alone needs it
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    pixels = np.rint(digits.images * 255 / 16).astype(np.uint8)
-    indices = np.arange(len(pixels))
-    train, test = train_test_split(indices, test_size=0.2, stratify=digits.target, random_state=0)
-    for split, chosen in (("train", train), ("test", test)):
-        for i in chosen:
-            save_grey(pixels[i], folder / split / str(digits.target[i]) / f"{i:04d}.png")
-    return {"train": len(train), "test": len(test)}
+# --------------------------------------------------------------------------- the sets
 
 
 def write_mnist_subset(archive: Path, folder: Path, per_class: int = MNIST_PER_CLASS, seed: int = 0) -> dict[str, int]:
@@ -124,50 +100,73 @@ def write_mnist_subset(archive: Path, folder: Path, per_class: int = MNIST_PER_C
     return {split: sum(len(n) for (s, _), n in chosen.items() if s == split) for split in ("train", "test")}
 
 
-def read_folders(folder: Path):
-    """The pictures of image folders as (x_train, y_train, x_test, y_test): each picture's raw
-    pixels scaled to [0, 1], flattened; its class folder's name as its label."""
+def sets(opts) -> list[real_datasets.RealSet]:
+    """The sets to run: --sets', or every one of real_datasets and MNIST's subset."""
+    found = dict(real_datasets.SETS)
+    if opts.mnist_archive is not None and opts.mnist_archive.is_file():
+        found["mnist_1k"] = real_datasets.RealSet(
+            name="mnist_1k",
+            kind="image_folders",
+            title="MNIST, 100 pictures a digit from each of its splits (28x28 grey)",
+            needs=(),
+            make=lambda folder: write_mnist_subset(opts.mnist_archive, folder),
+        )
+    names = opts.sets or list(found)
+    unknown = [name for name in names if name not in found]
+    if unknown:
+        sys.exit(f"error: --sets {','.join(unknown)}: expected some of {', '.join(found)}")
+    return [found[name] for name in names]
+
+
+def yardsticks(project: Path, name: str, folder: Path, kind: str) -> dict[str, float]:
+    """The classical models' test accuracy on the split the pipeline trains and tests on, with
+    the settings `pipeline add` wrote into the clone's params.yaml."""
+    params = harness.load_params(name, path=project / "params.yaml")
+    pre = params.preprocess
+    if kind == "image_folders":
+        return real_datasets.picture_yardsticks(folder, pre.image_size, pre.color)
+    texts, labels = real_datasets.text_rows(folder)
+    test = test_rows(labels, pre)
+    train = [i for i in range(len(texts)) if i not in test]
+    return real_datasets.text_yardsticks(
+        [texts[i] for i in train], [labels[i] for i in train], [texts[i] for i in test], [labels[i] for i in test]
+    )
+
+
+def test_rows(labels: list[str], pre) -> set[int]:
+    """The rows preprocess puts in the test split (its own split of the table: pipeline/data/texts.py)."""
     import numpy as np
-    from PIL import Image
 
-    arrays = []
-    for split in ("train", "test"):
-        paths = sorted(folder.glob(f"{split}/*/*.png"))
-        x = np.stack([np.asarray(Image.open(p).convert("L"), dtype=np.float32).ravel() / 255 for p in paths])
-        arrays += [x, np.array([p.parent.name for p in paths])]
-    return tuple(arrays)
+    from pipeline.data import texts
 
-
-def yardsticks(folder: Path) -> dict[str, float]:
-    """The test accuracy of an SVM (RBF kernel, scikit-learn's defaults) and of a logistic
-    regression on the raw pixels, trained on the training split."""
-    # scikit-learn is not a dependency of the project: the benchmark alone needs it
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.svm import SVC
-
-    x_train, y_train, x_test, y_test = read_folders(folder)
-    found = {}
-    for name, model in (("svc", SVC()), ("logistic", LogisticRegression(max_iter=5000))):
-        found[name] = float((model.fit(x_train, y_train).predict(x_test) == y_test).mean())
-    return found
+    classes = texts.class_order(set(labels))
+    position = {label: i for i, label in enumerate(classes)}
+    indices = np.array([position[label] for label in labels]) if pre.stratify else None
+    places = texts.split_places(len(labels), pre, indices)
+    return {row for row, (split, _) in enumerate(places) if split == "test"}
 
 
-def add_and_repro(name: str, folder: Path, tmp: Path) -> dict[str, float]:
-    """`pipeline add NAME --kind image_folders --url file://FOLDER` in a clone of this checkout,
-    then `dvc repro evaluate@NAME`: its test accuracy, the train stage's train_seconds, epochs
-    trained and best epoch, and the wall seconds of the whole `dvc repro`."""
+def add_and_repro(name: str, kind: str, folder: Path, tmp: Path) -> dict:
+    """`pipeline add NAME --kind KIND --url file://FOLDER` in a clone of this checkout, then `dvc
+    repro evaluate@NAME`: what add printed, the classical models on the same split, the test
+    accuracy, the train stage's train_seconds, epochs trained and best epoch, and the wall
+    seconds of the whole `dvc repro`."""
     project = tmp / f"project-{name}"
     env = harness.dvc_env()
     env.pop(MIRROR_ENV, None)  # a mirror would look the folder up under it by its base name
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
     harness.run(["git", "clone", "-q", str(ROOT), str(project)], cwd=tmp, env=env)
-    add = harness.pipeline_argv("add", name, "--kind", "image_folders", "--url", folder.resolve().as_uri(), quiet=False)
-    harness.run(add, cwd=project, env=env)
+    add = harness.pipeline_argv("add", name, "--kind", kind, "--url", folder.resolve().as_uri(), quiet=False)
+    added = harness.run(add, cwd=project, env=env)
+    print("  " + "\n  ".join(added.out.strip().splitlines()[1:-1]), flush=True)
+    found = yardsticks(project, name, folder, kind)
     run = harness.run([sys.executable, "-m", "dvc", "repro", f"evaluate@{name}"], cwd=project, env=env)
     reports = project / "reports" / name
     metrics = json.loads((reports / "metrics.json").read_text())
     figures = harness.train_figures(reports)  # train.json's and measurements.json's
+    shutil.rmtree(project)
     return {
+        **found,
         "test_accuracy": metrics["test_accuracy"],
         "train_seconds": figures["train_seconds"],
         "epochs_trained": figures["epochs_trained"],
@@ -187,27 +186,33 @@ def default_mnist_archive() -> Path | None:
     return Path(urllib.request.url2pathname(parsed.path)) / "mnist_png.tar.gz"
 
 
-def images_main(opts, tmp: Path) -> list[dict]:
-    """Each image set: written, its yardsticks, and `pipeline add` + `dvc repro` on it."""
-    sets = (
-        ("digits", "scikit-learn digits, 8x8", write_digits),
-        ("mnist_1k", "MNIST, 100 a class", lambda folder: write_mnist_subset(opts.mnist_archive, folder)),
-    )
+def sets_main(opts, tmp: Path) -> list[dict]:
+    """Each set: written, declared at its defaults, its stages run, the classical models beside."""
     rows = []
-    for name, title, write in sets:
-        folder = tmp / "sets" / name
-        counts = write(folder)
-        print(f"{title}: {counts['train']:,} train, {counts['test']:,} test pictures in {folder}", flush=True)
-        row = {"set": title, **counts, **yardsticks(folder)}
-        row.update(add_and_repro(name, folder, tmp))
+    for real in sets(opts):
+        missing = real_datasets.available(real)
+        if missing is not None:
+            print(f"{real.name}: skipped ({missing})", flush=True)
+            continue
+        folder = tmp / "sets" / real.name
+        counts = real.make(folder)
+        print(f"{real.name}: {real.title}; {json.dumps(counts)}", flush=True)
+        row = {"set": real.name, "kind": real.kind, "tuned": real.name in TUNED_ON, **counts}
+        row.update(add_and_repro(real.name, real.kind, folder, tmp))
+        classical = " ".join(f"{key} {row[key]:.4f}" for key in classical_keys(real.kind))
         print(
-            f"  pipeline add defaults: test accuracy {row['test_accuracy']:.4f}, {row['epochs_trained']} epochs "
+            f"  defaults: test accuracy {row['test_accuracy']:.4f}, {row['epochs_trained']} epochs "
             f"(best {row['best_epoch']}), train {row['train_seconds']:.0f} s, dvc repro {row['repro_seconds']:.0f} s; "
-            f"SVC {row['svc']:.4f}, logistic regression {row['logistic']:.4f}",
+            f"{classical}",
             flush=True,
         )
         rows.append(row)
+        shutil.rmtree(folder)
     return rows
+
+
+def classical_keys(kind: str) -> tuple[str, str]:
+    return ("svc", "logistic") if kind == "image_folders" else ("linear_svc", "logistic")
 
 
 # --------------------------------------------------------------------------- Reuters: mlp against conv1d
@@ -254,19 +259,21 @@ def reuters_main(opts, tmp: Path) -> list[dict]:
 # --------------------------------------------------------------------------- the table
 
 
-def print_table(images: list[dict], reuters: list[dict]) -> None:
-    if images:
+def print_table(rows: list[dict], reuters: list[dict]) -> None:
+    if rows:
         print()
         print(
-            f"{'set':<28}{'pictures (train/test)':>23}{'add defaults acc':>18}{'train s':>9}{'epochs':>8}"
-            f"{'repro s':>9}{'SVC':>8}{'logistic':>10}"
+            f"{'set':<20}{'kind':>8}{'tuned on':>9}{'samples':>15}{'defaults':>10}{'SVM':>8}{'logistic':>10}"
+            f"{'better':>8}{'train s':>9}{'repro s':>9}"
         )
-        for r in images:
-            pictures = f"{r['train']:,} / {r['test']:,}"
+        for r in rows:
+            svm, logistic = (r[key] for key in classical_keys(r["kind"]))
+            samples = f"{r['train']:,} / {r['test']:,}" if "train" in r else f"{r['rows']:,} rows"
+            better = "yes" if r["test_accuracy"] >= max(svm, logistic) else "no"
             print(
-                f"{r['set']:<28}{pictures:>23}{r['test_accuracy']:>18.4f}"
-                f"{r['train_seconds']:>9.0f}{r['epochs_trained']:>8}{r['repro_seconds']:>9.0f}"
-                f"{r['svc']:>8.4f}{r['logistic']:>10.4f}"
+                f"{r['set']:<20}{'images' if r['kind'] == 'image_folders' else 'texts':>8}"
+                f"{'yes' if r['tuned'] else 'no':>9}{samples:>15}{r['test_accuracy']:>10.4f}{svm:>8.4f}"
+                f"{logistic:>10.4f}{better:>8}{r['train_seconds']:>9.0f}{r['repro_seconds']:>9.0f}"
             )
     if reuters:
         print()
@@ -281,7 +288,10 @@ def print_table(images: list[dict], reuters: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
-    parser.add_argument("--only", choices=("images", "reuters"), help="Run one part alone [default: both].")
+    parser.add_argument("--only", choices=("sets", "reuters"), help="Run one part alone [default: both].")
+    parser.add_argument(
+        "--sets", type=lambda text: text.split(","), default=None, help="These sets only, by name [default: all]."
+    )
     parser.add_argument(
         "--mnist-archive",
         type=Path,
@@ -293,18 +303,18 @@ def main() -> None:
     )
     parser.add_argument("--reuters-runs", type=harness.positive_int, default=2, help="Runs of each model [2].")
     opts = parser.parse_args()
-    if opts.only != "reuters" and (opts.mnist_archive is None or not opts.mnist_archive.is_file()):
-        sys.exit(f"error: the MNIST PNG archive {opts.mnist_archive or ''}: not found; pass --mnist-archive PATH")
-    if opts.only != "images" and not (opts.reuters_data / "stats.json").is_file():
+    if opts.mnist_archive is not None and not opts.mnist_archive.is_file() and "--mnist-archive" in sys.argv:
+        sys.exit(f"error: the MNIST PNG archive {opts.mnist_archive}: not found")
+    if opts.only != "sets" and not (opts.reuters_data / "stats.json").is_file():
         sys.exit(f"error: {opts.reuters_data}: no prepared Reuters; run `dvc repro preprocess@reuters` first")
     print("\n".join(cpu_lines()), flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-new-datasets-"))
     try:
-        images = images_main(opts, tmp) if opts.only != "reuters" else []
-        reuters = reuters_main(opts, tmp) if opts.only != "images" else []
+        rows = sets_main(opts, tmp) if opts.only != "reuters" else []
+        reuters = reuters_main(opts, tmp) if opts.only != "sets" else []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print_table(images, reuters)
+    print_table(rows, reuters)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,15 @@ def _positive_ints(help: str, what: str = "a non-empty list of positive integers
     return spec(what, lambda v: len(v) > 0 and all(n > 0 for n in v), help=help)
 
 
+def _batchnorm_momentum(whose: str = "its", keras_default: str = "0.99"):
+    return fraction(
+        help=f"Moving-average momentum of {whose} BatchNormalization layers: what evaluation and serving "
+        f"normalise with follows the training batches' statistics this slowly (Keras' {keras_default}, made for "
+        "long runs, lags behind the weights through a short training: inference at chance for the first epochs).",
+        low_open=True,
+    )
+
+
 def _dropout():
     return fraction(help="Dropout rate before the last Dense layer (0: none).")
 
@@ -63,7 +72,12 @@ class MlpSettings:
         "pairs of the training split that it holds twice or more (as Keras' TextVectorization ngrams=2 and "
         "scikit-learn's ngram_range=(1, 2)), weighed as the words are."
     )
-    units: tuple[int, ...] = _positive_ints("Units of each hidden Dense layer (ReLU), in order.")
+    units: tuple[int, ...] = spec(
+        "a list of positive integers",
+        lambda v: all(n > 0 for n in v),
+        help="Units of each hidden Dense layer (ReLU), in order; []: none, the classes' Dense layer on the bag "
+        "itself (a linear model, as a logistic regression on the same features).",
+    )
     dropout: float = _dropout()
 
 
@@ -79,6 +93,7 @@ class SmallConvnetSettings:
     )
     dense_units: int = positive_int(help="Units of the Dense layer on the pooled features.")
     dropout: float = _dropout()
+    batchnorm_momentum: float = _batchnorm_momentum()
     shift: float = spec(
         "a number in [0, 0.5)",
         lambda v: 0.0 <= v < 0.5,
@@ -113,11 +128,7 @@ class MobileNetV2Settings:
         "pointwise layers cost about alpha squared.",
     )
     dense_units: int = positive_int(help="Units of the Dense layer on the pooled features.")
-    batchnorm_momentum: float = fraction(
-        help="Moving-average momentum of the backbone's BatchNormalization layers (Keras' 0.999 "
-        "leaves inference at chance after a few epochs).",
-        low_open=True,
-    )
+    batchnorm_momentum: float = _batchnorm_momentum("the backbone's", "0.999")
     weights: Optional[Literal["imagenet"]] = spec(
         help="The backbone's initial weights: null, from scratch; imagenet, Keras' ImageNet weights for this "
         "alpha, fetched by the download stage as one of the dataset's download.pretrained (pinned by its sha256, "

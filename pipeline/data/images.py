@@ -389,18 +389,19 @@ def images_digest(hashes: dict[str, list[str]], shape: tuple) -> str:
 SURVEY_PICTURES = 1000
 # the sides a picture is trained at by the small-picture model: the pictures' own median, within
 # these (a smaller one enlarged, a larger one reduced: the cost of a step grows with the side's square)
-SMALL_SIDES = (32, 64)
-# pictures whose median side is at least this are photos: fine-tuned from ImageNet weights
-PHOTO_SIDE = 96
+SMALL_SIDES = (32, 48)
+# pictures whose median side is over this are photos, fine-tuned from ImageNet weights; up to it,
+# the small-picture model learns them from scratch
+PHOTO_SIDE = 128
 # a picture has colour where more than this share of its pixels have channels this far apart
 COLOUR_SHARE, COLOUR_SPREAD = 0.01, 16
 
 
-def survey(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig) -> list[survey_.Choice]:
+def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = None) -> list[survey_.Choice]:
     """The settings `pipeline add` chooses for image folders (`cfg`: the template's preprocess
     section, which says nothing they depend on), read from the pictures (the
     layout checked as preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes
-    them): the template (photos from `PHOTO_SIDE` pixels a side), the side to train at, the
+    them): the template (photos over `PHOTO_SIDE` pixels a side), the side to train at, the
     colour, and the class weights."""
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
@@ -420,8 +421,8 @@ def survey(raw_dir: Path | str, cfg: ImageFoldersPreprocessConfig) -> list[surve
     choices = [survey_.class_weight(counts, "training pictures")]
     color = "rgb" if coloured else "grey"
     choices.insert(0, survey_.Choice("preprocess.color", color, f"{coloured:,} {read} have colour"))
-    if side >= PHOTO_SIDE:
-        why = f"the median side {read} is {side} px, {PHOTO_SIDE} or more: photos, fine-tuned from ImageNet weights"
+    if side > PHOTO_SIDE:
+        why = f"the median side {read} is {side} px, over {PHOTO_SIDE}: photos, fine-tuned from ImageNet weights"
         return [survey_.Choice(survey_.TEMPLATE, "photos", why), *choices]
     size = min(max(side, SMALL_SIDES[0]), SMALL_SIDES[1])
     bounds = "" if size == side else f", within {SMALL_SIDES[0]} to {SMALL_SIDES[1]}"

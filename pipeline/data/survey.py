@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 # classes this much apart in size (the largest over the smallest) are weighed: class_weight balanced
-UNBALANCED = 2.0
+UNBALANCED = 10.0
 # the key of a choice that is not a key: which of the params file's templates the dataset starts from
 TEMPLATE = "template"
 

@@ -325,7 +325,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
     if len(classes) < 2:
         raise DataError(f"{path}: {cfg.label_column}: one label ({classes[0]!r}); expected two or more")
     position = {c: i for i, c in enumerate(classes)}
-    places = _places(len(labels_), cfg, np.array([position[label] for label in labels_]) if cfg.stratify else None)
+    places = split_places(len(labels_), cfg, np.array([position[label] for label in labels_]) if cfg.stratify else None)
     counter = _Words()
     for row, (text, _) in enumerate(table_rows(path, cfg.text_column, cfg.label_column)):
         split, place = places[row]
@@ -357,7 +357,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
         )
 
 
-def _places(n: int, cfg: Splitting, labels: Optional[np.ndarray] = None) -> list[tuple[str, int]]:
+def split_places(n: int, cfg: Splitting, labels: Optional[np.ndarray] = None) -> list[tuple[str, int]]:
     """Each row's (split, place in it), as `split_order` splits the rows: the order a seeded
     shuffle gives, the test share last, the validation share held out of the rest (each class
     apart, with the rows' `labels`)."""

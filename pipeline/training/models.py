@@ -70,7 +70,7 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
         idf_weights=idf,
         name="bag_of_words",
     )(tokens)
-    h = bag
+    h = keras.layers.UnitNormalization(name="unit_length")(bag) if settings.features == "tf_idf" else bag
     for i, units in enumerate(settings.units, start=1):
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
         if settings.dropout:
@@ -143,7 +143,7 @@ def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained
     for i, filters in enumerate(settings.filters, start=1):
         for j in (1, 2):
             h = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"conv{i}_{j}")(h)
-            h = keras.layers.BatchNormalization(name=f"bn{i}_{j}")(h)
+            h = keras.layers.BatchNormalization(momentum=settings.batchnorm_momentum, name=f"bn{i}_{j}")(h)
             h = keras.layers.ReLU(name=f"relu{i}_{j}")(h)
         if side > 4:
             h = keras.layers.MaxPooling2D(2, name=f"pool{i}")(h)

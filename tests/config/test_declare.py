@@ -68,7 +68,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     assert (code, err) == (0, [])
     assert out.splitlines() == [
         f"read {URL}:",
-        "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 64)",
+        "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
         "  train.shapes.class_weight: none (the classes have 3 to 3 training pictures (1.0x): balanced enough to "
         "weigh alike)",
@@ -78,7 +78,8 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     params = loader.load_params(project / "params.yaml", "shapes")
     raw = params.raw
     template = raw["add"]["image_folders"]
-    chosen = {"preprocess": {"image_size": 32}, "train": {"class_weight": "none"}}  # color: the template's grey
+    # the template's colour (grey) and class weights (none) are the data's
+    chosen: dict[str, dict] = {"preprocess": {"image_size": 32}}
     for stage in template:
         assert list(raw[stage])[-1] == "shapes"  # after the datasets there
         assert stage in ("download", "tune") or raw[stage]["shapes"] == {**template[stage], **chosen.get(stage, {})}
@@ -266,9 +267,10 @@ def test_a_setting_given_with_s_wins_over_the_one_read_from_the_data(project):
     assert (code, err) == (0, [])
     assert (
         "  preprocess.shapes.image_size: as -S sets it, not 32 (the median side of all 40 pictures is 28 px, within "
-        "32 to 64)" in out.splitlines()
+        "32 to 48)" in out.splitlines()
     )
-    assert loader.load_params(project / "params.yaml", "shapes").preprocess.image_size == 48
+    preprocess = loader.load_params(project / "params.yaml", "shapes").preprocess
+    assert isinstance(preprocess, ImageFoldersPreprocessConfig) and preprocess.image_size == 48
 
 
 def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
@@ -280,10 +282,11 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
     assert out.splitlines()[1:4] == [
         "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))",
         "  preprocess.topics.num_words: 19 (15 of the texts' 26 words appear twice or more: the 15 most frequent)",
-        "  train.topics.class_weight: balanced (the classes have 2 to 4 texts (2.0x): each weighed by its size)",
+        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): balanced enough to weigh alike)",
     ]
     params = loader.load_params(project / "params.yaml", "topics")
-    assert (params.preprocess.max_len, params.preprocess.num_words, params.train.class_weight) == (16, 19, "balanced")
+    assert isinstance(params.preprocess, TextTablePreprocessConfig)
+    assert (params.preprocess.max_len, params.preprocess.num_words, params.train.class_weight) == (16, 19, "none")
 
 
 @pytest.mark.parametrize(

@@ -167,7 +167,7 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
 
 
 def test_small_convnet_takes_the_pictures_at_their_prepared_size():
-    model = models.small_convnet(SmallConvnetSettings((8, 16), 32, 0.2, 0.0, 0.0, "none"), pictures(4, side=12))
+    model = models.small_convnet(SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none"), pictures(4, side=12))
     assert model.input_shape == (None, 12, 12, 3) and model.output_shape == (None, 4)
     pools = [layer.name for layer in model.layers if isinstance(layer, models.keras.layers.MaxPooling2D)]
     assert pools == ["pool1", "pool2"]  # 12 -> 6 -> 3: both blocks pool while the side is above 4
@@ -177,14 +177,14 @@ def test_small_convnet_takes_the_pictures_at_their_prepared_size():
 def test_small_convnet_has_the_same_weights_at_any_side_from_8_to_128():
     """Global pooling: the head is the last block's filters whatever the picture's side, so a
     larger picture adds no weight for the dense layer to learn."""
-    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.1, 0.1, "horizontal")
+    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal")
     counts = {side: models.small_convnet(settings, pictures(3, side=side)).count_params() for side in (8, 16, 64, 128)}
     assert len(set(counts.values())) == 1, counts
 
 
 @pytest.mark.parametrize("flip", ["none", "horizontal", "both"])
 def test_the_augmentation_changes_pictures_while_training_only(flip):
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.2, 0.2, flip)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip)
     model = models.small_convnet(settings, pictures(2, side=16))
     augmented = [layer.name for layer in model.layers if layer.name.startswith("random_")]
     assert augmented == [*(["random_flip"] if flip != "none" else []), "random_shift", "random_zoom"]
@@ -195,7 +195,7 @@ def test_the_augmentation_changes_pictures_while_training_only(flip):
 
 
 def test_no_augmentation_adds_no_layer():
-    model = models.small_convnet(SmallConvnetSettings((4,), 8, 0.0, 0.0, 0.0, "none"), pictures(2, side=16))
+    model = models.small_convnet(SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none"), pictures(2, side=16))
     assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
 
 

@@ -42,6 +42,7 @@ def test_cosine_schedule_falls_from_the_rate_to_its_factor_at_the_last_epoch():
 def test_each_loop_trains_each_epoch_at_the_cosine_schedules_rate(tmp_path, loop):
     make_reuters_raw(tmp_path, n=120)
     params = load_params(ROOT / "params.yaml", "reuters")
+    assert isinstance(params.preprocess, ReutersPreprocessConfig)
     data = reuters.prepare(
         tmp_path, tmp_path / "prepared", dataclasses.replace(params.preprocess, max_len=20), "preprocess.reuters"
     )

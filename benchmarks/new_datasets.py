@@ -147,7 +147,7 @@ def test_rows(labels: list[str], pre) -> set[int]:
 
 
 def add_and_repro(name: str, kind: str, folder: Path, tmp: Path) -> dict:
-    """`pipeline add NAME --kind KIND --url file://FOLDER` in a clone of this checkout, then `dvc
+    """`pipeline add NAME --kind KIND --url file://...` (the folder, or its table) in a clone of this checkout, then `dvc
     repro evaluate@NAME`: what add printed, the classical models on the same split, the test
     accuracy, the train stage's train_seconds, epochs trained and best epoch, and the wall
     seconds of the whole `dvc repro`."""
@@ -156,7 +156,9 @@ def add_and_repro(name: str, kind: str, folder: Path, tmp: Path) -> dict:
     env.pop(MIRROR_ENV, None)  # a mirror would look the folder up under it by its base name
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
     harness.run(["git", "clone", "-q", str(ROOT), str(project)], cwd=tmp, env=env)
-    add = harness.pipeline_argv("add", name, "--kind", kind, "--url", folder.resolve().as_uri(), quiet=False)
+    # pictures: the folder of image folders; texts: the folder's one table
+    source = folder if kind == "image_folders" else next(folder.glob("*.csv"))
+    add = harness.pipeline_argv("add", name, "--kind", kind, "--url", source.resolve().as_uri(), quiet=False)
     added = harness.run(add, cwd=project, env=env)
     print("  " + "\n  ".join(added.out.strip().splitlines()[1:-1]), flush=True)
     found = yardsticks(project, name, folder, kind)

@@ -259,22 +259,19 @@ def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> N
 @contextlib.contextmanager
 def at_hand(cfg: DownloadConfig) -> Iterator[Path]:
     """A folder holding the files of a DownloadConfig as the download stage's would, for
-    reading them before any stage runs (`pipeline add`): a file:// URL's folder as it is, or a
-    folder of links to its files; anything else fetched into a temporary folder (mirror,
-    sha256, retries as the stage's), removed afterwards. An error while the folder is read
+    reading them before any stage runs (`pipeline add`): file:// URLs as links to their files
+    or folders, each under the name the stage gives its copy; anything else fetched into a
+    temporary folder (mirror, sha256, retries as the stage's), removed afterwards. An error while the folder is read
     names each file by its URL, not by the temporary folder."""
     urls = [f.url for f in cfg.files]
     local = [_local_file(url) for url in urls]
     with tempfile.TemporaryDirectory(prefix="pipeline-add-") as tmp:
         folder = Path(tmp) / "files"
-        if len(local) == 1 and local[0] is not None and local[0].is_dir():
-            yield local[0]
-            return
         if all(path is not None for path in local):
             folder.mkdir()
-            for url, path in zip(urls, local):
-                if path is None or not path.is_file():
-                    raise DownloadError(f"{url}: no such file")
+            for url, path in zip(urls, local):  # each where the stage copies it: under its base name
+                if path is None or not path.exists():
+                    raise DownloadError(f"{url}: no such file or folder")
                 (folder / base_name(url)).symlink_to(path.resolve())
         else:
             fetch_all(cfg, folder)

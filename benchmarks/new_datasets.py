@@ -147,7 +147,8 @@ def test_rows(labels: list[str], pre) -> set[int]:
 
 
 def add_and_repro(name: str, kind: str, folder: Path, tmp: Path) -> dict:
-    """`pipeline add NAME --kind KIND --url file://...` (the folder, or its table) in a clone of this checkout, then `dvc
+    """`pipeline add NAME --kind KIND --url file://...` (the folder, or its table) in a clone of this
+    checkout, then `dvc
     repro evaluate@NAME`: what add printed, the classical models on the same split, the test
     accuracy, the train stage's train_seconds, epochs trained and best epoch, and the wall
     seconds of the whole `dvc repro`."""

@@ -83,7 +83,7 @@ def entries(where: Path, passed_over: archives.PassedOver) -> Iterator[tuple[str
     if where.is_file():
         yield from archives.entries(where, passed_over)
         return
-    for root, dirs, files in os.walk(where):
+    for root, dirs, files in os.walk(where, followlinks=True):  # a linked folder as its copy (pipeline add)
         dirs.sort()
         rel = Path(root).relative_to(where).as_posix()
         prefix = "" if rel == "." else rel + "/"

@@ -304,3 +304,18 @@ def test_a_dataset_it_cannot_read_is_one_error_line_and_nothing_written(project,
     assert (code, out, len(err)) == (1, "", 1), err
     assert err[0].startswith(line) and name in err[0], err
     assert files(project) == before
+
+
+def test_a_folder_of_image_folders_is_read_where_the_download_stage_copies_it(project, tmp_path):
+    """--url file:///.../pictures (a folder, not an archive): read as the download stage's copy of
+    it, data/raw/<name>/pictures/{train,test}/<class>/..., will be."""
+    import tarfile
+
+    with tarfile.open(project / "served" / "shapes.tar.gz") as archive:
+        archive.extractall(tmp_path / "unpacked", filter="data")
+    folder = tmp_path / "unpacked" / "shapes"
+    code, out, err = pipeline(project, "add", "pictures", "--kind", "image_folders", "--url", folder.as_uri())
+    assert (code, err) == (0, [])
+    assert out.splitlines()[1] == (
+        "  preprocess.pictures.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)"
+    )

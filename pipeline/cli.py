@@ -125,8 +125,9 @@ def params_command(dataset, params_path, markdown, rewrite):
 @click.option(
     "--photos",
     is_flag=True,
-    help="Image folders of photos (a hundred pixels a side or more): MobileNetV2 from ImageNet weights (add.photos) "
-    "instead of a small convnet learnt from scratch (add.image_folders).",
+    help="Image folders of photos: MobileNetV2 from ImageNet weights (add.photos) whatever the pictures' size "
+    "(without it, pictures over 128 pixels a side are taken as photos, smaller ones get add.image_folders' small "
+    "convnet learnt from scratch).",
 )
 @set_option("in the new sections", "preprocess.NAME.text_column=summary")
 @params_option
@@ -134,11 +135,15 @@ def add_command(name, kind, url, sha256, photos, overrides, params_path):
     """Declare a dataset NAME: its sections in the params file, its stages in dvc.yaml.
 
     KIND is image_folders (pictures in a folder per class: an archive or a folder) or
-    labelled_texts (a CSV or JSON Lines file of texts and labels). Each stage section of the
-    params file gets a copy of add.KIND (add.photos with --photos), the defaults of a new dataset, with
-    --url, --sha256 and each -S set; dvc.yaml lists NAME in each foreach, and its measurements
-    and learning curves. Both files are checked first, and neither is written unless both
-    are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
+    labelled_texts (a CSV or JSON Lines file of texts and labels). It reads the dataset first
+    (fetched into a temporary folder, or where a file:// URL names it) and prints each setting
+    it chooses from it, with the figure it chose it from: for pictures the side to train at, the
+    colour, photos or not and the class weights; for texts the sequence length, the vocabulary
+    and the class weights. Each stage section of the params file gets a copy of add.KIND
+    (add.photos for photos), the defaults of a new dataset, with --url, --sha256, the choices
+    and each -S set (which wins over a choice); dvc.yaml lists NAME in each foreach, and its
+    measurements and learning curves. Both files are checked first, and neither is written
+    unless both are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
     click.echo(declare.add(params_path, name, kind, url, sha256, overrides, photos=photos))
 
 

@@ -21,8 +21,9 @@ from pipeline.config import build, datasets, search_space
 from pipeline.errors import ConfigError
 
 SECTION = "add"
-# the templates a params file may hold, each of a kind: one per kind, and photos, pictures of a
-# hundred pixels a side or more (`pipeline add --photos`), which start from ImageNet weights
+# the templates a params file may hold, each of a kind: one per kind, and photos, pictures of more
+# than 128 pixels a side (read from the pictures by `pipeline add`, or `--photos`), which start
+# from ImageNet weights
 TEMPLATES = {"image_folders": "image_folders", "labelled_texts": "labelled_texts", "photos": "image_folders"}
 # the name a template is built under: a dataset name nothing else in a message says
 PLACEHOLDER = "NAME"

@@ -91,6 +91,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -327,13 +328,20 @@ def make_sk_digits(folder: Path) -> dict[str, int]:
     return _write_pictures(folder, pictures)
 
 
-def _sklearn_probe() -> Optional[str]:
-    """Whether scikit-learn imports."""
-    try:
-        import sklearn  # noqa: F401
-    except ImportError:
-        return "pip install scikit-learn"
-    return None
+def _import_probe(module: str, install: str) -> Callable[[], Optional[str]]:
+    """A probe of whether `module` imports: None, or the command that installs it."""
+
+    def probe() -> Optional[str]:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return install
+        return None
+
+    return probe
+
+
+_sklearn_probe = _import_probe("sklearn", "pip install scikit-learn")
 
 
 # --------------------------------------------------------------------------- fonts
@@ -514,13 +522,7 @@ def make_font_scripts(folder: Path) -> dict[str, int]:
     return _write_pictures(folder, pictures)
 
 
-def _fonttools_probe() -> Optional[str]:
-    """Whether fontTools imports (matplotlib's dependency)."""
-    try:
-        import fontTools  # noqa: F401
-    except ImportError:
-        return "pip install fonttools"
-    return None
+_fonttools_probe = _import_probe("fontTools", "pip install fonttools")  # matplotlib's dependency
 
 
 # --------------------------------------------------------------------------- emoji

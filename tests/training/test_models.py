@@ -225,6 +225,10 @@ def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):
     # in both texts: the pair's idf is ln(3 / 3) + 1 = 1, as the word 1's; the word 6 is in one
     np.testing.assert_allclose(weighed[:, -1], [1, 1])
     np.testing.assert_allclose(weighed[0, 6], np.log(3 / 2) + 1, rtol=1e-6)
+    # TF-IDF as scikit-learn's: each text's vector scaled to unit length before the Dense layers
+    unit = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("unit_length").output)(x))
+    np.testing.assert_allclose(unit, weighed / np.linalg.norm(weighed, axis=1, keepdims=True), rtol=1e-6)
+    assert "unit_length" not in [layer.name for layer in model.layers]  # counts as they are
 
 
 def test_build_model_sizes_the_model_from_the_prepared_stats():

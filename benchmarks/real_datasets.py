@@ -1218,33 +1218,20 @@ def available(s: RealSet) -> str | None:
 # --------------------------------------------------------------------------- arrays and yardsticks
 
 
-def _load_picture(path: Path, side: int, color: str):
-    """A picture as the pipeline reads it: laid on white where transparent, made grey ('L') or
-    RGB, resized to side x side (bilinear) unless it is that size already."""
-    from PIL import Image
-
-    mode = {"grey": "L", "gray": "L", "l": "L", "rgb": "RGB"}[color.lower()]
-    with Image.open(path) as image:
-        image.load()
-        if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
-            rgba = image.convert("RGBA")
-            image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
-        image = image.convert(mode)
-    if image.size != (side, side):
-        image = image.resize((side, side), Image.Resampling.BILINEAR)
-    return image
-
-
 def picture_arrays(folder: Path, side: int, color: str):
     """x_train, y_train, x_test, y_test of an image folders set: each picture laid on white where
     transparent, made 'L' (color "grey") or 'RGB' (color "rgb"), resized to side x side, flattened
-    float32 in [0, 1]; the labels are the class folders' names (numpy arrays of str)."""
+    float32 in [0, 1]; the labels are the class folders' names (numpy arrays of str). Each is
+    read by the pipeline's own reader (pipeline/data/images.py), so the pixels are the ones it
+    trains on."""
     import numpy as np
+
+    from pipeline.data.images import picture
 
     arrays = []
     for split in ("train", "test"):
         paths = sorted(p for p in folder.glob(f"{split}/*/*") if p.suffix.lower() in PICTURE_SUFFIXES)
-        x = np.stack([np.asarray(_load_picture(p, side, color), dtype=np.float32).ravel() / 255 for p in paths])
+        x = np.stack([picture(p.read_bytes(), str(p), side, color).astype(np.float32).ravel() / 255 for p in paths])
         arrays += [x, np.array([p.parent.name for p in paths])]
     return tuple(arrays)
 
@@ -1348,15 +1335,13 @@ def describe(folder: Path, kind: str) -> dict:
 
 
 def _on_white(path: Path):
-    """A picture in RGB, laid on white where transparent, at its own size."""
+    """A picture in RGB, laid on white where transparent (the pipeline's own rule), at its own size."""
     from PIL import Image
 
+    from pipeline.data.images import on_white
+
     with Image.open(path) as image:
-        side = image.width if image.width == image.height else None
-        if side:
-            return _load_picture(path, side, "rgb")
-        rgba = image.convert("RGBA")
-    return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
+        return on_white(image).convert("RGB")
 
 
 def natural_side(folder: Path) -> int:

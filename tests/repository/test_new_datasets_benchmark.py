@@ -1,0 +1,52 @@
+"""benchmarks/new_datasets.py and real_datasets.py without a training: the classical models are
+scored on the test split the pipeline itself draws, and read the pictures as it reads them."""
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+from helpers import ROOT
+from PIL import Image
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import new_datasets  # noqa: E402
+import real_datasets  # noqa: E402
+
+from pipeline.data import images, texts  # noqa: E402
+
+
+def test_the_texts_yardsticks_test_on_the_rows_preprocess_tests_on(tmp_path):
+    # each text its number in binary, as words every text has: the test texts decode whole
+    rows = [(" ".join("one" if i >> bit & 1 else "zero" for bit in range(6)), "a" if i % 3 else "b") for i in range(60)]
+    (tmp_path / "raw").mkdir()
+    lines = ["text,label", *(f"{text},{label}" for text, label in rows)]
+    (tmp_path / "raw" / "t.csv").write_text("\n".join(lines) + "\n")
+    cfg = SimpleNamespace(
+        kind="labelled_texts", reader="table", text_column="text", label_column="label", num_words=None,
+        max_len=8, padding="post", truncating="post", test_split=0.2, split_seed=113, validation_split=0.1,
+        validation_seed=7, stratify=True,
+    )  # fmt: skip
+    prepared = texts.prepare(tmp_path / "raw", tmp_path / "prepared", cfg, "preprocess.t")  # type: ignore[arg-type]
+    index = texts.load_word_index(tmp_path / "prepared" / texts.WORD_INDEX_NAME)
+    x, _ = prepared.head("test", prepared.samples("test"))
+    tested = set(texts.texts(x, index, texts.INDEX_FROM))
+    chosen = new_datasets.test_rows([label for _, label in rows], cfg)
+    assert len(chosen) == prepared.samples("test") == 12
+    assert {rows[i][0] for i in chosen} == tested
+
+
+def test_the_pictures_yardsticks_read_the_pixels_the_pipeline_trains_on(tmp_path):
+    for split in ("train", "test"):
+        for label in ("red", "blue"):
+            folder = tmp_path / split / label
+            folder.mkdir(parents=True)
+            ink = (200, 20, 20, 255) if label == "red" else (20, 20, 200, 128)  # half transparent
+            picture = Image.new("RGBA", (10, 10), (0, 0, 0, 0))
+            picture.paste(ink, (2, 2, 8, 8))
+            picture.save(folder / "0.png")
+    x_train, y_train, x_test, _ = real_datasets.picture_arrays(tmp_path, 16, "rgb")
+    assert x_train.shape == (2, 16 * 16 * 3) and list(y_train) == ["blue", "red"]
+    pipeline = images.picture((tmp_path / "train" / "blue" / "0.png").read_bytes(), "0.png", 16, "rgb")
+    np.testing.assert_array_equal(x_train[0], pipeline.astype(np.float32).ravel() / 255)
+    assert x_train[0].max() == 1.0  # the transparent ground laid on white, as the pipeline lays it

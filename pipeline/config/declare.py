@@ -68,17 +68,8 @@ def add(
                 template_name = choice.value
                 sections = _filled(raw, template_name, kind, name, url, sha256, source)
             lines.append(f"  template: add.{template_name} ({choice.why})")
-    set_by_s = {item.partition("=")[0].strip() for item in overrides}
-    for choice in choices:
-        if choice.key == survey.TEMPLATE or choice.template not in (None, template_name):
-            continue
-        stage, _, key = choice.key.partition(".")
-        where = f"{stage}.{name}.{key}"
-        if where in set_by_s:
-            lines.append(f"  {where}: as -S sets it, not {choice.value} ({choice.why})")
-            continue
-        _set(sections[stage], key, choice.value)
-        lines.append(f"  {where}: {choice.value} ({choice.why})")
+    chosen = [c for c in choices if c.key != survey.TEMPLATE and c.template in (None, template_name)]
+    lines += _apply(chosen, sections, name, {item.partition("=")[0].strip() for item in overrides})
     raw = _declared(raw, name, sections, overrides, source)
     loader.validate(raw, source)
     _write(params_path, raw, lambda pipeline: _list(pipeline, name))
@@ -107,12 +98,23 @@ def _declared(raw: dict, name: str, sections: dict, overrides: Sequence[str], so
     return loader.apply_overrides(declared, overrides, source)
 
 
-def _set(section: dict, dotted: str, value: Any) -> None:
-    """`section`'s key `dotted` (a.b: section[a][b]) set to `value`."""
-    *path, last = dotted.split(".")
-    for part in path:
-        section = section[part]
-    section[last] = value
+def _apply(choices: list, sections: dict, name: str, set_by_s: set[str]) -> list[str]:
+    """Each choice (`pipeline.data.survey.Choice`) set in dataset `name`'s `sections` but where
+    a -S key (`set_by_s`) sets it; a line for each, with the figure it was chosen from."""
+    lines = []
+    for choice in choices:
+        stage, _, key = choice.key.partition(".")
+        where = f"{stage}.{name}.{key}"
+        if where in set_by_s:
+            lines.append(f"  {where}: as -S sets it, not {choice.value} ({choice.why})")
+            continue
+        *path, last = key.split(".")
+        section = sections[stage]
+        for part in path:
+            section = section[part]
+        section[last] = choice.value
+        lines.append(f"  {where}: {choice.value} ({choice.why})")
+    return lines
 
 
 def remove(params_path: Path, name: str) -> str:

@@ -399,10 +399,10 @@ COLOUR_SHARE, COLOUR_SPREAD = 0.01, 16
 
 def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = None) -> list[survey_.Choice]:
     """The settings `pipeline add` chooses for image folders (`cfg`: the template's preprocess
-    section, which says nothing they depend on), read from the pictures (the
-    layout checked as preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes
-    them): the template (photos over `PHOTO_SIDE` pixels a side), the side to train at, the
-    colour, and the class weights."""
+    section, which says nothing they depend on), read from the pictures (the layout checked as
+    preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes them): the template
+    (photos over `PHOTO_SIDE` pixels a side) or the side to train at, the colour, and the class
+    weights."""
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
     chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}
@@ -418,16 +418,15 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     side = int(np.median(sides))
     read = f"of the {len(sides):,} pictures read" if len(sides) < len(names) else f"of all {len(sides):,} pictures"
     counts = Counter(listing.classes[label] for _, label in listing.pictures["train"])
-    choices = [survey_.class_weight(counts, "training pictures")]
-    color = "rgb" if coloured else "grey"
-    choices.insert(0, survey_.Choice("preprocess.color", color, f"{coloured:,} {read} have colour"))
+    colour = survey_.Choice("preprocess.color", "rgb" if coloured else "grey", f"{coloured:,} {read} have colour")
+    weights = survey_.class_weight(counts, "training pictures")
     if side > PHOTO_SIDE:
         why = f"the median side {read} is {side} px, over {PHOTO_SIDE}: photos, fine-tuned from ImageNet weights"
-        return [survey_.Choice(survey_.TEMPLATE, "photos", why), *choices]
+        return [survey_.Choice(survey_.TEMPLATE, "photos", why), colour, weights]
     size = min(max(side, SMALL_SIDES[0]), SMALL_SIDES[1])
     bounds = "" if size == side else f", within {SMALL_SIDES[0]} to {SMALL_SIDES[1]}"
     why = f"the median side {read} is {side} px{bounds}"
-    return [survey_.Choice("preprocess.image_size", size, why, template="image_folders"), *choices]
+    return [survey_.Choice("preprocess.image_size", size, why, template="image_folders"), colour, weights]
 
 
 def has_colour(img) -> bool:

@@ -1,5 +1,6 @@
 """Atomic writes: a path holds either a complete file or nothing, for every file the project
-writes (stage outputs, backups, markers): write to a temporary sibling, then rename. And the
+writes (stage outputs, backups, markers): write to a temporary sibling, then rename. Locks
+between processes, for a read-check-write of files that several commands change. And the
 reading side: what the file-format libraries raise on a file that is cut short or corrupt
 becomes one error naming the file."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -16,6 +18,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -150,6 +153,32 @@ def atomic_outputs(*paths: Path | str, folders: Iterable[Path | str] = ()) -> It
         temporary = tuple(stack.enter_context(atomic_dir(p) if Path(p) in folders else atomic_file(p)) for p in paths)
         with output_place(common):  # named here, before each output's own clean-up sees it
             yield temporary
+
+
+@contextlib.contextmanager
+def locked(path: Path | str, timeout: Optional[float] = None, held_by: str = "another process") -> Iterator[None]:
+    """An exclusive lock between processes on the file `path` (created when missing; flock, so
+    a process that dies lets go), held while the block runs. Another holder makes this one wait
+    its turn; with `timeout`, for that many seconds at most, then one PipelineError naming the
+    lock and `held_by`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if deadline is not None else 0))
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise PipelineError(
+                        f"{path}: held by {held_by} for {timeout:g} s; try again once it has ended"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def write_json(path: Path | str, data: Any) -> None:

@@ -150,3 +150,16 @@ def test_a_library_warning_while_reading_never_reaches_the_terminal(capsys, capl
     assert str(caught.value) == "pic.png: unreadable image: broken"
     assert escaped == [] and capsys.readouterr().err == ""
     assert caplog.messages == ["ok.npz: RuntimeWarning: a harmless one (passed over)"]
+
+
+def test_a_lock_held_elsewhere_makes_a_second_holder_wait_then_refuse_naming_it(tmp_path):
+    from pipeline import io as pipeline_io
+    from pipeline.errors import PipelineError
+
+    lock = tmp_path / "state" / ".params.yaml.lock"  # its folder made when missing
+    with pipeline_io.locked(lock):
+        with pytest.raises(PipelineError, match=r"\.params\.yaml\.lock: held by the test for 0\.2 s; try again"):
+            with pipeline_io.locked(lock, 0.2, held_by="the test"):
+                pass
+    with pipeline_io.locked(lock, 0.2):  # let go when the block ended
+        pass

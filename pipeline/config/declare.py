@@ -8,7 +8,10 @@ does; it then lists the name in each `foreach` of dvc.yaml and its report in `me
 `plots`. `remove` takes the same things out. Both write the params file in the form `dvc exp
 run -S` writes it (`params_doc.format_params`) and edit dvc.yaml through ruamel.yaml's round
 trip, which keeps its comments and flow lists; either both files change or neither does: they
-are written only once everything is checked, each to a temporary file renamed over it."""
+are written only once everything is checked, each to a temporary file renamed over it. The
+read-check-write of both files runs under a lock (`.<params file>.lock` beside them), so that
+commands run at once (a script declaring several datasets, two terminals) apply their changes
+one after the other, each to what the one before wrote."""
 
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from pipeline.errors import ConfigError
 MEASUREMENTS = "reports/{name}/measurements.json"
 HISTORY = "reports/{name}/history.csv"
 PLOTS = {"accuracy": ["accuracy", "val_accuracy"], "loss": ["loss", "val_loss"]}
+# how long `pipeline add` or `remove` waits for another one's edit of the same files
+LOCK_SECONDS = 60.0
 
 
 def add(
@@ -45,9 +50,7 @@ def add(
         raise ConfigError(
             f"NAME {name!r}: expected a dataset name of {datasets.NAME_RULE}: {datasets.name_problem(name)}"
         )
-    for stage in datasets.STAGE_SECTIONS:
-        if name in raw[stage]:
-            raise ConfigError(f"{source}: {stage}.{name}: already declared (`pipeline remove {name}` takes it out)")
+    _check_new(raw, name, source)
     if not fields.is_url(url):
         raise ConfigError(f"--url {url}: expected an http://, https:// or file:// URL")
     if sha256 is not None and not fields.is_sha256(sha256):
@@ -69,13 +72,32 @@ def add(
                 sections = _filled(raw, template_name, kind, name, url, sha256, source)
             lines.append(f"  template: add.{template_name} ({choice.why})")
     chosen = [c for c in choices if c.key != survey.TEMPLATE and c.template in (None, template_name)]
-    lines += _apply(chosen, sections, name, {item.partition("=")[0].strip() for item in overrides})
-    raw = _declared(raw, name, sections, overrides, source)
-    loader.validate(raw, source)
-    _write(params_path, raw, lambda pipeline: _list(pipeline, name))
+    with _locked(params_path):  # read again: what another `pipeline add` or `remove` wrote meanwhile
+        raw = _read(params_path)
+        _check_new(raw, name, source)
+        sections = _filled(raw, template_name, kind, name, url, sha256, source)
+        lines += _apply(chosen, sections, name, {item.partition("=")[0].strip() for item in overrides})
+        raw = _declared(raw, name, sections, overrides, source)
+        loader.validate(raw, source)
+        _write(params_path, raw, lambda pipeline: _list(pipeline, name))
     described = f"{kind}, photos" if template_name == "photos" else kind
     lines.append(f"added {name} ({described}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}")
     return "\n".join(lines)
+
+
+def _check_new(raw: dict, name: str, source: str) -> None:
+    for stage in datasets.STAGE_SECTIONS:
+        if name in raw[stage]:
+            raise ConfigError(f"{source}: {stage}.{name}: already declared (`pipeline remove {name}` takes it out)")
+
+
+def _locked(params_path: Path):
+    """The lock `pipeline add` and `remove` hold over their read-check-write of the params file
+    and the dvc.yaml beside it (`.<params file>.lock` beside them), so that commands run at
+    once apply their changes one after the other, none lost: a command waits its turn,
+    `LOCK_SECONDS` at most."""
+    lock = params_path.with_name(f".{params_path.name}.lock")
+    return files.locked(lock, LOCK_SECONDS, held_by="another `pipeline add` or `pipeline remove`")
 
 
 def _filled(raw: dict, template_name: str, kind: str, name: str, url: str, sha256: str | None, source: str) -> dict:
@@ -120,6 +142,11 @@ def _apply(choices: list, sections: dict, name: str, set_by_s: set[str]) -> list
 def remove(params_path: Path, name: str) -> str:
     """Take dataset `name` out of the params file and dvc.yaml; the lines that say so and what
     was left alone."""
+    with _locked(params_path):
+        return _remove(params_path, name)
+
+
+def _remove(params_path: Path, name: str) -> str:
     source = str(params_path)
     raw = _read(params_path)
     names = list(raw["download"])

@@ -3,8 +3,6 @@ the experiments it holds and where their artifacts live."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import os
 import re
@@ -15,6 +13,7 @@ from typing import Optional
 
 from pipeline import log
 from pipeline.errors import ConfigError, TrackingError
+from pipeline.io import locked
 
 
 def repo_root(start: Optional[Path] = None) -> Path:
@@ -122,15 +121,9 @@ def artifact_root(db_file: Path) -> str:
     return (Path(db_file).parent.resolve() / "mlruns").as_uri()
 
 
-@contextlib.contextmanager
 def store_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """The lock of the sqlite store `path`: `<file>.lock` beside it."""
+    return locked(path.with_name(path.name + ".lock"))
 
 
 # What the experiments hold, in MLflow's own experiment tag: model training, not a GenAI

@@ -319,3 +319,75 @@ def test_a_folder_of_image_folders_is_read_where_the_download_stage_copies_it(pr
     assert out.splitlines()[1] == (
         "  preprocess.pictures.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)"
     )
+
+
+@pytest.mark.parametrize("at_once", [2, 4, 8])
+def test_adds_and_removes_run_at_once_keep_every_dataset(project, at_once):
+    """Real processes started together: each waits its turn on the lock, then applies its change
+    to what the one before wrote; none is lost from either file."""
+    import subprocess
+    import sys
+
+    env = subprocess_env(PIPELINE_DATA_MIRROR=(project / "served").as_uri())
+    names = [f"topics{i}" for i in range(at_once)]
+    url = "https://data.example.com/topics.csv"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pipeline",
+                "add",
+                name,
+                "--kind",
+                "labelled_texts",
+                "--url",
+                url,
+                "-S",
+                f"preprocess.{name}.label_column=topic",
+            ],
+            cwd=project,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for name in names
+    ]
+    if at_once > 2:  # and a removal among them
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "pipeline", "remove", "mnist"],
+                cwd=project,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+        )
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert (proc.returncode, err) == (0, ""), (out, err)
+    kept = ["reuters", *([] if at_once > 2 else ["mnist"])]
+    declared = loader.names(project / "params.yaml")
+    assert declared[: len(kept)] == kept and sorted(declared[len(kept) :]) == names
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    assert all(sorted(spec["foreach"]) == sorted(declared) for spec in stages.values())
+
+
+def test_an_edit_that_waits_too_long_for_the_lock_is_one_error_and_writes_nothing(project, monkeypatch):
+    from pipeline import io as pipeline_io
+    from pipeline.config import declare
+    from pipeline.errors import PipelineError
+
+    monkeypatch.setattr(declare, "LOCK_SECONDS", 0.3)
+    monkeypatch.setenv("PIPELINE_DATA_MIRROR", (project / "served").as_uri())
+    before = files(project)
+    with pipeline_io.locked(project / ".params.yaml.lock"):  # held here: another command's edit
+        with pytest.raises(PipelineError) as info:
+            declare.add(project / "params.yaml", "shapes", "image_folders", URL, None, [])
+    assert str(info.value) == (
+        f"{project / '.params.yaml.lock'}: held by another `pipeline add` or `pipeline remove` for 0.3 s; try again "
+        "once it has ended"
+    )
+    assert files(project) == before

@@ -12,6 +12,9 @@ from pipeline.data.fetch import fetch_all, sources_path
 from pipeline.io import write_json
 from stages._common import dataset_argument, params_option, path_option
 
+# in the folder of pretrained weights: the names of the files it holds (none for most datasets)
+PRETRAINED_LIST = "weights.json"
+
 
 @click.command("download")
 @dataset_argument
@@ -33,6 +36,8 @@ def command(dataset, out, manifest, pretrained, params_path):
     params = load_params(params_path, dataset)
     results = fetch_all(params.download, out)
     weights = [] if pretrained is None else fetch_all(params.download, pretrained, files=params.download.pretrained)
+    if pretrained is not None:  # what the folder holds, said in it: never an empty folder for DVC to warn of
+        write_json(pretrained / PRETRAINED_LIST, {"dataset": dataset, "files": [r.name for r in weights]})
     # where the bytes came from is this host's: beside the folder, for the training run to record
     # (first: a sources file newer than the manifest names other sha256s, and is not recorded)
     write_json(sources_path(out), {"dataset": dataset, "files": [r.source() for r in results + weights]})

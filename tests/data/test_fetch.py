@@ -200,13 +200,15 @@ def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
 
 def test_pretrained_weights_are_fetched_like_the_files_into_their_own_folder(file_server, dataset_files, tmp_path):
     """download.<ds>.pretrained: looked up in the mirror, verified, recorded in the manifest and
-    the sources file; an empty folder when there are none (a DVC out all the same)."""
+    the sources file; the folder lists its files in weights.json, none when there are none (a
+    DVC out all the same, and never an empty one)."""
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
     args = ("download", "mnist", "--out", "raw", "--manifest", "raw.json", "--pretrained", "weights")
     result = run_pipeline(*args, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
-    assert list((tmp_path / "weights").iterdir()) == []
+    assert [p.name for p in (tmp_path / "weights").iterdir()] == ["weights.json"]
+    assert json.loads((tmp_path / "weights" / "weights.json").read_text()) == {"dataset": "mnist", "files": []}
     assert json.loads((tmp_path / "raw.json").read_text())["pretrained"] == []
     weights = dataset_files / "reuters_word_index.json"  # any file stands for the weights here
     pinned = {"url": "https://storage.example.invalid/models/reuters_word_index.json", "sha256": sha256(weights)}
@@ -214,6 +216,7 @@ def test_pretrained_weights_are_fetched_like_the_files_into_their_own_folder(fil
     result = run_pipeline(*args, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "weights" / "reuters_word_index.json").read_bytes() == weights.read_bytes()
+    assert json.loads((tmp_path / "weights" / "weights.json").read_text())["files"] == ["reuters_word_index.json"]
     (entry,) = json.loads((tmp_path / "raw.json").read_text())["pretrained"]
     assert (entry["url"], entry["sha256"], entry["verified"]) == (pinned["url"], pinned["sha256"], True)
     sources = json.loads((tmp_path / "raw.sources.json").read_text())["files"]

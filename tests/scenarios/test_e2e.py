@@ -87,6 +87,16 @@ def test_every_output_is_readable_like_a_file_the_user_makes(repo):
     assert unlike_plain_files(repo["path"], outputs, 0o022) == []
 
 
+def test_the_first_repro_warns_of_nothing_of_ours(repo):
+    """No dataset of the two starts from pretrained weights: their folders hold the list of
+    none (weights.json), so DVC has no empty output to warn about."""
+    printed = repo["first"].stdout + repo["first"].stderr
+    assert "is empty" not in printed, printed
+    for dataset in ("reuters", "mnist"):
+        listed = json.loads((repo["path"] / f"data/pretrained/{dataset}/weights.json").read_text())
+        assert listed == {"dataset": dataset, "files": []}
+
+
 def test_second_repro_does_nothing(repo):
     assert "Data and pipelines are up to date." in repo["second"].stdout
     assert "Running stage" not in repo["second"].stdout

@@ -94,15 +94,22 @@ def _with_pairs(tokens, top: int):
     return keras.ops.concatenate([keras.ops.cast(tokens, "int64"), pair_keys(tokens, top)], axis=1)
 
 
+# pairs counted at once while the training split streams by: past this, the pairs seen once so
+# far are let go, so that the count's memory stays bounded whatever the split's size
+PAIRS_HELD = 1_000_000
+
+
 def _pair_vocabulary(data: PreparedData, top: int, most: int) -> np.ndarray:
     """The keys (`pair_keys`) of the `most` most frequent pairs of adjacent words of the training
-    split that it holds twice or more, by falling count (ties by key), streamed."""
+    split that it holds twice or more, by falling count (ties by key), streamed (`PAIRS_HELD`)."""
     counts: dict[int, int] = {}
     for x, _ in data.chunks("train"):
         keys, found = np.unique(pair_keys(x, top), return_counts=True)
         for key, n in zip(keys.tolist(), found.tolist()):
             if key:
                 counts[key] = counts.get(key, 0) + n
+        if len(counts) > PAIRS_HELD:
+            counts = {key: n for key, n in counts.items() if n >= 2}
     kept = sorted((key for key, n in counts.items() if n >= 2), key=lambda k: (-counts[k], k))[:most]
     return np.array(kept, dtype=np.int64)
 

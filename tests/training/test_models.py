@@ -257,4 +257,3 @@ def test_the_loss_is_on_logits_and_per_sample_without_reduction():
     assert per_sample.shape == (2,)
     assert per_sample == pytest.approx(np.log1p(np.exp(-2.0)), rel=1e-5)  # softmax applied to logits
     assert float(models.loss()(labels, logits)) == pytest.approx(per_sample.mean(), rel=1e-6)
-

@@ -63,10 +63,10 @@ class MlpSettings:
         help="The words the bag holds: the num_words most frequent of the word index (indices below it); the "
         "rarer ones count as the out-of-vocabulary mark. null: every word of the prepared data.",
     )
-    features: Literal["multi_hot", "count", "tf_idf"] = spec(
-        help="What the bag says of a word: multi_hot (present or not), count (how often), or tf_idf (the "
-        "count weighted by the word's inverse document frequency in the training split, each text's vector "
-        "scaled to unit length, as scikit-learn's TfidfVectorizer)."
+    output_mode: Literal["multi_hot", "count", "tf_idf"] = spec(
+        help="What the bag says of a word (Keras' output_mode): multi_hot (present or not), count (how often), or "
+        "tf_idf (the count weighted by the word's inverse document frequency in the training split, each text's "
+        "vector scaled to unit length, as scikit-learn's TfidfVectorizer)."
     )
     ngrams: Literal[1, 2] = spec(
         help="1: the bag holds single words; 2: also each pair of adjacent words, the num_words most frequent "

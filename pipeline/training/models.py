@@ -59,18 +59,18 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
     pairs = _pair_vocabulary(data, top, top - 1) if settings.ngrams == 2 else np.zeros(0, dtype=np.int64)
     vocabulary = np.concatenate((np.arange(1, top, dtype=np.int64), pairs))
-    idf = _idf(data, top, pairs) if settings.features == "tf_idf" else None
+    idf = _idf(data, top, pairs) if settings.output_mode == "tf_idf" else None
     inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
     tokens = _with_pairs(inputs, top) if settings.ngrams == 2 else inputs
     bag = keras.layers.IntegerLookup(
         vocabulary=vocabulary,
         mask_token=0,
         num_oov_indices=1,
-        output_mode=settings.features,
+        output_mode=settings.output_mode,
         idf_weights=idf,
         name="bag_of_words",
     )(tokens)
-    h = keras.layers.UnitNormalization(name="unit_length")(bag) if settings.features == "tf_idf" else bag
+    h = keras.layers.UnitNormalization(name="unit_length")(bag) if settings.output_mode == "tf_idf" else bag
     for i, units in enumerate(settings.units, start=1):
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
         if settings.dropout:

@@ -104,7 +104,7 @@ def test_model_must_fit_the_dataset(raw):
 def test_a_model_is_switched_by_one_key_and_needs_its_own_settings_only(raw):
     raw["train"]["reuters"]["model"] = "mlp"
     params = params_of(raw, "reuters", "params.yaml")
-    assert params.train.settings.features == "multi_hot"
+    assert params.train.settings.output_mode == "multi_hot"
     del raw["train"]["reuters"]["conv1d"]  # the settings of a model not trained are not required
     raw["tune"]["reuters"]["space"] = [d for d in raw["tune"]["reuters"]["space"] if not d["key"].startswith("conv1d.")]
     assert params_of(raw, "reuters", "params.yaml").train.conv1d is None  # type: ignore[attr-defined]

@@ -45,7 +45,7 @@ def test_the_flat_params_hold_the_settings_of_the_model_trained_only():
     assert flat["train.reuters.conv1d.embedding_dim"] == 7 and flat["train.reuters.model"] == "conv1d"
     assert not [key for key in flat if key.startswith("train.reuters.mlp.")]
     flat = load_params(ROOT / "params.yaml", "reuters", ["train.reuters.model=mlp"]).flat()
-    assert "train.reuters.mlp.features" in flat and not [key for key in flat if ".conv1d." in key]
+    assert "train.reuters.mlp.output_mode" in flat and not [key for key in flat if ".conv1d." in key]
 
 
 def test_every_metric_a_promotion_compares_has_its_direction():

@@ -12,7 +12,6 @@ import keras
 import numpy as np
 
 from pipeline.config.model_table import MODELS
-from pipeline.data.texts import OOV
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,11 +56,14 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
     scikit-learn's: ln((1 + n) / (1 + df)) + 1)."""
     vocab_size = data.details["vocab_size"]
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
-    pairs = _pair_vocabulary(data, top, top - 1) if settings.ngrams == 2 else np.zeros(0, dtype=np.int64)
+    pairs, first = np.zeros(0, dtype=np.int64), 0
+    if settings.ngrams == 2:
+        first = data.details["encoding"]["index_from"]  # below it: the padding and the marks
+        pairs = _pair_vocabulary(data, first, top, top - 1)
     vocabulary = np.concatenate((np.arange(1, top, dtype=np.int64), pairs))
-    idf = _idf(data, top, pairs) if settings.output_mode == "tf_idf" else None
+    idf = _idf(data, first, top, pairs) if settings.output_mode == "tf_idf" else None
     inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
-    tokens = _with_pairs(inputs, top) if settings.ngrams == 2 else inputs
+    tokens = _with_pairs(inputs, first, top) if settings.ngrams == 2 else inputs
     bag = keras.layers.IntegerLookup(
         vocabulary=vocabulary,
         mask_token=0,
@@ -78,20 +80,20 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
     return keras.Model(inputs, _logits(h, data.num_classes), name="mlp")
 
 
-def pair_keys(x, top: int):
+def pair_keys(x, first_word: int, top: int):
     """The key of each pair of adjacent words of sequences `x` ([n, length], NumPy or a tensor):
-    top + first * top + second, past every word's id, where both are words of the bag (ids
-    above the out-of-vocabulary mark and below `top`); 0 (the mask) elsewhere."""
+    top + first * top + second, past every word's id, where both are words of the bag (ids from
+    `first_word`, past the padding and the marks, and below `top`); 0 (the mask) elsewhere."""
     xp = np if isinstance(x, np.ndarray) else keras.ops
     x = xp.cast(x, "int64") if xp is keras.ops else x.astype(np.int64)
-    first, second = x[:, :-1], x[:, 1:]
-    words = xp.logical_and(xp.logical_and(first > OOV, first < top), xp.logical_and(second > OOV, second < top))
-    return xp.where(words, top + first * top + second, 0)
+    one, two = x[:, :-1], x[:, 1:]
+    words = xp.logical_and(xp.logical_and(one >= first_word, one < top), xp.logical_and(two >= first_word, two < top))
+    return xp.where(words, top + one * top + two, 0)
 
 
-def _with_pairs(tokens, top: int):
+def _with_pairs(tokens, first_word: int, top: int):
     """The sequences' word ids followed by their pairs' keys (`pair_keys`), for one lookup."""
-    return keras.ops.concatenate([keras.ops.cast(tokens, "int64"), pair_keys(tokens, top)], axis=1)
+    return keras.ops.concatenate([keras.ops.cast(tokens, "int64"), pair_keys(tokens, first_word, top)], axis=1)
 
 
 # pairs counted at once while the training split streams by: past this, the pairs seen once so
@@ -99,12 +101,12 @@ def _with_pairs(tokens, top: int):
 PAIRS_HELD = 1_000_000
 
 
-def _pair_vocabulary(data: PreparedData, top: int, most: int) -> np.ndarray:
+def _pair_vocabulary(data: PreparedData, first_word: int, top: int, most: int) -> np.ndarray:
     """The keys (`pair_keys`) of the `most` most frequent pairs of adjacent words of the training
     split that it holds twice or more, by falling count (ties by key), streamed (`PAIRS_HELD`)."""
     counts: dict[int, int] = {}
     for x, _ in data.chunks("train"):
-        keys, found = np.unique(pair_keys(x, top), return_counts=True)
+        keys, found = np.unique(pair_keys(x, first_word, top), return_counts=True)
         for key, n in zip(keys.tolist(), found.tolist()):
             if key:
                 counts[key] = counts.get(key, 0) + n
@@ -114,7 +116,7 @@ def _pair_vocabulary(data: PreparedData, top: int, most: int) -> np.ndarray:
     return np.array(kept, dtype=np.int64)
 
 
-def _idf(data: PreparedData, top: int, pairs: np.ndarray) -> np.ndarray:
+def _idf(data: PreparedData, first_word: int, top: int, pairs: np.ndarray) -> np.ndarray:
     """The inverse document frequency of the words 1 .. top-1, then of the pairs `pairs` (their
     keys, `pair_keys`), in the training split, streamed."""
     order = np.argsort(pairs)
@@ -128,7 +130,7 @@ def _idf(data: PreparedData, top: int, pairs: np.ndarray) -> np.ndarray:
         keep = (words > 0) & (words < top)
         present[rows[keep], words[keep]] = True
         if len(pairs):
-            keys = pair_keys(x, top).reshape(-1)
+            keys = pair_keys(x, first_word, top).reshape(-1)
             at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
             hit = (keys > 0) & (known[at] == keys)
             present[np.repeat(np.arange(len(x)), x.shape[1] - 1)[hit], top + order[at[hit]]] = True

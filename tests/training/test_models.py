@@ -211,7 +211,7 @@ def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):
         {s: (x, y) for s in ("train", "val", "test")},
         input_="sequences",
         class_names=["a", "b"],
-        details={"vocab_size": 8},
+        details={"vocab_size": 8, "encoding": {"index_from": 3}},
     )
     model = models.mlp(MlpSettings(None, "count", 2, (4,), 0.0), data)
     bag = models.keras.Model(model.input, model.get_layer("bag_of_words").output)

@@ -329,42 +329,17 @@ def test_adds_and_removes_run_at_once_keep_every_dataset(project, at_once):
     import sys
 
     env = subprocess_env(PIPELINE_DATA_MIRROR=(project / "served").as_uri())
+
+    def start(*args: str) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "pipeline", *args]
+        return subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     names = [f"topics{i}" for i in range(at_once)]
     url = "https://data.example.com/topics.csv"
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pipeline",
-                "add",
-                name,
-                "--kind",
-                "labelled_texts",
-                "--url",
-                url,
-                "-S",
-                f"preprocess.{name}.label_column=topic",
-            ],
-            cwd=project,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for name in names
-    ]
+    label = "preprocess.{}.label_column=topic"
+    procs = [start("add", name, "--kind", "labelled_texts", "--url", url, "-S", label.format(name)) for name in names]
     if at_once > 2:  # and a removal among them
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "pipeline", "remove", "mnist"],
-                cwd=project,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
-        )
+        procs.append(start("remove", "mnist"))
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert (proc.returncode, err) == (0, ""), (out, err)

@@ -45,7 +45,8 @@ def add(
     source = str(params_path)
     if photos and kind != "image_folders":
         raise ConfigError(f"--photos: a template of image folders, and --kind is {kind}")
-    raw = _read(params_path)
+    with _locked(params_path):  # not between another command's writes of the two files
+        raw = _read(params_path)
     if datasets.name_problem(name) is not None:
         raise ConfigError(
             f"NAME {name!r}: expected a dataset name of {datasets.NAME_RULE}: {datasets.name_problem(name)}"

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Optional
 
 from pipeline.config import datasets
 from pipeline.config.loader import load_params, overridden, params_of
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
+from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
 from pipeline.runtime import processes
 from pipeline.tools.bench import gpu_count, replica_overrides
 from pipeline.tools.doctor import Check
@@ -330,8 +330,12 @@ def _synthetic(params: DatasetParams, n: int, folder: Path):
         channels = (3,) if cfg.color == "rgb" else ()
         x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype(np.uint8)
     else:  # sequences of word ids
+        from pipeline.data.texts import INDEX_FROM  # NumPy: as above
+
         vocab = cfg.num_words or 10000
-        details.update(max_len=cfg.max_len, vocab_size=vocab)
+        # the words' first id, as the reader shifts them: Reuters' own key, a table's INDEX_FROM
+        index_from = cfg.index_from if isinstance(cfg, ReutersPreprocessConfig) else INDEX_FROM
+        details.update(max_len=cfg.max_len, vocab_size=vocab, encoding={"index_from": index_from})
         x = rng.randint(1, vocab, (n, cfg.max_len)).astype(np.int32)
     y = rng.randint(0, SYNTHETIC_CLASSES, n).astype(np.int32)
     return prepared.write_arrays(

@@ -59,8 +59,9 @@ class DownloadConfig:
         "a URL or an empty string",
         lambda v: v == "" or is_url(v),
         help="A download mirror, for offline or firewalled hosts: a base URL (http, https or file) "
-        "under which each file is looked up by its URL's base name, e.g. -S "
-        "download.reuters.mirror=file:///srv/datasets. The environment variable "
+        "under which each file is looked up first, by its URL's base name, e.g. -S "
+        "download.reuters.mirror=file:///srv/datasets; a file it does not hold is fetched from its own URL, "
+        "and a file:// URL is always read from its path. The environment variable "
         "PIPELINE_DATA_MIRROR overrides it. Empty: fetch from the files' own URLs.",
     )
     retries: int = non_negative_int(

@@ -10,6 +10,7 @@ or interrupted download never leaves anything at the output path.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import http.client
 import os
@@ -44,7 +45,7 @@ SOURCES_SUFFIX = ".sources.json"
 class FetchResult:
     name: str
     url: str  # the configured URL
-    fetched_from: str  # where the bytes came from (the mirror, when one is set)
+    fetched_from: str  # where the bytes came from (the mirror, when it holds the file)
     sha256: str
     bytes: int
     verified: bool  # True when a configured sha256 was checked
@@ -76,6 +77,10 @@ def sources_path(out: Path | str) -> Path:
 
 class _Retryable(Exception):
     """A transient failure: worth another attempt."""
+
+
+class NotHeld(DownloadError):
+    """The place asked does not hold the file (no such file; HTTP 404 or 410)."""
 
 
 def base_name(url: str) -> str:
@@ -111,10 +116,11 @@ def fetch_all(
     folder `out`, atomically; no file makes an empty folder.
 
     Files are looked up under the mirror (PIPELINE_DATA_MIRROR, else `cfg.mirror`) when one is
-    set; the retries, backoff and timeout are the config's.
+    set, and fetched from their own URL when it does not hold them (`Mirror`); a file:// URL is
+    always read from its path. The retries, backoff and timeout are the config's.
     """
     out = Path(out)
-    mirror = os.environ.get(MIRROR_ENV) or cfg.mirror
+    mirror = Mirror.of(cfg)
     if progress is None:
         progress = sys.stderr.isatty()
     staging = out.with_name(out.name + ".partial")
@@ -122,7 +128,7 @@ def fetch_all(
         return _fetch_into(cfg, cfg.files if files is None else files, out, staging, mirror, progress, sleep)
 
 
-def _fetch_into(cfg: DownloadConfig, files, out: Path, staging: Path, mirror: str, progress: bool, sleep):
+def _fetch_into(cfg: DownloadConfig, files, out: Path, staging: Path, mirror: Mirror, progress: bool, sleep):
     staging.mkdir(parents=True, exist_ok=True)
     # Finished files from an earlier failed run are fetched again; only .part files are kept,
     # to resume from.
@@ -133,25 +139,9 @@ def _fetch_into(cfg: DownloadConfig, files, out: Path, staging: Path, mirror: st
     try:
         for spec in files:
             name = base_name(spec.url)
-            source = resolve_url(spec.url, mirror)
             target = staging / name
-            folder = local_folder(source)
-            if folder is not None:
-                digest, size = copy_folder(folder, target, source)
-            else:
-                digest, size = _fetch_with_retries(
-                    source,
-                    target,
-                    retries=cfg.retries,
-                    backoff=cfg.backoff_seconds,
-                    timeout=cfg.timeout_seconds,
-                    progress=progress,
-                    sleep=sleep,
-                )
-            if spec.sha256 and digest != spec.sha256.lower():
-                _remove(target)
-                raise DownloadError(f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}")
-            verify_format(target, source)
+            fetch = functools.partial(_fetch_checked, cfg, spec, target, progress=progress, sleep=sleep)
+            source, digest, size = mirror.fetch(spec.url, fetch)
             results.append(FetchResult(name, spec.url, source, digest, size, bool(spec.sha256)))
     except BaseException as exc:
         # a partly fetched file (.part) stays, to resume from; nothing else does, and nothing
@@ -162,6 +152,62 @@ def _fetch_into(cfg: DownloadConfig, files, out: Path, staging: Path, mirror: st
         raise
     replace_dir(staging, out)
     return results
+
+
+def _fetch_checked(cfg: DownloadConfig, spec: RemoteFile, target: Path, source: str, *, progress, sleep):
+    """One file from `source` (its URL, or the mirror's) to `target`, checked against its sha256
+    and read through when an archive: (sha256, bytes)."""
+    folder = local_folder(source)
+    if folder is not None:
+        digest, size = copy_folder(folder, target, source)
+    else:
+        digest, size = _fetch_with_retries(
+            source,
+            target,
+            retries=cfg.retries,
+            backoff=cfg.backoff_seconds,
+            timeout=cfg.timeout_seconds,
+            progress=progress,
+            sleep=sleep,
+        )
+    if spec.sha256 and digest != spec.sha256.lower():
+        _remove(target)
+        raise DownloadError(f"{source}: sha256 mismatch: expected {spec.sha256.lower()}, got {digest}")
+    verify_format(target, source)
+    return digest, size
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """Where files are looked for first (a base URL holding them under their base names), and who
+    set it (PIPELINE_DATA_MIRROR, or download.<ds>.mirror): a file it does not hold (no such
+    file; HTTP 404 or 410) is fetched from its own URL; anything else it answers (a wrong
+    sha256, a truncated archive, a server that cannot be reached) is an error naming both."""
+
+    base: str = ""
+    origin: str = ""
+
+    @classmethod
+    def of(cls, cfg: DownloadConfig) -> Mirror:
+        if os.environ.get(MIRROR_ENV):
+            return cls(os.environ[MIRROR_ENV], MIRROR_ENV)
+        return cls(cfg.mirror, "download.mirror") if cfg.mirror else cls()
+
+    def fetch(self, url: str, fetch: Callable[[str], tuple[str, int]]) -> tuple[str, str, int]:
+        """`fetch(source)` from the mirror, else from `url`: (the source, sha256, bytes)."""
+        if not self.base or _local_file(url) is not None:
+            return (url, *fetch(url))
+        source = resolve_url(url, self.base)
+        try:
+            return (source, *fetch(source))
+        except NotHeld:
+            pass
+        except DownloadError as exc:
+            raise DownloadError(f"{exc} (from the mirror {self.origin}={self.base}, for {url})") from None
+        try:
+            return (url, *fetch(url))
+        except DownloadError as exc:
+            raise DownloadError(f"{exc}; not in the mirror {self.origin}={self.base} either") from None
 
 
 def verify_format(path: Path, source: str) -> None:
@@ -216,7 +262,8 @@ def _fetch_once(source: str, part: Path, *, timeout: float, progress: bool) -> N
             raise _Retryable("server refused to resume; restarting") from None
         if exc.code >= 500 or exc.code in (408, 429):
             raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
-        raise DownloadError(f"{source}: HTTP {exc.code} {exc.reason}") from None
+        error = NotHeld if exc.code in (404, 410) else DownloadError
+        raise error(f"{source}: HTTP {exc.code} {exc.reason}") from None
     except (TimeoutError, urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         raise _Retryable(f"cannot connect: {reason}") from None
@@ -320,8 +367,10 @@ def _copy_file(source: str, part: Path) -> None:
     path = Path(urllib.request.url2pathname(parsed.path))
     if parsed.netloc not in ("", "localhost"):
         raise DownloadError(f"{source}: file:// URLs must name a local path")
+    if not path.exists():
+        raise NotHeld(f"{source}: no such file")
     if not path.is_file():
-        raise DownloadError(f"{source}: no such file")
+        raise DownloadError(f"{source}: not a file")
     try:
         src = open(path, "rb")
     except OSError as exc:

@@ -274,13 +274,64 @@ def test_the_manifest_is_the_same_whichever_mirror_served_the_bytes(file_server,
     assert sources == [f"{m}/mnist_png.tar.gz" for m in mirrors]
 
 
-def test_download_stage_error_is_one_line(tmp_path):
-    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-    env = subprocess_env(PIPELINE_DATA_MIRROR=(tmp_path / "empty").as_uri())
+def test_download_stage_error_is_one_line(file_server, tmp_path):
+    """A file neither the mirror nor its own URL holds: one line naming the URL, the mirror and
+    the variable that set it; nothing written."""
+    urls = [f"{file_server.url}/gone/{name}" for name in ("reuters.npz", "reuters_word_index.json")]
+    write_params(tmp_path, {"download.reuters.files": [{"url": url, "sha256": None} for url in urls]})
+    empty = (tmp_path / "empty").as_uri()
+    env = subprocess_env(PIPELINE_DATA_MIRROR=empty)
     result = run_pipeline("download", "reuters", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [f"error: {(tmp_path / 'empty').as_uri()}/reuters.npz: no such file"]
+    assert result.stderr.strip().splitlines() == [
+        f"error: {urls[0]}: HTTP 404 Not Found; not in the mirror PIPELINE_DATA_MIRROR={empty} either"
+    ]
     assert not (tmp_path / "raw").exists() and not (tmp_path / "raw.json").exists()
+
+
+def test_a_file_the_mirror_lacks_comes_from_its_url(file_server, dataset_files, tmp_path):
+    """A mirror is the first place to look: what it lacks (no such file; HTTP 404) comes from
+    the file's own URL, and the result says where each file came from; the manifest's lines
+    are the same as with no mirror."""
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "reuters.npz").write_bytes((dataset_files / "reuters.npz").read_bytes())
+    mirror = (tmp_path / "mirror").as_uri()
+    files = [spec(f"{file_server.url}/{name}") for name in ("reuters.npz", "mnist_png.tar.gz")]
+    results = fetch(files, tmp_path / "raw", mirror=mirror)
+    assert [r.fetched_from for r in results] == [f"{mirror}/reuters.npz", f"{file_server.url}/mnist_png.tar.gz"]
+    assert file_server.requests == [("mnist_png.tar.gz", None)]
+    plain = fetch(files, tmp_path / "plain")
+    assert [r.described() for r in results] == [r.described() for r in plain]
+    # an http mirror that answers 404
+    file_server.requests.clear()
+    (result,) = fetch(files[1:], tmp_path / "raw2", mirror=f"{file_server.url}/nothing")
+    assert result.fetched_from == files[1].url
+    assert file_server.requests == [("nothing/mnist_png.tar.gz", None), ("mnist_png.tar.gz", None)]
+
+
+def test_a_file_url_is_read_from_its_path_whatever_the_mirror(file_server, dataset_files, tmp_path):
+    url = (dataset_files / "reuters.npz").as_uri()
+    (result,) = fetch([spec(url)], tmp_path / "raw", mirror=file_server.url)
+    assert result.fetched_from == url and file_server.requests == []
+
+
+def test_a_mirror_holding_another_file_is_an_error_naming_it(file_server, dataset_files, tmp_path):
+    """A mirror that holds the file but answers wrong (another sha256; a server error to the
+    last retry) is an error naming the mirror and the URL: the URL is not asked."""
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "reuters.npz").write_bytes(b"not the file")
+    mirror = (tmp_path / "mirror").as_uri()
+    url = f"{file_server.url}/reuters.npz"
+    expected = sha256(dataset_files / "reuters.npz")
+    with pytest.raises(DownloadError) as caught:
+        fetch([spec(url, expected)], tmp_path / "raw", mirror=mirror)
+    assert str(caught.value).startswith(f"{mirror}/reuters.npz: sha256 mismatch: expected {expected}, got ")
+    assert str(caught.value).endswith(f" (from the mirror download.mirror={mirror}, for {url})")
+    file_server.faults["m/reuters.npz"] = [("status", 503)] * 2
+    with pytest.raises(DownloadError, match=r"HTTP 503 .*\(gave up after 2 attempts\) \(from the mirror download"):
+        fetch([spec(url)], tmp_path / "raw", retries=1, mirror=f"{file_server.url}/m")
+    assert file_server.requests == [("m/reuters.npz", None)] * 2
+    assert not (tmp_path / "raw").exists()
 
 
 def test_progress_bar_only_on_a_terminal(file_server, tmp_path):

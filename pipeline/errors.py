@@ -29,6 +29,11 @@ class DownloadError(PipelineError):
     """A file that could not be fetched or did not verify."""
 
 
+class ClusterError(PipelineError):
+    """A worker of the cluster went away mid-training, or did not answer at start. Exit code 1:
+    the run failed, not the params nor the code; it resumes from its backup when run again."""
+
+
 class TrackingError(PipelineError):
     """The MLflow tracking store does not answer, refuses the credentials, or cannot store.
     Exit code 1: the params are fine; the server, the network or the credentials are not."""

@@ -141,6 +141,12 @@ class TrainConfig:
         help="Under Slurm, worker i of a node listens on this port + i (the "
         "environment variable PIPELINE_SLURM_PORT_BASE overrides it).",
     )
+    cluster_wait_seconds: int = spec(
+        "a positive number of seconds",
+        lambda v: v > 0,
+        help="With several workers, how long each waits at start for all the others to answer; past it, "
+        "one error line names the workers it could not reach (a wrong port, a firewall, a worker not started).",
+    )
     devices: DeviceConfig = spec("a mapping", help="Which devices training uses, and how.")
     class_weight: Literal["balanced", "none"] = spec(
         help="balanced: each class's samples weigh n / (classes x the class's count in the training split) in "

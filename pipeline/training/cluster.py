@@ -1,14 +1,20 @@
 """Several hosts: whether this process is one worker of a cluster (TF_CONFIG, or a Slurm job
 step), that cluster checked before TensorFlow's import, TensorFlow's Slurm resolver set up for
-CPU nodes too, and a worker's place in it (the chief, its task name)."""
+CPU nodes too, a worker's place in it (the chief, its task name), and a peer lost or never
+reached, said in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import sys
+from collections.abc import Iterator
 from typing import Optional
 
-from pipeline.errors import ConfigError
+from pipeline import log
+from pipeline.errors import ClusterError, ConfigError
 
 
 def detect_cluster(env=None) -> Optional[str]:
@@ -140,3 +146,158 @@ def input_worker(strategy) -> tuple[int, int]:
     if resolver.task_type == "chief":
         return 0, max(workers, 1)
     return chiefs + int(resolver.task_id), max(workers, 1)
+
+
+# ----------------------------------------------------------------------------- a lost peer
+
+# TensorFlow's errors of a collective operation whose peer went away (killed, its node lost,
+# its network cut), by class name, and what each says when its message tells no more: the
+# surviving workers' failure is the run's, not a bug
+PEER_ERRORS = {
+    "UnavailableError": "unavailable",
+    "AbortedError": "aborted",
+    "CancelledError": "cancelled",
+    "DeadlineExceededError": "no answer in time",
+}
+# what TensorFlow's and gRPC's message says happened, in the words of the line
+_REASONS = (
+    ("connection refused", "connection refused"),
+    ("socket closed", "socket closed"),
+    ("connection reset", "connection reset"),
+    ("is down", "it stopped answering the health check"),
+    ("deadline exceeded", "no answer in time"),
+)
+
+
+def peers(strategy) -> dict[str, str]:
+    """The other workers of this process's cluster: {task name: host:port}; {} on one host."""
+    resolver, spec = cluster_of(strategy)
+    return _others(resolver, spec)
+
+
+def _others(resolver, spec: dict) -> dict[str, str]:
+    found = {}
+    for job, tasks in spec.items():
+        items = tasks.items() if isinstance(tasks, dict) else enumerate(tasks)
+        for index, address in items:
+            if resolver is None or (job, int(index)) != (resolver.task_type, int(resolver.task_id)):
+                found[f"{job}-{index}"] = address
+    return found
+
+
+def unreachable(addresses: dict[str, str], timeout: float = 1.0) -> dict[str, str]:
+    """Those of `addresses` ({name: host:port}) that refuse or ignore a TCP connection now
+    (all asked at once: a firewall that drops packets costs `timeout`, not one per worker)."""
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    def answers(address: str) -> bool:
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    if not addresses:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(32, len(addresses))) as pool:
+        found = dict(zip(addresses, pool.map(answers, addresses.values())))
+    return {name: address for name, address in addresses.items() if not found[name]}
+
+
+def lost_peer(message: str, others: dict[str, str]) -> dict[str, str]:
+    """The peer(s) a collective's error `message` names ({name: address}): by task
+    (`/job:worker/replica:0/task:1`, the remote target gRPC names) or by address
+    (`ipv4:10.0.0.2:8888`); failing both, those that do not answer a connection now."""
+    named = {}
+    for job, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", message):
+        name = f"{job}-{index}"
+        if name in others:
+            named[name] = others[name]
+    if not named:
+        addresses = set(re.findall(r"ipv[46]:\[?([\w.:]+?)\]?:(\d+)\b", message))
+        named = {n: a for n, a in others.items() if tuple(a.rsplit(":", 1)) in addresses}
+    return named or unreachable(others)
+
+
+def reason_in(message: str, default: str) -> str:
+    lowered = message.lower()
+    return next((said for found, said in _REASONS if found in lowered), default)
+
+
+def named(workers: dict[str, str]) -> str:
+    return ", ".join(f"{name} ({address})" for name, address in workers.items())
+
+
+@contextlib.contextmanager
+def peers_watched(strategy, resume: str) -> Iterator[None]:
+    """Training across workers: a collective that fails because a peer went away becomes one
+    ClusterError line naming the peer (task and address), why, and `resume` (what resumes the
+    run); anything else passes through. On one host, nothing is caught."""
+    others = peers(strategy)
+    try:
+        yield
+    except Exception as exc:
+        if not others or type(exc).__name__ not in PEER_ERRORS:
+            raise
+        message = str(exc)
+        lost = lost_peer(message, others)
+        who = named(lost) if lost else f"a peer among {named(others)}"
+        raise ClusterError(
+            f"lost {who} mid-training: {reason_in(message, PEER_ERRORS[type(exc).__name__])}; {resume}"
+        ) from None
+
+
+# after the watch's line, the grace before the process ends itself (faulthandler)
+WAIT_GRACE_SECONDS = 5
+
+
+@contextlib.contextmanager
+def bounded_start(resolver, seconds: int, where: str) -> Iterator[None]:
+    """Around the strategy's construction, which blocks inside TensorFlow, the GIL held, until
+    every worker has registered (an hour at most): no thread of this process runs meanwhile.
+    So a small process watches instead (`watch`): when the construction still blocks after
+    `seconds`, it prints one ClusterError line naming the workers that do not answer a
+    connection, and faulthandler's C thread ends this process with exit code 1 a few seconds
+    later. Nothing else has started yet: no run, no output to leave."""
+    import faulthandler
+    import subprocess
+
+    others = _others(resolver, resolver.cluster_spec().as_dict())
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.training.cluster", str(seconds), where, json.dumps(others)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=sys.stderr,  # Python's stderr: fd 2 may be the pipe of `log.filter_native_stderr`, whose thread waits
+    )
+    with open(os.devnull, "w") as quiet:
+        faulthandler.dump_traceback_later(seconds + WAIT_GRACE_SECONDS, exit=True, file=quiet)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            watcher.stdin.close()  # the watch's end
+            watcher.wait()
+
+
+def watch(seconds: float, where: str, others: dict[str, str], stdin=None) -> int:
+    """The watching process of `bounded_start`: 0 when its parent closes stdin within `seconds`
+    (the strategy is built, or the parent is gone), else the error line and 1."""
+    import select
+
+    stdin = sys.stdin if stdin is None else stdin
+    ready, _, _ = select.select([stdin], [], [], seconds)
+    if ready:
+        return 0
+    down = unreachable(others)
+    error = ClusterError(
+        f"{where}: waited {seconds:g} s (cluster_wait_seconds) for {named(down or others)} to answer; check "
+        f"that every worker is started, on the address and port its cluster gives it, and that the port is "
+        f"open between them"
+    )
+    return log.fail(str(error), error.exit_code)
+
+
+if __name__ == "__main__":
+    sys.exit(watch(float(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])))

@@ -13,7 +13,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from pipeline.errors import ConfigError
-from pipeline.training.cluster import check_cluster, cluster_of, is_chief, slurm_resolver, task_name
+from pipeline.training.cluster import (
+    bounded_start,
+    check_cluster,
+    cluster_of,
+    is_chief,
+    slurm_resolver,
+    task_name,
+)
 
 if TYPE_CHECKING:
     from pipeline.config.training import TrainConfig
@@ -176,11 +183,7 @@ def strategy_for(cfg: TrainConfig, info: DeviceInfo, where: str):
 
     cluster = check_cluster(cfg.strategy, cfg.loop, where)
     if cfg.strategy == "multi_worker" or (cfg.strategy == "auto" and cluster):
-        resolver = slurm_resolver(info, where, cfg.slurm_port_base) if cluster == "slurm" else None
-        options = tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
-        )
-        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+        return _multi_worker(cfg, info, cluster, where)
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
     picked = None
@@ -202,6 +205,23 @@ def strategy_for(cfg: TrainConfig, info: DeviceInfo, where: str):
     if kind == "one_device":
         return tf.distribute.OneDeviceStrategy(devices[0])
     return tf.distribute.get_strategy()
+
+
+def _multi_worker(cfg: TrainConfig, info: DeviceInfo, cluster: Optional[str], where: str):
+    """MultiWorkerMirroredStrategy over the cluster of TF_CONFIG or Slurm. TensorFlow waits
+    without end for every worker to register; `cluster.bounded_start` ends the process with one
+    line naming the workers that do not answer after `cfg.cluster_wait_seconds`."""
+    import tensorflow as tf
+
+    if cluster == "slurm":
+        resolver = slurm_resolver(info, where, cfg.slurm_port_base)
+    else:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
+    )
+    with bounded_start(resolver, cfg.cluster_wait_seconds, where):
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
 
 
 def _pick_devices(wanted, available: list[str], where: str) -> list[str]:

@@ -11,6 +11,7 @@ last finished epoch (kept in the backup folder, not a DVC out) and continues the
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -60,15 +61,16 @@ def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Opti
         fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)
     ) as training_run:
         training_run.log_setup(params, setup.figures(), data, description)
-        result = trainer.train(
-            cfg,
-            data=description,
-            strategy=setup.strategy,
-            backup=backup,
-            on_epoch=training_run.log_epoch,
-            verbose=2 if log.shows_progress() else 0,
-            pretrained=pretrained,
-        )
+        with cluster.peers_watched(setup.strategy, resume=resume_hint(backup_dir)):
+            result = trainer.train(
+                cfg,
+                data=description,
+                strategy=setup.strategy,
+                backup=backup,
+                on_epoch=training_run.log_epoch,
+                verbose=2 if log.shows_progress() else 0,
+                pretrained=pretrained,
+            )
         digest = trainer.weights_digest(result.model)
         if facts["workers"] > 1:  # the same final weights on every worker
             log.result(f"{dataset} [{setup.task}]: final weights sha256 {digest}")
@@ -96,6 +98,20 @@ def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Opti
     backup.finish()
     if setup.chief:
         log.result(result_line(dataset, cfg.epochs, facts, result, training_run.run_id))
+
+
+def resume_hint(backup_dir: Optional[Path], env=None) -> str:
+    """What resumes a run whose worker was lost: the stage run again on every worker (a
+    requeued Slurm job does it), from the backup of the last finished epoch when there is one."""
+    env = os.environ if env is None else env
+    again = (
+        "the job's requeue (sbatch --requeue) or the stage run again"
+        if env.get("SLURM_JOB_ID")
+        else ("the stage run again on every worker")
+    )
+    if backup_dir is None:
+        return f"{again} starts the training over (no --backup-dir)"
+    return f"{again} resumes it from the backup of its last finished epoch ({backup_dir})"
 
 
 def result_line(dataset: str, epochs: int, facts: dict, result: TrainResult, run_id: Optional[str]) -> str:

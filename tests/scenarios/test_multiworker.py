@@ -106,8 +106,9 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     assert runs[0].data.metrics["best_epoch"] == 1
 
 
-def test_two_killed_workers_resume_together(prepared):
-    """A preempted job: both workers killed mid-epoch, started again, finish one run."""
+def test_a_lost_worker_is_one_line_and_both_resume_together(prepared):
+    """A worker killed mid-run (its node lost): the survivor's last line names it and what
+    resumes the run, exit 1; both started again resume from the backup and finish one run."""
     import signal
     import time
 
@@ -133,16 +134,23 @@ def test_two_killed_workers_resume_together(prepared):
             for i in range(2)
         ]
 
-    procs = start(free_ports(2))
+    ports = free_ports(2)
+    procs = start(ports)
     backup = prepared / "backup" / "history.json"
     deadline = time.time() + 300
     while not (backup.is_file() and json.loads(backup.read_text() or "[]")):
         assert all(p.poll() is None for p in procs) and time.time() < deadline
         time.sleep(0.05)
     time.sleep(0.4)
-    for p in procs:
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+    procs[1].send_signal(signal.SIGKILL)
+    procs[1].wait()
+    _, err = procs[0].communicate(timeout=120)
+    assert procs[0].returncode == 1, err[-3000:]
+    assert re.fullmatch(
+        rf"error: lost worker-1 \(127\.0\.0\.1:{ports[1]}\) mid-training: [a-z ]+; the stage run again on every "
+        r"worker resumes it from the backup of its last finished epoch \(backup\)",
+        err.strip().splitlines()[-1],
+    ), err[-3000:]
     kept = len(json.loads(backup.read_text()))
     assert 1 <= kept < 4
 
@@ -168,3 +176,22 @@ def test_two_killed_workers_resume_together(prepared):
     assert run.info.status == "FINISHED"
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3, 4]
     assert not (prepared / "backup").exists()
+
+
+def test_a_worker_whose_peer_never_answers_says_so_within_its_wait(prepared):
+    """Worker 0 started, worker 1 never (a wrong port, a firewall): TensorFlow would wait an
+    hour; the stage names the worker it cannot reach after cluster_wait_seconds, exit 1."""
+    import time
+
+    write_params(prepared, {"train.reuters.loop": "custom", "train.reuters.cluster_wait_seconds": 3})
+    ports = free_ports(2)
+    started = time.time()
+    result = run_pipeline(*TRAIN_ARGS, cwd=prepared, env=subprocess_env(TF_CONFIG=tf_config(ports, 0)), timeout=120)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: train.reuters: waited 3 s (cluster_wait_seconds) for worker-1 (127.0.0.1:{ports[1]}) to answer; "
+        "check that every worker is started, on the address and port its cluster gives it, and that the port is "
+        "open between them"
+    )
+    assert time.time() - started < 60
+    assert not (prepared / "model").exists() and not (prepared / "backup").exists()

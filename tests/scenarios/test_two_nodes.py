@@ -421,6 +421,13 @@ def test_a_training_whose_node_is_lost_is_requeued_and_resumes_from_its_backup(r
     log = (project / "slurm.out").read_text()
     assert job_state(job, env)["JobState"] == "COMPLETED", log[-4000:]
     assert int(job_state(job, env)["Restarts"]) == 1
+    # the worker left on node1 said whom it lost and what resumes the run, in one line
+    lost = re.compile(
+        r"error: lost worker-1 \(node2:\d+\) mid-training: [a-z ]+; the job's requeue \(sbatch --requeue\) or "
+        r"the stage run again resumes it from the backup of its last finished epoch \(.+\)"
+    )
+    assert any(lost.fullmatch(line) for line in log.splitlines()), log[-4000:]
+    assert "this is a bug" not in log
     client, run = mlflow_run_of(log, cluster)
     assert run.info.run_id == first_run and run.info.status == "FINISHED"  # the killed attempt's run, finished
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2, 3]

@@ -10,6 +10,8 @@
 #   deploy/cluster/node.sh stop node2   # node2 lost: every process of it killed, as a power cut
 #   deploy/cluster/node.sh start node2  # back: its slurmd started again
 #   deploy/cluster/down.sh [DIR]        # stop everything, remove the bridge and namespaces
+# node.sh and down.sh find the folder without DIR: PIPELINE_CLUSTER_DIR (cluster.env exports it),
+# else the cluster up on this machine (/run/pipeline-cluster/dir).
 # Needs root, iproute2, Debian's slurm-wlm, munge and postgresql (scripts/system-deps.sh), and
 # the project's .venv (make setup) for the MLflow server. PIPELINE_CLUSTER_NET (default
 # 10.213.7) is the /24 the bridge and the nodes take; PIPELINE_CLUSTER_MLFLOW_PORT (5050) and
@@ -39,8 +41,20 @@ netns_of() {
     echo "pipeline-$1"
 }
 
-state_dir() {
-    realpath -m "${1:-/var/tmp/pipeline-cluster}"
+# this host's one cluster (one bridge): the path of its folder, and the pids of its daemons, which
+# down.sh reads even when the folder is gone
+run_dir="${PIPELINE_CLUSTER_RUN:-/run/pipeline-cluster}"
+
+state_dir() {  # DIR given; else PIPELINE_CLUSTER_DIR (cluster.env sets it); else the cluster up here; else the default
+    if [ -n "${1:-}" ]; then
+        realpath -m "$1"
+    elif [ -n "${PIPELINE_CLUSTER_DIR:-}" ]; then
+        realpath -m "$PIPELINE_CLUSTER_DIR"
+    elif [ -s "$run_dir/dir" ]; then
+        cat "$run_dir/dir"
+    else
+        realpath -m /var/tmp/pipeline-cluster
+    fi
 }
 
 # slurmd of NODE in that node's namespaces: its hostname, its /etc/hosts, its network.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop the two-node Slurm cluster and remove its bridge, namespaces and state:
-#   deploy/cluster/down.sh [DIR]
+#   deploy/cluster/down.sh [DIR]     # without DIR: the cluster up on this machine (cluster.sh: state_dir)
 set -euo pipefail
 # shellcheck source=deploy/cluster/cluster.sh
 source "$(dirname "$0")/cluster.sh"
@@ -11,13 +11,22 @@ for node in "${nodes[@]}"; do
     ip netns del "$(netns_of "$node")" 2>/dev/null || true
     ip link del "pl-$node" 2>/dev/null || true
 done
-for pidfile in "$dir/slurmctld.pid" "$dir/mlflow.pid"; do
-    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+# the daemons by the pids up.sh kept beside the folder (/run/pipeline-cluster): found even when
+# the folder is gone
+for name in slurmctld mlflow; do
+    pidfile="$run_dir/$name.pid"
+    [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
 done
 if [ -d "$dir/postgres/data" ]; then
     pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/postgres/data" -m immediate stop >/dev/null 2>&1 || true
+elif [ -s "$run_dir/postgres.pid" ]; then
+    kill -QUIT "$(cat "$run_dir/postgres.pid")" 2>/dev/null || true  # PostgreSQL's immediate shutdown
 fi
 iptables -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true
 ip link del "$bridge" 2>/dev/null || true
 rm -rf "$dir"
+# what says a cluster is up here, only when it is this one's
+if [ "$(cat "$run_dir/dir" 2>/dev/null)" = "$dir" ] || [ ! -s "$run_dir/dir" ]; then
+    rm -rf "$run_dir"
+fi

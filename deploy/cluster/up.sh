@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Start the two-node Slurm cluster (deploy/cluster/cluster.sh says what it is):
 #   deploy/cluster/up.sh [DIR]
+# It checks first that the folder is one the cluster's users can enter, and if it fails midway,
+# takes down what it started.
 set -euo pipefail
 # shellcheck source=deploy/cluster/cluster.sh
 source "$(dirname "$0")/cluster.sh"
@@ -14,10 +16,32 @@ pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | so
 [ -n "$pg_bin" ] || die "PostgreSQL: not found; install Debian's postgresql (scripts/system-deps.sh)"
 [ -x "$project/.venv/bin/mlflow" ] || die "$project/.venv/bin/mlflow: not found; run make setup first"
 [ ! -e "$dir/slurm.conf" ] || die "$dir: a cluster is up there already (deploy/cluster/down.sh $dir stops it)"
-ip link show "$bridge" >/dev/null 2>&1 && die "bridge $bridge exists: another cluster is up (deploy/cluster/down.sh)"
 
+# Failing midway takes down what it started (down.sh), or the folder it made; nothing else.
+started=0 made=0
+on_exit() {
+    local status=$?
+    [ "$status" = 0 ] && return
+    if [ "$started" = 1 ]; then
+        echo "up.sh: taking down what it started (deploy/cluster/down.sh $dir)" >&2
+        PIPELINE_CLUSTER_DIR="" bash "$here/down.sh" "$dir" >/dev/null 2>&1 || true
+    elif [ "$made" = 1 ]; then
+        rm -rf "$dir"
+    fi
+}
+trap on_exit EXIT
+
+# the folder: the PostgreSQL server runs as postgres, the jobs as their users: all must reach it
+[ -e "$dir" ] || made=1
 mkdir -p "$dir"
 chmod 0755 "$dir"
+runuser -u postgres -- test -x "$dir" 2>/dev/null \
+    || die "$dir: the postgres user cannot enter it (a folder above it is closed to others, as mktemp -d makes its own); choose a folder under one that others can enter, such as /var/tmp"
+ip link show "$bridge" >/dev/null 2>&1 \
+    && die "bridge $bridge exists: another cluster is up (deploy/cluster/down.sh stops it)"
+started=1
+mkdir -p "$run_dir"
+echo "$dir" > "$run_dir/dir"
 
 # the network: a bridge with this machine at NET.1 and a veth pair per node
 ip link add "$bridge" type bridge
@@ -68,7 +92,7 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 SlurmctldPort=$ctld_port
 SlurmdPort=$((ctld_port + 1))
-SlurmctldPidFile=$dir/slurmctld.pid
+SlurmctldPidFile=$run_dir/slurmctld.pid
 SlurmdPidFile=$dir/%n/slurmd.pid
 SlurmdSpoolDir=$dir/%n/spool
 SlurmdLogFile=$dir/%n/slurmd.log
@@ -88,7 +112,9 @@ as_postgres() { runuser -u postgres -- "$@"; }
 as_postgres "$pg_bin/initdb" -D "$dir/postgres/data" -U postgres --auth=trust -E UTF8 >/dev/null
 echo "host all all $net.0/24 trust" >> "$dir/postgres/data/pg_hba.conf"
 as_postgres "$pg_bin/pg_ctl" -D "$dir/postgres/data" -l "$dir/postgres/log" -w \
-    -o "-p $pg_port -k $dir/postgres -c listen_addresses=$host_ip" start >/dev/null
+    -o "-p $pg_port -k $dir/postgres -c listen_addresses=$host_ip" start >/dev/null 2>&1 \
+    || die "PostgreSQL did not start on $host_ip:$pg_port: $(grep -m1 -E 'FATAL|ERROR' "$dir/postgres/log" || tail -1 "$dir/postgres/log")"
+head -1 "$dir/postgres/data/postmaster.pid" > "$run_dir/postgres.pid"
 as_postgres "$pg_bin/createdb" -h "$host_ip" -p "$pg_port" -U postgres optuna
 
 # the MLflow tracking server, artifacts proxied
@@ -97,9 +123,10 @@ MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false setsid "$project/.venv/bin/mlflow" serv
     --host "$host_ip" --port "$mlflow_port" --workers 1 \
     --backend-store-uri "sqlite:///$dir/mlflow/mlflow.db" --artifacts-destination "$dir/mlflow/artifacts" \
     > "$dir/mlflow.log" 2>&1 < /dev/null &
-echo $! > "$dir/mlflow.pid"
+echo $! > "$run_dir/mlflow.pid"
 
 cat > "$dir/cluster.env" <<ENV
+export PIPELINE_CLUSTER_DIR=$dir
 export SLURM_CONF=$dir/slurm.conf
 export MLFLOW_TRACKING_URI=http://$host_ip:$mlflow_port
 export PIPELINE_TUNE_STORAGE=postgresql://postgres@$host_ip:$pg_port/optuna

@@ -65,6 +65,56 @@ def test_node_sh_names_the_nodes_it_knows():
         assert (done.returncode, done.stderr.strip()) == (1, line)
 
 
+UP = ROOT / "deploy" / "cluster" / "up.sh"
+
+
+def test_up_sh_refuses_a_folder_its_users_cannot_enter(tmp_path):
+    """The PostgreSQL server runs as postgres: a folder under one closed to others (pytest's,
+    as mktemp -d's) is refused first, in one line, with nothing started or left."""
+    folder = tmp_path / "cluster"
+    done = subprocess.run(["bash", str(UP), str(folder)], capture_output=True, text=True)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (
+        1,
+        [
+            f"error: {folder}: the postgres user cannot enter it (a folder above it is closed to others, as "
+            "mktemp -d makes its own); choose a folder under one that others can enter, such as /var/tmp"
+        ],
+    )
+    assert not folder.exists()
+
+
+def test_up_sh_failing_midway_takes_down_what_it_started(tmp_path):
+    """up.sh in network and mount namespaces of its own (its bridge, nodes and daemons apart from
+    the session's cluster), its PostgreSQL on a port it may not bind: it fails after the bridge,
+    the nodes, slurmctld and the slurmds are up, says why, and leaves none of them, nor its
+    folder; so the next up.sh finds no bridge in its way."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="pipeline-midway-", dir="/var/tmp"))
+    run = tmp_path / "run"
+    script = f"""
+        mount -t tmpfs tmpfs /run/netns
+        PIPELINE_CLUSTER_PG_PORT=80 PIPELINE_CLUSTER_RUN={run} bash {UP} {folder} >/dev/null
+        echo "exit $?"
+        ip link show plcluster0 >/dev/null 2>&1 && echo "left: the bridge"
+        ls /run/netns | sed 's/^/left: /'
+        sleep 1
+        grep -l "SLURM_CONF={folder}/" /proc/[0-9]*/environ 2>/dev/null | sed 's/^/left: /'
+        true
+    """
+    Path("/run/netns").mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["unshare", "--mount", "--net", "--propagation", "private", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.splitlines() == ["exit 1"], done.stdout + done.stderr
+    assert done.stderr.splitlines()[0].startswith("error: PostgreSQL did not start on 10.213.7.1:80: "), done.stderr
+    assert done.stderr.splitlines()[1] == f"up.sh: taking down what it started (deploy/cluster/down.sh {folder})"
+    assert not folder.exists() and not run.exists()
+
+
 @pytest.fixture
 def submit_dir(tmp_path):
     """A project pushed to a bare git remote, then one commit more that is not pushed; what
@@ -158,8 +208,10 @@ def job_state(job: str, env: dict) -> dict:
 
 
 def node(action: str, name: str, cluster: dict) -> None:
+    """`node.sh ACTION NAME` as docs/multi-node.md writes it: no folder, cluster.env not sourced
+    (the cluster's folder is the session's, not the default): it finds the cluster up here."""
     env = subprocess_env(**cluster["env"])
-    sh("bash", NODE, action, name, cluster["folder"], cwd=ROOT, env=env)
+    sh("bash", NODE, action, name, cwd=ROOT, env={k: v for k, v in env.items() if k != "PIPELINE_CLUSTER_DIR"})
     if action == "start":  # back in service: idle again
         wait_for(
             f"{name} idle",

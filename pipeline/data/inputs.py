@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 if TYPE_CHECKING:
-    from pipeline.data.prepared import Prepared
+    from pipeline.data.prepared import Prepared, SplitTap
 
 log = logging.getLogger("pipeline")
 # shards read at once when the order is shuffled
@@ -51,11 +51,13 @@ def make_dataset(
     worker: int = 0,
     workers: int = 1,
     limit: Optional[int] = None,
+    tap: Optional[SplitTap] = None,
 ) -> tf.data.Dataset:
     """A batched dataset of (features, labels) of a prepared split; `batch_size` is the
     global batch. Across workers (MultiWorkerMirroredStrategy) each reads its own share of the
     records (`worker_ranges`) and tf.data's own sharding is off. `limit`: the first samples
-    only."""
+    only. `tap`: shown every batch of records, in order, before they are decoded (the split
+    read once: its shards checked and its digest taken as the model reads it)."""
     ranges = worker_ranges(prepared, split, worker, workers)
     if workers > 1:
         left_out = prepared.samples(split) % workers
@@ -73,6 +75,8 @@ def make_dataset(
     if shuffle:
         ds = ds.shuffle(max(1, shuffle_buffer), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    if tap is not None:  # sequential, in order: a tap sees the records as the files hold them
+        ds = ds.map(lambda records: _tapped(tap, records))
     decode = _decoder(prepared)
     if image_size is not None:
         ds = ds.map(lambda records: _pictures(decode(records), image_size), num_parallel_calls=tf.data.AUTOTUNE)
@@ -111,6 +115,12 @@ def _records(ranges: list[tuple[str, int, int]], size: int, shuffle: bool, seed:
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
+
+
+def _tapped(tap: SplitTap, records: tf.Tensor) -> tf.Tensor:
+    seen = tf.numpy_function(tap.update, [records], tf.string, stateful=True)
+    seen.set_shape(records.shape)
+    return seen
 
 
 def _decoder(prepared: Prepared):

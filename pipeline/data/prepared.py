@@ -155,6 +155,10 @@ class Prepared:
             return np.zeros((0, *self.shape), self.form.dtype), np.zeros(0, self.form.dtype)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
+    def tap(self, split: str) -> SplitTap:
+        """A SplitTap of `split`: what `digest` and `check` find, from the records a reader streams."""
+        return SplitTap(self, split)
+
     def digest(self, split: str) -> tuple[str, np.ndarray]:
         """(sha256 of a split's samples then labels, each with its type and shape, as a short
         hex: the same figure whatever the shards, so runs compare on the same data; the
@@ -256,6 +260,71 @@ def read(folder: Path | str) -> Prepared:
         if sum(s.samples for s in split.shards) != split.samples:
             raise DataError(f"{path}: {name}: its shards hold another number of samples than {split.samples}")
     return prepared
+
+
+class SplitTap:
+    """A split's records seen once, as the reader that feeds a model streams them, in order (the
+    evaluate stage's input: `inputs.make_dataset(tap=...)`): each shard checked against its
+    sha256, and the split's digest and labels, as `Prepared.check` and `Prepared.digest` give
+    them, with no read of the shards of its own. `finish` once the stream has ended."""
+
+    def __init__(self, prepared: Prepared, split: str):
+        self.prepared, self.name = prepared, split
+        self.shards = list(prepared.split(split).shards)
+        self.x_dtype = prepared.dtype.newbyteorder("=")
+        n = prepared.samples(split)
+        self._digest = hashlib.sha256(f"{self.x_dtype.str}{(n, *prepared.shape)}".encode())
+        self._labels: list[np.ndarray] = []
+        self._shard, self._left, self._file = -1, 0, hashlib.sha256()
+        self._wrong: Optional[str] = None
+        self._next_shard()
+
+    def _next_shard(self) -> None:
+        """The shard before is complete: checked; then on to the next with records."""
+        if 0 <= self._shard < len(self.shards) and self._wrong is None:
+            shard = self.shards[self._shard]
+            found = self._file.hexdigest()
+            if found != shard.sha256:
+                path = self.prepared.folder / shard.file
+                self._wrong = (
+                    f"{path}: corrupt (sha256 {found}, {DESCRIPTION} records {shard.sha256}); "
+                    "run the preprocess stage again"
+                )
+        self._shard += 1
+        self._file = hashlib.sha256()
+        self._left = self.shards[self._shard].samples if self._shard < len(self.shards) else 0
+        if self._shard < len(self.shards) and self._left == 0:
+            self._next_shard()
+
+    def update(self, records: np.ndarray) -> np.ndarray:
+        """A batch of records (bytes each, as tf.data reads them), passed on unchanged."""
+        raw = b"".join(records.tolist())
+        size, at = self.prepared.record_bytes, 0
+        count = len(raw) // size
+        while count > 0 and self._shard < len(self.shards):
+            take = min(count, self._left)
+            self._file.update(raw[at : at + take * size])
+            at, count, self._left = at + take * size, count - take, self._left - take
+            if self._left == 0:
+                self._next_shard()
+        values = np.frombuffer(raw, dtype=self.prepared.dtype).reshape(-1, self.prepared.record_values)
+        self._digest.update(np.ascontiguousarray(values[:, 1:], dtype=self.x_dtype).tobytes())
+        self._labels.append(values[:, 0].astype(self.prepared.form.dtype))
+        return records
+
+    def finish(self) -> tuple[str, np.ndarray]:
+        """(the digest, the labels), as `Prepared.digest(split)`; a DataError naming the first
+        shard whose bytes are not those recorded (or that the stream did not read whole)."""
+        if self._wrong is not None:
+            raise DataError(self._wrong)
+        if self._shard < len(self.shards):
+            path = self.prepared.folder / self.shards[self._shard].file
+            raise DataError(f"{path}: not read to its end ({self._left} record(s) left)")
+        y_all = np.concatenate(self._labels) if self._labels else np.zeros(0, self.prepared.form.dtype)
+        digest = self._digest.copy()
+        digest.update(f"{np.dtype(self.prepared.form.dtype).str}{y_all.shape}".encode())
+        digest.update(y_all.tobytes())
+        return digest.hexdigest()[:16], y_all
 
 
 class SplitWriter:

@@ -15,7 +15,7 @@ from pipeline.training import model_folder, plots
 
 if TYPE_CHECKING:
     from pipeline.config.schema import EvaluateConfig
-    from pipeline.data.prepared import Prepared
+    from pipeline.data.prepared import Prepared, SplitTap
 
 
 @dataclass
@@ -37,9 +37,10 @@ def evaluate(model_dir: Path, data: Path, cfg: EvaluateConfig) -> Evaluation:
 
     model = model_folder.load_model(model_dir)
     found = prepared.read(data)
-    found.check("test")
-    digest, y = found.digest("test")
-    logits = predict_logits(model, found, batch_size=cfg.batch_size, image_size=image_size_for(found, model))
+    found.check("test", digests=False)  # there, and of their sizes: their sha256 as they are read
+    tap = found.tap("test")
+    logits = predict_logits(model, found, batch_size=cfg.batch_size, image_size=image_size_for(found, model), tap=tap)
+    digest, y = tap.finish()
     metrics = metrics_from_logits(logits, y, cfg.top_k)
     y_pred = logits.argmax(axis=1)
     matrix = confusion_matrix(y, y_pred, found.num_classes)
@@ -64,11 +65,14 @@ def write_outputs(
         plots.confusion(ev.matrix, png_tmp, title)
 
 
-def predict_logits(model, data: Prepared, *, batch_size: int, image_size: Optional[int] = None) -> np.ndarray:
-    """Logits for every test sample, in order, through the same input pipeline as training."""
+def predict_logits(
+    model, data: Prepared, *, batch_size: int, image_size: Optional[int] = None, tap: Optional[SplitTap] = None
+) -> np.ndarray:
+    """Logits for every test sample, in order, through the same input pipeline as training
+    (which shows `tap` the records it reads)."""
     from pipeline.data.inputs import make_dataset  # TensorFlow: only when this runs
 
-    ds = make_dataset(data, "test", batch_size=batch_size, shuffle=False, image_size=image_size)
+    ds = make_dataset(data, "test", batch_size=batch_size, shuffle=False, image_size=image_size, tap=tap)
     return np.asarray(model.predict(ds.map(lambda features, _: features), verbose=0))
 
 

@@ -108,3 +108,29 @@ def test_the_prepared_description_says_whether_a_dataset_is_images():
     assert model_inputs(digits, 32).shape == (2, 32, 32, 3)
     words = np.ones((2, 20), np.int32)
     assert model_inputs(words, None) is words
+
+
+def test_a_tap_checks_the_shards_and_takes_the_digest_as_the_model_reads_them(tmp_path, monkeypatch):
+    """Batches that straddle shards (30 records a shard, 7 a batch): the tap's digest and labels
+    are `Prepared.digest`'s, with no read of its own; a flipped bit is named by its shard once
+    the stream has passed it; a stream stopped short is said."""
+    data = numbers(tmp_path / "p", shard_records=30, monkeypatch=monkeypatch)
+    assert len(data.split("train").shards) == 4
+
+    def streamed(take=None):
+        tap = data.tap("train")
+        ds = make_dataset(data, "train", batch_size=7, shuffle=False, tap=tap)
+        got = samples(ds if take is None else ds.take(take))
+        return tap, got
+
+    tap, got = streamed()
+    assert got == list(range(100))
+    digest, labels = tap.finish()
+    assert (digest, labels.tolist()) == (data.digest("train")[0], data.digest("train")[1].tolist())
+    with pytest.raises(prepared.DataError, match=r"train-00002-of-00004\.bin: not read to its end"):
+        streamed(take=9)[0].finish()
+    shard = tmp_path / "p" / data.split("train").shards[2].file
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[:40] + bytes([whole[40] ^ 1]) + whole[41:])
+    with pytest.raises(prepared.DataError, match=rf"^{shard}: corrupt \(sha256 [0-9a-f]{{64}}, stats\.json records "):
+        streamed()[0].finish()

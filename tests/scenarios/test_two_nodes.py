@@ -537,7 +537,8 @@ def swept(tmp_path_factory, dataset_files, cluster):
     submitted = sh(
         "sbatch",
         "--parsable",
-        "--wait",
+        "--requeue",
+        "--open-mode=append",  # the requeued attempt's lines after the lost one's
         "--array=0-1",
         "--cpus-per-task=2",
         "--gpus=0",
@@ -545,13 +546,13 @@ def swept(tmp_path_factory, dataset_files, cluster):
         "grid.txt",
         cwd=repo,
         env=job_env,
-        check=False,
-        timeout=1200,
     )
     job = submitted.stdout.strip().split(";")[0]
     log_files = [(repo / f"slurm-{job}_{task}.out") for task in (0, 1)]
+    lost = lose_node2_mid_experiment(job, log_files, job_env, cluster)
     logs = [log.read_text() if log.is_file() else "" for log in log_files]
-    assert submitted.returncode == 0, submitted.stderr + "".join(log[-4000:] for log in logs)
+    states = [job_state(f"{job}_{task}", job_env) for task in (0, 1)]
+    assert [s.get("JobState") for s in states] == ["COMPLETED"] * 2, "".join(log[-4000:] for log in logs)
 
     fresh = root / "fresh"
     sh("git", "clone", "-q", remote, fresh, cwd=root, env=env)
@@ -562,6 +563,8 @@ def swept(tmp_path_factory, dataset_files, cluster):
         "fresh": fresh,
         "env": env,
         "job": job,
+        "lost": lost,
+        "states": states,
         "commit": commit,
         "logs": logs,
         "pulled": pulled,
@@ -569,6 +572,37 @@ def swept(tmp_path_factory, dataset_files, cluster):
         "mlflow_db": mlflow_db,
         "scratch": scratch,
     }
+
+
+def lose_node2_mid_experiment(job: str, log_files: list[Path], env: dict, cluster: dict) -> int:
+    """node2 stopped while its task trains its grid point; back once Slurm has requeued the
+    task and holds it (as the training's requeue test does); then the whole array waited for.
+    The task that was on node2."""
+
+    def node_of(task: int) -> str:
+        return job_state(f"{job}_{task}", env).get("NodeList", "")
+
+    task = wait_for("a task on node2", lambda: next((t + 1 for t in (0, 1) if node_of(t) == "node2"), 0)) - 1
+
+    def training() -> bool:
+        log = log_files[task]
+        return log.is_file() and "Running stage 'train@reuters'" in log.read_text()
+
+    wait_for("node2's task training", training, timeout=600, every=0.2)
+    node("stop", "node2", cluster)
+    try:
+        state = lambda: job_state(f"{job}_{task}", env)  # noqa: E731
+        wait_for("the task requeued", lambda: int(state().get("Restarts", 0)) >= 1, timeout=300)
+        wait_for("the requeued task held", lambda: state().get("Reason") == "BeginTime", timeout=60, every=0.2)
+    finally:
+        node("start", "node2", cluster)
+    running = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING")
+    wait_for(
+        "the array done",
+        lambda: all(job_state(f"{job}_{t}", env).get("JobState") not in running for t in (0, 1)),
+        timeout=1200,
+    )
+    return task
 
 
 def experiments_of(shown: list) -> dict:
@@ -617,9 +651,13 @@ def test_each_experiment_is_one_mlflow_run_in_the_shared_store(swept):
     experiment = c.get_experiment_by_name("reuters")
     assert experiment is not None
     runs = c.search_runs([experiment.experiment_id])
-    assert sorted(r.data.tags["dvc.exp_name"] for r in runs) == names(swept)
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    assert sorted(r.data.tags["dvc.exp_name"] for r in finished) == names(swept)
+    # the attempt lost with node2 left its run as it was, never finished (docs/sweeps.md)
+    (left,) = [r for r in runs if r.info.status != "FINISHED"]
+    assert (left.data.tags["dvc.exp_name"], left.info.status) == (names(swept)[swept["lost"]], "RUNNING")
     hosts = set()
-    for run in runs:
+    for run in finished:
         name = run.data.tags["dvc.exp_name"]
         point = POINTS[names(swept).index(name)]
         assert run.info.status == "FINISHED" and run.info.run_name == name
@@ -638,7 +676,10 @@ def test_each_experiment_is_one_mlflow_run_in_the_shared_store(swept):
 def test_each_task_worked_in_a_scratch_clone_it_removed(swept):
     """Its first line says what it runs and where; the clone is gone; the log is DVC's and the
     training's lines, with no progress bars."""
-    for name, log in zip(names(swept), swept["logs"]):
+    for task, (name, log) in enumerate(zip(names(swept), swept["logs"])):
+        # the task lost with node2 ran again from the start: two first lines, one push
+        assert log.count(f"{name}: dvc exp run ") == (2 if task == swept["lost"] else 1), log[-4000:]
+        assert log.count(f"Pushed experiment {name} to Git remote") == 1
         first = log.splitlines()[0]
         assert first.startswith(f"{name}: dvc exp run evaluate@reuters -S train.reuters.learning_rate=")
         where = re.search(r", in (\S+)$", first)

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -28,3 +31,66 @@ def test_confusion_and_per_class_report():
     macro = evaluation.macro_averages(report)
     # class 3 has no test samples and is left out of the averages
     assert macro["test_macro_recall"] == pytest.approx((0.5 + 2 / 3 + 0) / 3)
+
+
+def opens_of(paths, run) -> dict:
+    """How many times each of `paths` is opened while `run()` runs, as the kernel counts them
+    (inotify: an open, then its close, so that no two events in a row are the same and merged)."""
+    import ctypes
+    import os
+    import struct
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert fd >= 0, os.strerror(ctypes.get_errno())
+    in_open, in_close = 0x20, 0x10 | 0x08  # IN_OPEN; IN_CLOSE_NOWRITE | IN_CLOSE_WRITE
+    watches = {libc.inotify_add_watch(fd, str(p).encode(), in_open | in_close): p for p in paths}
+    try:
+        run()
+        events = b""
+        while True:
+            try:
+                events += os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+    finally:
+        os.close(fd)
+    counts = dict.fromkeys(paths, 0)
+    at = 0
+    while at < len(events):
+        wd, mask, _cookie, size = struct.unpack_from("iIII", events, at)
+        at += 16 + size
+        if mask & in_open:
+            counts[watches[wd]] += 1
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_evaluate_reads_each_test_shard_once(trained_project):
+    """Its shards' sha256, its digest, its labels and the predictions from one read of each
+    test shard of MNIST (the trained project's model and prepared data)."""
+    from helpers import ROOT, subprocess_env
+
+    from pipeline.data import prepared
+
+    project = trained_project.path
+    data = project / "data" / "prepared" / "mnist"
+    shards = prepared.read(data).shard_paths("test")
+    code = (
+        "from pathlib import Path; from pipeline.config.loader import load_params; "
+        "from pipeline.training import evaluation; "
+        f"ev = evaluation.evaluate(Path({str(project / 'models' / 'mnist')!r}), Path({str(data)!r}), "
+        f"load_params(Path({str(project / 'params.yaml')!r}), 'mnist').evaluate); print(ev.test_data)"
+    )
+    done = {}
+
+    def run():
+        done["result"] = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True
+        )
+
+    counts = opens_of(shards, run)
+    assert done["result"].returncode == 0, done["result"].stderr[-3000:]
+    assert done["result"].stdout.strip() == prepared.read(data).digest("test")[0]
+    assert list(counts.values()) == [1] * len(shards), counts

@@ -549,7 +549,7 @@ def swept(tmp_path_factory, dataset_files, cluster):
     )
     job = submitted.stdout.strip().split(";")[0]
     log_files = [(repo / f"slurm-{job}_{task}.out") for task in (0, 1)]
-    lost = lose_node2_mid_experiment(job, log_files, job_env, cluster)
+    lost, lost_run = lose_node2_mid_experiment(job, scratch, job_env, cluster)
     logs = [log.read_text() if log.is_file() else "" for log in log_files]
     states = [job_state(f"{job}_{task}", job_env) for task in (0, 1)]
     assert [s.get("JobState") for s in states] == ["COMPLETED"] * 2, "".join(log[-4000:] for log in logs)
@@ -564,6 +564,7 @@ def swept(tmp_path_factory, dataset_files, cluster):
         "env": env,
         "job": job,
         "lost": lost,
+        "lost_run": lost_run,
         "states": states,
         "commit": commit,
         "logs": logs,
@@ -574,21 +575,21 @@ def swept(tmp_path_factory, dataset_files, cluster):
     }
 
 
-def lose_node2_mid_experiment(job: str, log_files: list[Path], env: dict, cluster: dict) -> int:
+def lose_node2_mid_experiment(job: str, scratch: Path, env: dict, cluster: dict) -> tuple[int, str]:
     """node2 stopped while its task trains its grid point; back once Slurm has requeued the
     task and holds it (as the training's requeue test does); then the whole array waited for.
-    The task that was on node2."""
+    The task that was on node2, and the MLflow run its lost attempt had opened."""
 
     def node_of(task: int) -> str:
         return job_state(f"{job}_{task}", env).get("NodeList", "")
 
     task = wait_for("a task on node2", lambda: next((t + 1 for t in (0, 1) if node_of(t) == "node2"), 0)) - 1
 
-    def training() -> bool:
-        log = log_files[task]
-        return log.is_file() and "Running stage 'train@reuters'" in log.read_text()
+    def training() -> list[Path]:  # its MLflow run opened (the backup records it), its epochs to come
+        return list(scratch.glob(f"pipeline-sweep-{job}-{task}.*/.backup/train-reuters/mlflow_run.json"))
 
-    wait_for("node2's task training", training, timeout=600, every=0.2)
+    (marker,) = wait_for("node2's task training", training, timeout=600, every=0.1)
+    run_id = wait_for("its run recorded", lambda: marker.read_text() and json.loads(marker.read_text())["run_id"])
     node("stop", "node2", cluster)
     try:
         state = lambda: job_state(f"{job}_{task}", env)  # noqa: E731
@@ -602,7 +603,7 @@ def lose_node2_mid_experiment(job: str, log_files: list[Path], env: dict, cluste
         lambda: all(job_state(f"{job}_{t}", env).get("JobState") not in running for t in (0, 1)),
         timeout=1200,
     )
-    return task
+    return task, run_id
 
 
 def experiments_of(shown: list) -> dict:
@@ -654,21 +655,24 @@ def test_each_experiment_is_one_mlflow_run_in_the_shared_store(swept):
     finished = [r for r in runs if r.info.status == "FINISHED"]
     assert sorted(r.data.tags["dvc.exp_name"] for r in finished) == names(swept)
     # the attempt lost with node2 left its run as it was, never finished (docs/sweeps.md)
-    (left,) = [r for r in runs if r.info.status != "FINISHED"]
-    assert (left.data.tags["dvc.exp_name"], left.info.status) == (names(swept)[swept["lost"]], "RUNNING")
-    hosts = set()
+    assert [(r.info.run_id, r.info.status) for r in runs if r.info.status != "FINISHED"] == [
+        (swept["lost_run"], "RUNNING")
+    ]
+    hosts = {}
     for run in finished:
         name = run.data.tags["dvc.exp_name"]
         point = POINTS[names(swept).index(name)]
         assert run.info.status == "FINISHED" and run.info.run_name == name
-        hosts.add(run.data.tags["host"])
+        hosts[name] = run.data.tags["host"]
         assert run.data.tags["dvc.exp_baseline_rev"] == swept["commit"]
         assert {k: float(run.data.params[k]) for k in point} == point
         assert run.data.metrics["test_accuracy"] == pytest.approx(found[name][2]["test_accuracy"])
         artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
         assert artifacts.is_relative_to(swept["mlflow_db"].parent)
         assert (artifacts / "history.csv").is_file()
-    assert hosts == {"node1", "node2"}  # one experiment on each node
+    # the task left on node1 finished there; the lost one ran again wherever Slurm put it
+    kept = names(swept)[1 - swept["lost"]]
+    assert hosts[kept] == "node1" and set(hosts.values()) <= {"node1", "node2"}
 
 
 @pytest.mark.slurm

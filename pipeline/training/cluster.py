@@ -6,11 +6,16 @@ reached, said in one line."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import re
+import select
+import socket
+import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from pipeline import log
@@ -188,8 +193,6 @@ def _others(resolver, spec: dict) -> dict[str, str]:
 def unreachable(addresses: dict[str, str], timeout: float = 1.0) -> dict[str, str]:
     """Those of `addresses` ({name: host:port}) that refuse or ignore a TCP connection now
     (all asked at once: a firewall that drops packets costs `timeout`, not one per worker)."""
-    import socket
-    from concurrent.futures import ThreadPoolExecutor
 
     def answers(address: str) -> bool:
         host, _, port = address.rpartition(":")
@@ -261,8 +264,6 @@ def bounded_start(resolver, seconds: int, where: str) -> Iterator[None]:
     `seconds`, it prints one ClusterError line naming the workers that do not answer a
     connection, and faulthandler's C thread ends this process with exit code 1 a few seconds
     later. Nothing else has started yet: no run, no output to leave."""
-    import faulthandler
-    import subprocess
 
     others = _others(resolver, resolver.cluster_spec().as_dict())
     watcher = subprocess.Popen(
@@ -284,7 +285,6 @@ def bounded_start(resolver, seconds: int, where: str) -> Iterator[None]:
 def watch(seconds: float, where: str, others: dict[str, str], stdin=None) -> int:
     """The watching process of `bounded_start`: 0 when its parent closes stdin within `seconds`
     (the strategy is built, or the parent is gone), else the error line and 1."""
-    import select
 
     stdin = sys.stdin if stdin is None else stdin
     ready, _, _ = select.select([stdin], [], [], seconds)

@@ -278,8 +278,7 @@ def bounded_start(resolver, seconds: int, where: str) -> Iterator[None]:
             yield
         finally:
             faulthandler.cancel_dump_traceback_later()
-            watcher.stdin.close()  # the watch's end
-            watcher.wait()
+            watcher.communicate()  # its stdin closed: the watch's end
 
 
 def watch(seconds: float, where: str, others: dict[str, str], stdin=None) -> int:

@@ -160,6 +160,7 @@ def test_the_start_watch_names_the_workers_that_do_not_answer(tmp_path):
         if close:  # the strategy built: the parent closes the pipe
             _, err = proc.communicate(timeout=60)
             return proc.returncode, err
+        assert proc.stdin is not None and proc.stderr is not None
         err = proc.stderr.read()  # the pipe left open: the parent still waits inside TensorFlow
         code = proc.wait(timeout=60)
         proc.stdin.close()

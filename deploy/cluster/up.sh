@@ -108,7 +108,8 @@ for node in "${nodes[@]}"; do start_slurmd "$dir" "$node"; done
 
 # PostgreSQL for tuning studies, as the postgres user, on the bridge's address
 install -d -o postgres -g postgres "$dir/postgres"
-as_postgres() { runuser -u postgres -- "$@"; }
+# from a folder postgres can enter: PostgreSQL's tools say so when the caller's is not one
+as_postgres() { (cd "$dir/postgres" && runuser -u postgres -- "$@"); }
 as_postgres "$pg_bin/initdb" -D "$dir/postgres/data" -U postgres --auth=trust -E UTF8 >/dev/null
 echo "host all all $net.0/24 trust" >> "$dir/postgres/data/pg_hba.conf"
 as_postgres "$pg_bin/pg_ctl" -D "$dir/postgres/data" -l "$dir/postgres/log" -w \

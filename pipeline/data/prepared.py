@@ -128,10 +128,7 @@ class Prepared:
                 if digests:
                     found = file_sha256(path)
                     if found != shard.sha256:
-                        raise DataError(
-                            f"{path}: corrupt (sha256 {found}, {DESCRIPTION} records {shard.sha256}); "
-                            "run the preprocess stage again"
-                        )
+                        raise DataError(_corrupt(path, found, shard))
 
     def chunks(self, split: str, limit: Optional[int] = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(x, y) of a split's samples, a few thousand at a time, in order (at most `limit`):
@@ -162,19 +159,17 @@ class Prepared:
     def digest(self, split: str) -> tuple[str, np.ndarray]:
         """(sha256 of a split's samples then labels, each with its type and shape, as a short
         hex: the same figure whatever the shards, so runs compare on the same data; the
-        labels), in one pass."""
-        n = self.samples(split)
-        x_type = self.dtype.newbyteorder("=").str
-        y_type = np.dtype(self.form.dtype).str
-        digest = hashlib.sha256(f"{x_type}{(n, *self.shape)}".encode())
-        labels = []
-        for x, y in self.chunks(split):
-            digest.update(np.ascontiguousarray(x, dtype=self.dtype.newbyteorder("=")).tobytes())
-            labels.append(y)
-        y_all = np.concatenate(labels) if labels else np.zeros(0, self.form.dtype)
-        digest.update(f"{y_type}{y_all.shape}".encode())
-        digest.update(y_all.tobytes())
-        return digest.hexdigest()[:16], y_all
+        labels), in one pass: the shards' recorded bytes fed to a SplitTap, which also checks
+        each against its sha256."""
+        tap = self.tap(split)
+        per_read = max(1, CHUNK_BYTES // self.record_bytes) * self.record_bytes
+        for shard in self.split(split).shards:
+            left = shard.samples * self.record_bytes
+            with open(self.folder / shard.file, "rb") as handle:
+                while left > 0 and (chunk := handle.read(min(per_read, left))):
+                    tap.update_bytes(chunk)
+                    left -= len(chunk)
+        return tap.finish()
 
     def class_weights(self, split: str = "train") -> list[float]:
         """Each class's "balanced" weight (scikit-learn's formula): n / (classes x the class's
@@ -285,11 +280,7 @@ class SplitTap:
             shard = self.shards[self._shard]
             found = self._file.hexdigest()
             if found != shard.sha256:
-                path = self.prepared.folder / shard.file
-                self._wrong = (
-                    f"{path}: corrupt (sha256 {found}, {DESCRIPTION} records {shard.sha256}); "
-                    "run the preprocess stage again"
-                )
+                self._wrong = _corrupt(self.prepared.folder / shard.file, found, shard)
         self._shard += 1
         self._file = hashlib.sha256()
         self._left = self.shards[self._shard].samples if self._shard < len(self.shards) else 0
@@ -298,7 +289,11 @@ class SplitTap:
 
     def update(self, records: np.ndarray) -> np.ndarray:
         """A batch of records (bytes each, as tf.data reads them), passed on unchanged."""
-        raw = b"".join(records.tolist())
+        self.update_bytes(b"".join(records.tolist()))
+        return records
+
+    def update_bytes(self, raw: bytes) -> None:
+        """Whole records, the next ones of the split, as the shards hold them."""
         size, at = self.prepared.record_bytes, 0
         count = len(raw) // size
         while count > 0 and self._shard < len(self.shards):
@@ -310,7 +305,6 @@ class SplitTap:
         values = np.frombuffer(raw, dtype=self.prepared.dtype).reshape(-1, self.prepared.record_values)
         self._digest.update(np.ascontiguousarray(values[:, 1:], dtype=self.x_dtype).tobytes())
         self._labels.append(values[:, 0].astype(self.prepared.form.dtype))
-        return records
 
     def finish(self) -> tuple[str, np.ndarray]:
         """(the digest, the labels), as `Prepared.digest(split)`; a DataError naming the first
@@ -325,6 +319,10 @@ class SplitTap:
         digest.update(f"{np.dtype(self.prepared.form.dtype).str}{y_all.shape}".encode())
         digest.update(y_all.tobytes())
         return digest.hexdigest()[:16], y_all
+
+
+def _corrupt(path: Path, found: str, shard: Shard) -> str:
+    return f"{path}: corrupt (sha256 {found}, {DESCRIPTION} records {shard.sha256}); run the preprocess stage again"
 
 
 class SplitWriter:

@@ -104,11 +104,10 @@ def resume_hint(backup_dir: Optional[Path], env=None) -> str:
     """What resumes a run whose worker was lost: the stage run again on every worker (a
     requeued Slurm job does it), from the backup of the last finished epoch when there is one."""
     env = os.environ if env is None else env
-    again = (
-        "the job's requeue (sbatch --requeue) or the stage run again"
-        if env.get("SLURM_JOB_ID")
-        else ("the stage run again on every worker")
-    )
+    if env.get("SLURM_JOB_ID"):
+        again = "the job's requeue (sbatch --requeue) or the stage run again"
+    else:
+        again = "the stage run again on every worker"
     if backup_dir is None:
         return f"{again} starts the training over (no --backup-dir)"
     return f"{again} resumes it from the backup of its last finished epoch ({backup_dir})"

@@ -169,21 +169,32 @@ def sequence_details(lengths: Lengths, enc: Encoding, vocab_size: int, **more) -
 
 
 def find_table(raw_dir: Path | str) -> Path:
-    """The one CSV or JSON Lines file of the download folder; what an operating system leaves
-    there (`archives.left_by_os`: `.DS_Store`, macOS' `._notes.csv`) is passed over."""
+    """The one CSV or JSON Lines file of the download folder, or of a folder in it (where the
+    download stage copies a file:// URL that names a folder); what an operating system leaves
+    there (`archives.left_by_os`: `.DS_Store`, macOS' `._notes.csv`, `__MACOSX/`) is passed over."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise DataError(f"{raw_dir}: missing; run the download stage first")
     passed_over = archives.PassedOver()
-    found = sorted(
-        p
-        for p in raw_dir.iterdir()
-        if not passed_over(p.name + ("/" if p.is_dir() else "")) and p.suffix.lower() in TABLE_SUFFIXES
-    )
+    found = []
+    for path in sorted(raw_dir.iterdir()):
+        if path.is_dir() and not passed_over(path.name + "/"):
+            inside = sorted(p for p in path.iterdir() if not p.is_dir())
+            found += [p for p in inside if not passed_over(f"{path.name}/{p.name}") and _is_table(p)]
+        elif not path.is_dir() and not passed_over(path.name) and _is_table(path):
+            found.append(path)
     passed_over.log(log, raw_dir)
     if len(found) != 1:
-        raise DataError(f"{raw_dir}: expected one .csv or .jsonl file of labelled texts, found {len(found)}")
+        names = "" if not found else ": " + ", ".join(str(p.relative_to(raw_dir)) for p in found)
+        raise DataError(
+            f"{raw_dir}: expected one .csv or .jsonl file of labelled texts (in it, or in a folder in it), "
+            f"found {len(found)}{names}"
+        )
     return found[0]
+
+
+def _is_table(path: Path) -> bool:
+    return path.suffix.lower() in TABLE_SUFFIXES
 
 
 def table_rows(path: Path, text_column: str, label_column: str) -> Iterator[tuple[str, str]]:

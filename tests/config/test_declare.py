@@ -321,6 +321,20 @@ def test_a_folder_of_image_folders_is_read_where_the_download_stage_copies_it(pr
     )
 
 
+def test_a_folder_holding_a_table_is_read_where_the_download_stage_copies_it(project, tmp_path):
+    """--url file:///.../exports (a folder holding one table): read as the download stage's copy
+    of it, data/raw/<name>/exports/topics.csv, will be."""
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "topics.csv").write_bytes((project / "served" / "topics.csv").read_bytes())
+    url = (tmp_path / "exports").as_uri()
+    code, out, err = pipeline(project, "add", "topics", "--kind", "labelled_texts", "--url", url, "-S",
+                              "preprocess.topics.label_column=topic")  # fmt: skip
+    assert (code, err) == (0, [])
+    assert out.splitlines()[1] == (
+        "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))"
+    )
+
+
 @pytest.mark.parametrize("at_once", [2, 4, 8])
 def test_adds_and_removes_run_at_once_keep_every_dataset(project, at_once):
     """Real processes started together: each waits its turn on the lock, then applies its change

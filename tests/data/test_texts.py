@@ -235,8 +235,32 @@ def test_bad_tables_fail_with_one_error_line_and_no_output(tmp_path, case):
 def test_the_table_must_be_one_file(tmp_path, cfg):
     write_table(tmp_path, rows(), "csv")
     write_table(tmp_path, rows(), "jsonl")
-    with pytest.raises(DataError, match="expected one .csv or .jsonl file of labelled texts, found 2"):
+    says = r"of labelled texts \(in it, or in a folder in it\), found 2: notes.csv, notes.jsonl$"
+    with pytest.raises(DataError, match=says):
         texts.prepare(tmp_path, tmp_path / "out", cfg, "preprocess.notes")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_table_in_a_folder_of_the_download_is_found(tmp_path, cfg, caplog):
+    """A file:// URL that names a folder is copied into the download folder as a folder of its
+    own (data/raw/NAME/FOLDER/): its table is found there, what an OS leaves passed over."""
+    path = write_table(tmp_path / "raw" / "exports", rows(), "csv")
+    (path.parent / "._notes.csv").write_bytes(b"\0\5\26\7 resource fork")
+    (tmp_path / "raw" / "__MACOSX").mkdir()
+    (tmp_path / "raw" / "__MACOSX" / "notes.csv").write_bytes(b"text,label\n")
+    with caplog.at_level("INFO", logger="pipeline"):
+        found = texts.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.notes")
+    assert sum(s.samples for s in found.splits.values()) == 60
+    assert texts.find_table(tmp_path / "raw") == path
+    assert f"{tmp_path / 'raw'}: passed over 1 file an operating system leaves (._*): not samples" in caplog.messages
+
+
+def test_tables_both_beside_and_in_a_folder_are_two(tmp_path, cfg):
+    write_table(tmp_path / "raw", rows(), "csv")
+    write_table(tmp_path / "raw" / "exports", rows(), "jsonl")
+    says = "found 2: exports/notes.jsonl, notes.csv"
+    with pytest.raises(DataError, match=says):
+        texts.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.notes")
     assert not (tmp_path / "out").exists()
 
 

@@ -58,12 +58,12 @@ def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> di
     from pipeline.training import trainer  # TensorFlow: only once it trains
 
     strategy = setup.strategy
-    prepared = trainer.prepare(
+    compiled = trainer.prepare(
         cfg, data=prepared_data.read(data), strategy=strategy, pretrained=pretrained_beside(data)
     )
-    batch, dataset = full_batches(prepared)
-    model = prepared.model
-    flops = capacity.training_flops(model, prepared.train_ds.element_spec[0])
+    batch, dataset = full_batches(compiled)
+    model = compiled.model
+    flops = capacity.training_flops(model, compiled.train_ds.element_spec[0])
     per_call = cfg.steps_per_execution if cfg.loop == "fit" else 1
     execute = _executor(cfg, model, strategy, dataset, warmup, per_call)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
@@ -106,8 +106,8 @@ def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> di
     )
 
 
-def full_batches(prepared):
-    """(the batch a training step takes, `prepared`'s training batches of that size, repeated).
+def full_batches(compiled):
+    """(the batch a training step takes, `compiled`'s training batches of that size, repeated).
 
     Full batches only: the short last batch of each pass has another shape, and in an
     execution of several steps it would retrace the compiled call at each new position. A split
@@ -115,8 +115,8 @@ def full_batches(prepared):
     """
     import tensorflow as tf
 
-    batch = prepared.step_batch
-    return batch, prepared.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
+    batch = compiled.step_batch
+    return batch, compiled.train_ds.repeat().filter(lambda x, y: tf.shape(y)[0] == batch)
 
 
 def gpu_names(devices: list[str]) -> list[str]:

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Outputs:
-    """The train stage's files (`measurements` and `machine` optional)."""
+    """The train stage's files: what the run computed (the model folder, the per-epoch history,
+    the summary, the learning curves) and, optional, what it measured (`measurements`) and the
+    machine it ran on (`machine`); `trainer.write_outputs` writes them all or none."""
 
     model_dir: Path
     history: Path
@@ -77,15 +79,10 @@ def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Opti
         if setup.chief:
             model_sha256 = trainer.write_outputs(
                 result,
+                outputs,
                 figures=setup.figures(),
                 run_ids=training_run.ids,
-                model_dir=outputs.model_dir,
-                history=outputs.history,
-                summary=outputs.summary,
-                curves=outputs.curves,
                 title=f"{dataset}: {name}",
-                measurements=outputs.measurements,
-                machine=outputs.machine,
                 machine_facts=environment.machine() if outputs.machine else None,
             )
             training_run.log_training(

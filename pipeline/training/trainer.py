@@ -27,6 +27,7 @@ from pipeline.training.resume import Backup
 if TYPE_CHECKING:
     from pipeline.config.training import AnyTrainConfig, TrainConfig
     from pipeline.data.prepared import Prepared as PreparedData
+    from pipeline.training import lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,8 @@ def global_batch_size(cfg: TrainConfig, replicas: int) -> int:
 
 
 @dataclass
-class Prepared:
-    """A model compiled under its strategy, and its input pipelines."""
+class Compiled:
+    """A model compiled under its strategy, and its input pipelines (what `prepare` gives)."""
 
     model: keras.Model
     train_ds: tf.data.Dataset
@@ -137,7 +138,7 @@ def class_weights(cfg: AnyTrainConfig, data: PreparedData) -> Optional[list[floa
     return data.class_weights("train") if cfg.class_weight == "balanced" else None
 
 
-def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Optional[Path] = None) -> Prepared:
+def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Optional[Path] = None) -> Compiled:
     """Seeds, precision, `cfg.model` built (from the weights in `pretrained`, the download
     stage's folder, when its settings say so) and compiled under `strategy`, and the training
     and validation datasets streamed from the prepared shards (`data`, checked first): what a
@@ -180,7 +181,7 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Op
         workers=workers,
     )
     val_ds = _validation(data, global_batch, replicas, image_size, worker, workers)
-    return Prepared(model, train_ds, val_ds, global_batch, share * workers, batch, weights)
+    return Compiled(model, train_ds, val_ds, global_batch, share * workers, batch, weights)
 
 
 def _validation(
@@ -249,9 +250,9 @@ def train(
     `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
     """
     backup = backup or Backup(None, strategy)
-    prepared = prepare(cfg, data=data, strategy=strategy, pretrained=pretrained)
-    model = prepared.model
-    hooks = backup.hooks(model, cfg.loop, prepared.train_samples, on_epoch)
+    compiled = prepare(cfg, data=data, strategy=strategy, pretrained=pretrained)
+    model = compiled.model
+    hooks = backup.hooks(model, cfg.loop, compiled.train_samples, on_epoch)
     initial_epoch = hooks.initial_epoch
     best = BestEpoch(
         cfg.early_stopping,
@@ -269,22 +270,22 @@ def train(
         stopper=best.stopper,
         publisher=hooks.publisher,
     )
-    _run(cfg, prepared, strategy, callbacks, initial_epoch, lr_for_epoch, verbose)
-    return _result(prepared, hooks.recorder.rows, best.restore(model))
+    _run(cfg, compiled, strategy, callbacks, initial_epoch, lr_for_epoch, verbose)
+    return _result(compiled, hooks.recorder.rows, best.restore(model))
 
 
-def _run(cfg: AnyTrainConfig, prepared: Prepared, strategy, callbacks, initial_epoch: int, lr_for_epoch, verbose: int):
+def _run(cfg: AnyTrainConfig, compiled: Compiled, strategy, callbacks, initial_epoch: int, lr_for_epoch, verbose: int):
     """The epochs, by `cfg.loop`: Keras' fit, or the custom loop (which sets each epoch's
     learning rate itself); both weigh each training sample's loss by its class's weight when
-    `prepared.class_weights` has them."""
-    weights = prepared.class_weights
+    `compiled.class_weights` has them."""
+    weights = compiled.class_weights
     if cfg.loop == "fit":
         # no class_weight argument at all without weights: the same fit as before the key existed
         weighted = {} if weights is None else {"class_weight": dict(enumerate(weights))}
         # shuffle=False: the dataset reshuffles itself each epoch (fit cannot shuffle a tf.data dataset)
-        prepared.model.fit(
-            prepared.train_ds,
-            validation_data=prepared.val_ds,
+        compiled.model.fit(
+            compiled.train_ds,
+            validation_data=compiled.val_ds,
             epochs=cfg.epochs,
             callbacks=callbacks,
             verbose=verbose,
@@ -292,10 +293,10 @@ def _run(cfg: AnyTrainConfig, prepared: Prepared, strategy, callbacks, initial_e
             **weighted,
         )
         return
-    loop = CustomLoop(prepared.model, strategy, jit_compile=cfg.jit_compile, class_weights=weights)
+    loop = CustomLoop(compiled.model, strategy, jit_compile=cfg.jit_compile, class_weights=weights)
     loop.fit(
-        prepared.train_ds,
-        prepared.val_ds,
+        compiled.train_ds,
+        compiled.val_ds,
         epochs=cfg.epochs,
         initial_epoch=initial_epoch,
         callbacks=callbacks,
@@ -322,16 +323,16 @@ def _schedule(cfg: AnyTrainConfig):
     return lr_for_epoch, schedule
 
 
-def _result(prepared: Prepared, rows: list[dict], best_epoch: int) -> TrainResult:
+def _result(compiled: Compiled, rows: list[dict], best_epoch: int) -> TrainResult:
     """What a finished training gives back: the model, its per-epoch rows, figures, summary."""
-    model = prepared.model
+    model = compiled.model
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
     return TrainResult(
         model=model,
         history=rows,
-        global_batch_size=prepared.global_batch_size,
+        global_batch_size=compiled.global_batch_size,
         train_seconds=train_seconds,
-        samples_per_second=prepared.train_samples * len(rows) / train_seconds if train_seconds else 0.0,
+        samples_per_second=compiled.train_samples * len(rows) / train_seconds if train_seconds else 0.0,
         peak_rss_mb=usage.peak_rss_mb(),
         summary={
             "final_loss": rows[-1]["loss"],
@@ -369,39 +370,30 @@ def weights_digest(model: keras.Model) -> str:
 
 def write_outputs(
     result: TrainResult,
+    outputs: lifecycle.Outputs,
     *,
     figures: dict,
     run_ids: dict,
-    model_dir: Path,
-    history: Path,
-    summary: Path,
-    curves: Path,
     title: str,
-    measurements: Optional[Path] = None,
-    machine: Optional[Path] = None,
     machine_facts: Optional[dict] = None,
 ) -> str:
     """The train stage's files. What the run computed, the same bytes whenever it reproduces:
     the model with its MLflow run ids (`model_folder`), the per-epoch history (for dvc plots),
     the summary of results (for dvc metrics) and the learning curves. What it measured, apart:
-    with `measurements`, time, throughput, peak memory and device counts; with `machine`,
-    `machine_facts` (`pipeline.runtime.environment.machine()`: the host, versions, date). All of them
-    or none. Returns the model file's digest."""
-    extra = [path for path in (measurements, machine) if path is not None]
-    with atomic_outputs(model_dir, history, summary, curves, *extra, folders=[model_dir]) as (
-        model_tmp,
-        history_tmp,
-        summary_tmp,
-        curves_tmp,
-        *extra_tmp,
-    ):
+    with `outputs.measurements`, time, throughput, peak memory and device counts; with
+    `outputs.machine`, `machine_facts` (`pipeline.runtime.environment.machine()`: the host,
+    versions, date). All of them or none. Returns the model file's digest."""
+    extra = [path for path in (outputs.measurements, outputs.machine) if path is not None]
+    with atomic_outputs(
+        outputs.model_dir, outputs.history, outputs.summary, outputs.curves, *extra, folders=[outputs.model_dir]
+    ) as (model_tmp, history_tmp, summary_tmp, curves_tmp, *extra_tmp):
         model_sha256 = model_folder.save(model_tmp, result.model, run_ids)
         write_csv(history_tmp, result.history, HISTORY_COLUMNS, digits=6)
         write_json(summary_tmp, {"global_batch_size": result.global_batch_size, **result.summary})
         plots.learning_curves(result.history, curves_tmp, title)
         staged = dict(zip(extra, extra_tmp))
-        if measurements is not None:
-            write_json(staged[measurements], measured(result, figures))
-        if machine is not None:
-            write_json(staged[machine], machine_facts)
+        if outputs.measurements is not None:
+            write_json(staged[outputs.measurements], measured(result, figures))
+        if outputs.machine is not None:
+            write_json(staged[outputs.machine], machine_facts)
     return model_sha256

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pipeline.training import trainer  # noqa: E402
+from pipeline.training import lifecycle, trainer  # noqa: E402
 
 
 def test_lr_decay_schedule():
@@ -93,17 +93,14 @@ def test_short_training_run_records_each_epoch(tmp_path):
     outputs = {name: tmp_path / name for name in ("history.csv", "train.json", "curves.png", "measured.json")}
 
     def write(folder):
-        trainer.write_outputs(
-            result,
-            figures=figures,
-            run_ids={"run_id": "r"},
-            model_dir=folder / "model",
-            history=folder / "history.csv",
-            summary=folder / "train.json",
-            curves=folder / "curves.png",
-            measurements=folder / "measured.json",
-            title="t",
+        files = lifecycle.Outputs(
+            folder / "model",
+            folder / "history.csv",
+            folder / "train.json",
+            folder / "curves.png",
+            folder / "measured.json",
         )
+        trainer.write_outputs(result, files, figures=figures, run_ids={"run_id": "r"}, title="t")
 
     write(tmp_path)
     lines = outputs["history.csv"].read_text().splitlines()

@@ -28,11 +28,12 @@ import numpy as np
 
 def rows(dataset: str, data: Path, count: int) -> list[dict]:
     """`count` request rows of the test split, raw as a user has them (images as base64)."""
+    from pipeline.data import prepared
     from pipeline.serving.classifier import raw_rows
 
     return [
         {k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for k, v in row.items()}
-        for row in raw_rows(data, count)
+        for row in raw_rows(prepared.read(data), count)
     ]
 
 

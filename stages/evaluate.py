@@ -8,6 +8,7 @@ import click
 
 from pipeline import log
 from pipeline.config.loader import load_params
+from pipeline.data import prepared
 from pipeline.serving import registry
 from pipeline.tracking import lineage, probe, runs
 from pipeline.training import model_folder
@@ -33,8 +34,9 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
 
     probe.check_tracking()  # every input checked before any output is written
     model_run = model_folder.read_run(model_dir)
-    classifier.check_inputs(data, params, str(params_path))  # what the logged model carries besides the test split
-    ev = evaluation.evaluate(model_dir, data, cfg)
+    found = prepared.read(data)  # the folder's description, read once: every step below takes it
+    classifier.check_inputs(found, params, str(params_path))  # what the logged model carries besides the test split
+    ev = evaluation.evaluate(model_dir, found, cfg)
     evaluation.write_outputs(
         ev,
         metrics=metrics,
@@ -46,8 +48,8 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     # run.json holds the digest when it is this model's (model_folder.read_run checked it)
     digest = (model_run or {}).get("model_sha256") or model_folder.model_sha256(model_dir)
     with runs.TrainingRun.for_evaluation(params, model_run, model_dir, digest) as run:
-        run.log_evaluation(dataset, data, ev, [metrics, per_class, confusion_png])
-        logged = classifier.log_model(params, model_dir, data, model=ev.model)
+        run.log_evaluation(dataset, ev, [metrics, per_class, confusion_png])
+        logged = classifier.log_model(params, model_dir, found, model=ev.model)
         version = registry.register(
             dataset,
             logged.model_uri,

@@ -36,7 +36,6 @@ from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import Array, Object, Property
 
 import pipeline
-from pipeline.data import prepared
 from pipeline.errors import ConfigError
 from pipeline.runtime import environment, imports
 from pipeline.serving import forms
@@ -177,19 +176,19 @@ def signature(inputs: str, top_k: int):
     )
 
 
-def raw_rows(data: Path, count: int) -> list[dict]:
-    """The first `count` samples of the prepared test split as a user has them: texts as text,
-    pictures as PNG bytes. The input example; the load benchmark's."""
-    found = prepared.read(data)
+def raw_rows(found: Prepared, count: int) -> list[dict]:
+    """The first `count` samples of the prepared test split (of `found`, `prepared.read`'s
+    description of the folder) as a user has them: texts as text, pictures as PNG bytes. The
+    input example; the load benchmark's."""
     found.check("test", digests=False)
     return forms.of(found).raw_rows(found.head("test", count)[0], found)
 
 
-def example(data: Path):
+def example(found: Prepared):
     """A real input from the test split: its first text (60 words of it), or its first
     picture as PNG."""
-    (row,) = raw_rows(data, 1)
-    return pd.DataFrame([forms.of(prepared.read(data)).example(row)])
+    (row,) = raw_rows(found, 1)
+    return pd.DataFrame([forms.of(found).example(row)])
 
 
 def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
@@ -203,11 +202,10 @@ def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
     }
 
 
-def check_inputs(data: Path, params: Optional[DatasetParams] = None, source: str = "params.yaml") -> None:
-    """Read what `log_model` will read from the prepared folder besides the test split
-    (stats.json, and for texts the word index the served model encodes them with), so that
-    the evaluate stage fails on them before it writes any output, not after."""
-    found = prepared.read(data)
+def check_inputs(found: Prepared, params: Optional[DatasetParams] = None, source: str = "params.yaml") -> None:
+    """Read what `log_model` will read from the prepared folder (`found`, its description)
+    besides the test split (for texts the word index the served model encodes them with), so
+    that the evaluate stage fails on them before it writes any output, not after."""
     forms.of(found).artifacts(found)  # the files the logged model carries, read
     for key, top_k in ((k, getattr(params, k).top_k) for k in ("evaluate", "serve") if params is not None):
         if top_k is not None and top_k > found.num_classes:
@@ -231,16 +229,16 @@ def model_requirements() -> list[str]:
 
 
 @tracked("the model")
-def log_model(params: DatasetParams, model_dir: Path, data: Path, model=None):
+def log_model(params: DatasetParams, model_dir: Path, description: Prepared, model=None):
     """Log the model of `model_dir` (`model`: the same, loaded) as the pyfunc `model` of the
-    active run, with serve.<dataset>.top_k as a param; its ModelInfo."""
+    active run, with serve.<dataset>.top_k as a param, and what it reads of the prepared
+    folder (`description`); its ModelInfo."""
     import keras
     import tensorflow as tf
 
     dataset, top_k = params.dataset, params.serve.top_k
     mlflow.log_param(f"serve.{dataset}.top_k", top_k)
 
-    description = prepared.read(data)
     model_path = Path(model_dir) / model_folder.MODEL_FILE
     with tempfile.TemporaryDirectory(prefix="pipeline-model-") as tmp:
         found = settings(
@@ -260,7 +258,7 @@ def log_model(params: DatasetParams, model_dir: Path, data: Path, model=None):
             artifacts=artifacts,
             code_paths=[str(Path(pipeline.__file__).parent)],
             signature=signature(found["input"], found["top_k"]),
-            input_example=example(data),
+            input_example=example(description),
             pip_requirements=model_requirements(),
             metadata={
                 "keras_version": keras.__version__,

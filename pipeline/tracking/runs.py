@@ -224,14 +224,14 @@ class TrainingRun:
         mlflow.log_artifact(str(curves), artifact_path="plots")
 
     @tracked("the evaluation")
-    def log_evaluation(self, dataset: str, data: Path, evaluation, artifacts: list[Path]) -> None:
+    def log_evaluation(self, dataset: str, evaluation, artifacts: list[Path]) -> None:
         """Test metrics, the per-class table, the confusion matrix, the test split as a
         dataset input, and the evaluate stage's files under `evaluation/`."""
         if self._active is None:
             return
         import mlflow
 
-        lineage.log_inputs(dataset, data, evaluation.data, ("test",))
+        lineage.log_inputs(dataset, evaluation.data.folder, evaluation.data, ("test",))
         mlflow.log_metrics({k: v for k, v in evaluation.metrics.items() if k != "test_samples"})
         report = evaluation.report
         mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from pipeline.data import prepared
 from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.training import model_folder, plots
 
@@ -30,13 +29,12 @@ class Evaluation:
     model: object = None  # the Keras model evaluated
 
 
-def evaluate(model_dir: Path, data: Path, cfg: EvaluateConfig) -> Evaluation:
-    """Run the train stage's model over the prepared test split, streamed (an EvaluateConfig's
-    batch size and top k)."""
+def evaluate(model_dir: Path, found: Prepared, cfg: EvaluateConfig) -> Evaluation:
+    """Run the train stage's model over the prepared test split of `found` (`prepared.read`'s
+    description of the folder), streamed (an EvaluateConfig's batch size and top k)."""
     from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
 
     model = model_folder.load_model(model_dir)
-    found = prepared.read(data)
     found.check("test", digests=False)  # there, and of their sizes: their sha256 as they are read
     tap = found.tap("test")
     logits = predict_logits(model, found, batch_size=cfg.batch_size, image_size=image_size_for(found, model), tap=tap)

@@ -296,7 +296,8 @@ def test_one_training_across_both_nodes_is_one_run_of_two_workers(reuters_projec
             "import json, sys; from pathlib import Path; from pipeline.runtime import imports; "
             "imports.skip_keras_extras(); "
             "from pipeline.training import evaluation; from pipeline.config.loader import load_params; "
-            "cfg = load_params('params.yaml', 'reuters').evaluate; data = Path('data/prepared/reuters'); "
+            "from pipeline.data import prepared; "
+            "cfg = load_params('params.yaml', 'reuters').evaluate; data = prepared.read('data/prepared/reuters'); "
             "print(json.dumps([evaluation.evaluate(Path(m), data, cfg).metrics['test_accuracy'] "
             "for m in sys.argv[1:]]))",
             "models/reuters",

@@ -8,7 +8,6 @@ import click
 
 from pipeline import log
 from pipeline.config.loader import load_params
-from pipeline.data import prepared
 from pipeline.serving import registry
 from pipeline.tracking import lineage, probe, runs
 from pipeline.training import model_folder
@@ -29,6 +28,7 @@ def command(dataset, data, model_dir, metrics, per_class, confusion, confusion_p
     params = load_params(params_path, dataset)
     cfg = params.evaluate
     # after the config is checked: classifier imports MLflow, evaluation TensorFlow
+    from pipeline.data import prepared  # NumPy: after the config is checked
     from pipeline.serving import classifier
     from pipeline.training import evaluation  # NumPy: after the config is checked
 

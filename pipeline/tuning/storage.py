@@ -10,8 +10,9 @@ import importlib.util
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from pipeline.config.schema import TuneConfig
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 from pipeline import log
 from pipeline.errors import ConfigError, StudyError
 from pipeline.tracking import store
-from pipeline.tuning import attributes, study_runs
 
 JOURNAL_NAME = "optuna.journal"
 
@@ -129,9 +129,10 @@ def _cannot_open(url: str, exc: Exception) -> StudyError:
     return StudyError(f"{shown(url)}: cannot open the study's storage: {reason}")
 
 
-def open_storage(url: str, cfg: TuneConfig):
+def open_storage(url: str, cfg: TuneConfig, on_lost: Optional[Callable] = None):
     """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
-    dead workers retried cfg.retries times; StudyError when it cannot be opened, ConfigError
+    dead workers retried cfg.retries times (`on_lost(trial)` first, in the worker that notices a
+    silent one: what the caller keeps of a trial elsewhere, ended); StudyError when it cannot be opened, ConfigError
     when its scheme is none a study can live in or its driver is not installed. Opening makes
     the journal file, or Optuna's tables in the database, when they are not there yet."""
     check_storage_url(url)
@@ -139,7 +140,7 @@ def open_storage(url: str, cfg: TuneConfig):
     quiet_optuna()
     from optuna.storages import RDBStorage
 
-    retry = _on_stale(cfg.retries)
+    retry = _on_stale(cfg.retries, on_lost)
     if not is_database(url):
         path = Path(url.removeprefix("file://"))
         if not path.parent.is_dir():
@@ -181,22 +182,17 @@ def study_names(storage) -> str:
     return ", ".join(names) or "none"
 
 
-def _on_stale(retries: int):
-    """What happens to a trial whose worker went silent, in the worker that notices: its MLflow
-    run ends FAILED, and Optuna queues the same params again (up to `retries` times)."""
+def _on_stale(retries: int, on_lost: Optional[Callable]):
+    """What happens to a trial whose worker went silent, in the worker that notices: `on_lost`
+    (the study's: its MLflow run ends FAILED), and Optuna queues the same params again (up to
+    `retries` times)."""
     from optuna.storages import RetryHeartbeatStaleTrialCallback
 
     retry = RetryHeartbeatStaleTrialCallback(max_retry=retries)
 
     def on_stale(study, trial) -> None:
-        if trial.user_attrs.get(attributes.RUN_ATTR):
-            study_runs.TrialRun(trial.user_attrs[attributes.RUN_ATTR]).finish(
-                "failed",
-                epochs=len(trial.intermediate_values),
-                value=None,
-                metric="",
-                reason="its worker stopped sending heartbeats (killed, or its host went down)",
-            )
+        if on_lost is not None:
+            on_lost(trial)
         retry(study, trial)
         retried = RetryHeartbeatStaleTrialCallback.retry_history(trial)
         again = "queued again with the same params" if len(retried) < retries else f"not retried ({retries} retries)"

@@ -83,20 +83,34 @@ def open_study(
     A study of that name with another dataset, space, metric or direction is a ConfigError; so
     is a study that does not exist when `create` is false. Every check comes before anything is
     written: a refused worker leaves the storage as it was."""
-    storage = open_storage(url, params.tune) if holds_studies(url) else None
+    where = shown(url)  # the URL with its password masked, for every message and record
+    storage = open_storage(url, params.tune, finish_lost_trial) if holds_studies(url) else None
     found = attributes.read(storage, name) if storage is not None else None
     if found is None and not create:
-        raise ConfigError(f"no study {name!r} in {shown(url)} (its studies: {study_names(storage)})")
+        raise ConfigError(f"no study {name!r} in {where} (its studies: {study_names(storage)})")
     if found is None:
         probe.check_tracking()  # the study's run is made right after it: a store that cannot take it, first
-        storage = storage or open_storage(url, params.tune)
+        storage = storage or open_storage(url, params.tune, finish_lost_trial)
         study = _create(params, name, storage)
         if study is not None:
-            return Opened(study, _make_run(study, params, name, url), shown(url), created=True)
+            return Opened(study, _make_run(study, params, name, where), where, created=True)
         found = attributes.read(storage, name)  # another worker made it first
         assert found is not None  # Optuna refused to make it because it is there
-    attributes.check_same_search(found, params, name, shown(url), settled=False)
-    return _join(params, name, url, storage, found, wait_seconds)
+    attributes.check_same_search(found, params, name, where, settled=False)
+    return _join(params, name, where, storage, found, wait_seconds)
+
+
+def finish_lost_trial(trial) -> None:
+    """A trial whose worker went silent (the storage's heartbeat says so): its MLflow run ends
+    FAILED, saying why, before Optuna queues its params again."""
+    if trial.user_attrs.get(attributes.RUN_ATTR):
+        study_runs.TrialRun(trial.user_attrs[attributes.RUN_ATTR]).finish(
+            "failed",
+            epochs=len(trial.intermediate_values),
+            value=None,
+            metric="",
+            reason="its worker stopped sending heartbeats (killed, or its host went down)",
+        )
 
 
 def _chosen(params: DatasetParams, name: str, storage) -> dict:
@@ -117,7 +131,7 @@ def _create(params: DatasetParams, name: str, storage):
 
 
 def _join(
-    params: DatasetParams, name: str, url: str, storage, found: attributes.Recorded, wait_seconds: float
+    params: DatasetParams, name: str, where: str, storage, found: attributes.Recorded, wait_seconds: float
 ) -> Opened:
     """A study another worker made, checked again as its creator records it: its MLflow run,
     once recorded (a moment), or made here when it is not within `wait_seconds` (its creator
@@ -126,33 +140,35 @@ def _join(
     while attributes.RUN_ATTR not in found.user_attrs and time.monotonic() <= deadline:
         time.sleep(0.5)
         found = attributes.read(storage, name) or found
-        attributes.check_same_search(found, params, name, shown(url), settled=False)
-    attributes.check_same_search(found, params, name, shown(url), settled=True)
+        attributes.check_same_search(found, params, name, where, settled=False)
+    attributes.check_same_search(found, params, name, where, settled=True)
     study = quiet_optuna().load_study(**_chosen(params, name, storage))
     if attributes.RUN_ATTR not in found.user_attrs:
-        return Opened(study, _make_run(study, params, name, url), shown(url), created=False)
+        return Opened(study, _make_run(study, params, name, where), where, created=False)
     run_id = found.user_attrs[attributes.RUN_ATTR]
     if store.find_run(run_id) is None:
         raise ConfigError(
             f"study {name!r}'s MLflow run {run_id} is not in the tracking store in force "
             f"({store.tracking_uri()}): set MLFLOW_TRACKING_URI to the store the study logs to"
         )
-    return Opened(study, run_id, shown(url), created=False)
+    return Opened(study, run_id, where, created=False)
 
 
-def _make_run(study, params: DatasetParams, name: str, url: str) -> str:
-    """The study's MLflow run, made and recorded in the study; its id."""
-    run_id = study_runs.create_study_run(params.dataset, name, settings(params, name, url), shown(url))
+def _make_run(study, params: DatasetParams, name: str, where: str) -> str:
+    """The study's MLflow run, made and recorded in the study (`where`: its storage's URL as
+    `shown`); its id."""
+    run_id = study_runs.create_study_run(params.dataset, name, settings(params, name, where), where)
     study.set_user_attr(attributes.RUN_ATTR, run_id)
     return run_id
 
 
-def settings(params: DatasetParams, name: str, url: str) -> dict:
-    """The study's settings as its MLflow run's `tune.*` params."""
+def settings(params: DatasetParams, name: str, where: str) -> dict:
+    """The study's settings as its MLflow run's `tune.*` params (`where`: its storage's URL as
+    `shown`)."""
     cfg = params.tune
     return {
         "study": name,
-        "storage": shown(url),
+        "storage": where,
         "trials": cfg.trials,
         "sampler": cfg.sampler,
         "seed": cfg.seed,

@@ -80,9 +80,10 @@ def read_yaml(path: Path) -> Any:
 
 
 def load_params(path: Path | str, dataset: str, overrides: Sequence[str] = ()) -> DatasetParams:
-    """Load and validate the whole params file, then return one dataset's sections.
+    """Load and validate the params file's datasets, then return one dataset's sections.
 
-    The whole file is checked so that a typo anywhere is caught by the first stage that runs.
+    Every dataset is checked so that a typo anywhere is caught by the first stage that runs;
+    the `add` templates, which no stage reads, are left to the commands that do (`validate`).
     `overrides` are `key=value` assignments applied first, as `dvc exp run -S` applies them.
     """
     path = Path(path)
@@ -106,9 +107,10 @@ def names(path: Path | str) -> list[str]:
 
 
 def params_of(raw: Any, dataset: str, source: str) -> DatasetParams:
-    """One dataset's sections of the params mapping `raw` (a file's, as read), every key of it
-    validated, the search spaces too: what a process is handed instead of a file to read again."""
-    built = validate(raw, source)
+    """One dataset's sections of the params mapping `raw` (a file's, as read), every dataset's
+    keys validated, the search spaces too (not the `add` templates, which no stage reads): what
+    a process is handed instead of a file to read again."""
+    built = validate(raw, source, templates_too=False)
     if dataset not in built["train"]:
         raise ConfigError(f"unknown dataset {dataset!r}: {source} declares {', '.join(built['train'])}")
     return _bundle(built, dataset, raw)
@@ -160,14 +162,16 @@ def apply_overrides(raw: Any, overrides: Sequence[str], source: str = "params.ya
     return raw
 
 
-def validate(raw: Any, source: str = "params.yaml") -> dict[str, dict[str, Any]]:
+def validate(raw: Any, source: str = "params.yaml", *, templates_too: bool = True) -> dict[str, dict[str, Any]]:
     """Every dataset's sections built from `raw` (`build.sections`, once), and every value each
     tune.<ds>.space can draw checked against train.<ds> (that section alone built again with it);
-    then the `add` section's templates, each as a dataset of its kind (`templates.check`), which
-    the result leaves out: they declare no dataset. ConfigError naming the first bad key."""
+    then, `templates_too` (`pipeline add`, `pipeline params`, the datasets' listing), the `add`
+    section's templates, each as a dataset of its kind (`templates.check`), which the result
+    leaves out: they declare no dataset. ConfigError naming the first bad key."""
     stages = templates.stages_of(raw)
     built = build.sections(stages, source)
     for ds in built["tune"]:
         search_space.check(stages, built, ds, source)
-    templates.check(raw, source)
+    if templates_too:
+        templates.check(raw, source)
     return built

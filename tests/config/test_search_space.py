@@ -100,8 +100,9 @@ def test_a_drawn_value_is_checked_against_the_datasets_other_sections(raw):
 
 
 def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value(monkeypatch):
-    """The datasets' sections are built once, and each template's (under its placeholder name);
-    each value a space can draw builds its dataset's train section alone (not the file again)."""
+    """A stage's load builds the datasets' sections once, and no template; pipeline add's and
+    pipeline params' check builds each template's too (under its placeholder name); each value a
+    space can draw builds its dataset's train section alone (not the file again)."""
     from pipeline.config import build
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -121,14 +122,22 @@ def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value
     monkeypatch.setattr(build, "_build", counted)
     monkeypatch.setattr(build, "sections", counted_sections)
     params = load_params(ROOT / "params.yaml", "reuters")
-    assert len(whole) == 1 + len(raw["add"])  # the datasets', then each template's
+    assert len(whole) == 1  # a stage's load: the datasets' sections, not the add templates
     once = [f"{stage}.{ds}" for ds in raw["train"] for stage in datasets.STAGE_SECTIONS]
-    once += [f"{stage}.{templates.PLACEHOLDER}" for _ in raw["add"] for stage in datasets.STAGE_SECTIONS]
     spaces = [(ds, raw["tune"][ds]["space"]) for ds in raw["train"]]
-    spaces += [(templates.PLACEHOLDER, template["tune"]["space"]) for template in raw["add"].values()]
-    drawn = [f"train.{ds}" for ds, space in spaces for d in space for _ in d["values"] or (d["low"], d["high"])]
-    assert drawn and sorted(built) == sorted(once + drawn)
+
+    def drawn(spaces):
+        return [f"train.{ds}" for ds, space in spaces for d in space for _ in d["values"] or (d["low"], d["high"])]
+
+    assert drawn(spaces) and sorted(built) == sorted(once + drawn(spaces))
     assert params.train.epochs > 0
+    whole.clear()
+    built.clear()
+    validate(raw)  # pipeline add's and pipeline params': the datasets', then each template's
+    assert len(whole) == 1 + len(raw["add"])
+    once += [f"{stage}.{templates.PLACEHOLDER}" for _ in raw["add"] for stage in datasets.STAGE_SECTIONS]
+    spaces += [(templates.PLACEHOLDER, template["tune"]["space"]) for template in raw["add"].values()]
+    assert sorted(built) == sorted(once + drawn(spaces))
 
 
 def test_a_key_twice_and_an_empty_space(raw):

@@ -9,7 +9,7 @@ import yaml
 from helpers import ROOT, run_pipeline, write_params
 
 from pipeline.config import datasets, templates
-from pipeline.config.loader import load_params, names, validate
+from pipeline.config.loader import apply_overrides, load_params, names, read_params, validate
 from pipeline.config.params_doc import format_params
 from pipeline.errors import ConfigError
 
@@ -120,7 +120,7 @@ def test_a_file_without_templates_is_valid_and_the_datasets_ignore_them(raw, tmp
     )
 
 
-def test_an_override_of_a_template_is_checked_as_the_template_is(tmp_path):
+def test_a_template_is_checked_by_the_commands_that_read_it_and_by_no_stage(tmp_path):
     path = write_params(tmp_path)
     assert (
         load_params(path, "reuters", ["add.labelled_texts.train.epochs=2"]).raw["add"]["labelled_texts"]["train"][
@@ -128,8 +128,20 @@ def test_an_override_of_a_template_is_checked_as_the_template_is(tmp_path):
         ]
         == 2
     )
+    bad = "add.labelled_texts.train.epochs=0"
+    # a stage's load builds the datasets' sections, not the templates, which no stage reads
+    assert load_params(path, "reuters", [bad]).raw["add"]["labelled_texts"]["train"]["epochs"] == 0
     with pytest.raises(ConfigError, match=r"params.yaml: add.labelled_texts.train.epochs: expected a positive"):
-        load_params(path, "reuters", ["add.labelled_texts.train.epochs=0"])
+        validate(apply_overrides(read_params(path), [bad]), "params.yaml")
+    raw = yaml.safe_load(path.read_text())
+    raw["add"]["labelled_texts"]["train"]["epochs"] = 0
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    (tmp_path / "dvc.yaml").write_bytes((ROOT / "dvc.yaml").read_bytes())  # pipeline add's other file
+    line = f"error: {path}: add.labelled_texts.train.epochs: expected a positive integer, got 0\n"
+    for args in (["params"], ["add", "topics", "--kind", "labelled_texts", "--url", "https://data.example.com/t.csv"]):
+        done = run_pipeline(*args, "--params", path, cwd=tmp_path)
+        assert (done.returncode, done.stderr) == (2, line), done.stderr
+    assert load_params(path, "reuters").train.epochs > 0
 
 
 def test_fill_makes_a_template_a_datasets_sections(raw):

@@ -77,7 +77,7 @@ def main() -> None:
     from pipeline.training import trainer
 
     data = opts.data or ROOT / "data" / "prepared" / opts.dataset
-    prepared = trainer.prepare(cfg, data=prepared_data.read(data), strategy=setup.strategy)
+    prepared = trainer.prepare(cfg, prepared=prepared_data.read(data), strategy=setup.strategy)
     model = prepared.model
     batch, dataset = bench.full_batches(prepared)
     x, y = next(iter(dataset))
@@ -116,7 +116,7 @@ def main() -> None:
                 opts.dataset,
                 [*opts.overrides, f"train.{opts.dataset}.steps_per_execution={spe}"],
             ),
-            data=data,
+            prepared_dir=data,
             warmup=2 * spe,
             steps=opts.steps,
         )

@@ -41,4 +41,4 @@ def command(
     """Train a dataset's model with tf.distribute; log to MLflow."""
     outputs = lifecycle.Outputs(model_dir, history, summary, curves, measurements, machine)
     params = load_params(params_path, dataset)
-    lifecycle.run(params, data=data, outputs=outputs, backup_dir=backup_dir, pretrained=pretrained)
+    lifecycle.run(params, prepared_dir=data, outputs=outputs, backup_dir=backup_dir, pretrained=pretrained)

@@ -49,8 +49,9 @@ COLUMNS = (
 )
 
 
-def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> dict:
-    """Warm up, then time `steps` training steps of `params.train` on the prepared `data`."""
+def measure(params: DatasetParams, *, prepared_dir: Path, warmup: int, steps: int) -> dict:
+    """Warm up, then time `steps` training steps of `params.train` on the prepared folder
+    `prepared_dir`."""
     cfg = params.train
 
     setup = distribute.setup(cfg, where=f"train.{params.dataset}")  # before any tensor
@@ -59,7 +60,7 @@ def measure(params: DatasetParams, *, data: Path, warmup: int, steps: int) -> di
 
     strategy = setup.strategy
     compiled = trainer.prepare(
-        cfg, data=prepared_data.read(data), strategy=strategy, pretrained=pretrained_beside(data)
+        cfg, prepared=prepared_data.read(prepared_dir), strategy=strategy, pretrained=pretrained_beside(prepared_dir)
     )
     batch, dataset = full_batches(compiled)
     model = compiled.model
@@ -222,7 +223,7 @@ def run(
     dataset: str,
     overrides: Sequence[str],
     *,
-    data: Path,
+    prepared_dir: Path,
     warmup: int,
     steps: int,
     replicas: Optional[str] = None,
@@ -233,12 +234,12 @@ def run(
     measurement is an MLflow run in the dataset's experiment unless `log_runs` is false."""
     params = load_params(params_path, dataset, overrides)  # a bad key or value: one line, before any work
     if replicas is None:
-        return [_measure_and_log(params, data, warmup, steps, log_runs)]
+        return [_measure_and_log(params, prepared_dir, warmup, steps, log_runs)]
     request = {  # the params as read here, not the file again: each process takes what it is given
         "raw": params.raw,
         "source": str(params_path),
         "dataset": dataset,
-        "data": str(data),
+        "data": str(prepared_dir),
         "warmup": warmup,
         "steps": steps,
         "log_runs": log_runs,
@@ -249,10 +250,10 @@ def run(
     return results
 
 
-def _measure_and_log(params: DatasetParams, data: Path, warmup: int, steps: int, log_runs: bool) -> dict:
-    result = measure(params, data=data, warmup=warmup, steps=steps)
+def _measure_and_log(params: DatasetParams, prepared_dir: Path, warmup: int, steps: int, log_runs: bool) -> dict:
+    result = measure(params, prepared_dir=prepared_dir, warmup=warmup, steps=steps)
     if log_runs:
-        result["mlflow_run_id"] = runs.log_benchmark(params, result, data)
+        result["mlflow_run_id"] = runs.log_benchmark(params, result, prepared_dir)
     return result
 
 

@@ -160,7 +160,7 @@ class TrainingRun:
         return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
 
     @tracked("the run's params and tags")
-    def log_setup(self, params: DatasetParams, figures: dict, data: Path, prepared: Prepared) -> None:
+    def log_setup(self, params: DatasetParams, figures: dict, prepared_dir: Path, prepared: Prepared) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
         lineage and framework tags, the prepared data as dataset inputs, and with
         `class_weight: balanced` each class's weight (`CLASS_WEIGHTS`)."""
@@ -181,7 +181,7 @@ class TrainingRun:
         warned = {"data.unpinned": "; ".join(unpinned)} if unpinned else {}
         mlflow.set_tags(
             {
-                **lineage.lineage_tags([data]),
+                **lineage.lineage_tags([prepared_dir]),
                 **lineage.fetch_tags(params.dataset),
                 **lineage.framework_tags(),
                 "pipeline.stage": "train",
@@ -189,7 +189,7 @@ class TrainingRun:
                 **warned,
             }
         )
-        lineage.log_inputs(params.dataset, data, prepared, ("train", "val"))
+        lineage.log_inputs(params.dataset, prepared_dir, prepared, ("train", "val"))
         if weights is not None:
             mlflow.log_dict(weights, CLASS_WEIGHTS)
 
@@ -317,7 +317,7 @@ def _evaluation_run(params: DatasetParams, training, run_id: Optional[str], mode
     return active
 
 
-def _log_benchmark(params: DatasetParams, figures: dict, name: str, data: Path) -> str:
+def _log_benchmark(params: DatasetParams, figures: dict, name: str, prepared_dir: Path) -> str:
     import mlflow
 
     store.use_experiment(params.dataset)
@@ -328,7 +328,7 @@ def _log_benchmark(params: DatasetParams, figures: dict, name: str, data: Path) 
         mlflow.log_metrics({f"bench.{k}": figures[k] for k in BENCHMARK_METRICS if figures.get(k) is not None})
         mlflow.set_tags(
             {
-                **lineage.lineage_tags([data]),
+                **lineage.lineage_tags([prepared_dir]),
                 **lineage.framework_tags(),
                 "pipeline.stage": "bench",
                 "pipeline.benchmark": "true",
@@ -339,12 +339,12 @@ def _log_benchmark(params: DatasetParams, figures: dict, name: str, data: Path) 
         return run.info.run_id
 
 
-def log_benchmark(params: DatasetParams, figures: dict, data: Path) -> str:
+def log_benchmark(params: DatasetParams, figures: dict, prepared_dir: Path) -> str:
     """One run of `pipeline bench` in the dataset's experiment, tagged `pipeline.benchmark`
     (a filter: `tags.pipeline.benchmark = 'true'`) so that it compares with the others."""
     probe.check_tracking()
     name = f"bench-{params.dataset}-{figures['replicas']}rep-{figures['precision']}"
-    return _log_benchmark(params, figures, name, data)
+    return _log_benchmark(params, figures, name, prepared_dir)
 
 
 @tracked("the scaling efficiency")

@@ -41,14 +41,16 @@ class Outputs:
     machine: Optional[Path] = None
 
 
-def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Optional[Path], pretrained=None) -> None:
-    """Train `params.dataset` on the prepared folder `data` (from the weights in `pretrained`,
+def run(
+    params: DatasetParams, *, prepared_dir: Path, outputs: Outputs, backup_dir: Optional[Path], pretrained=None
+) -> None:
+    """Train `params.dataset` on the prepared folder `prepared_dir` (from the weights in `pretrained`,
     the download stage's folder, when the model's settings say so) and write `outputs` (chief)."""
     dataset, cfg = params.dataset, params.train
     # what needs no TensorFlow first: a wrong cluster, devices or data, or a tracking store that
     # cannot take the run (a single process logs: it is the chief), stops the stage at once
     distribute.check_before_tensorflow(cfg, where=f"train.{dataset}")
-    description = prepared.read(data)
+    description = prepared.read(prepared_dir)
     description.check("train", "val", digests=False)
     if cluster.detect_cluster() is None:
         probe.check_tracking()
@@ -62,11 +64,11 @@ def run(params: DatasetParams, *, data: Path, outputs: Outputs, backup_dir: Opti
     with backup.resume_or_start(
         fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)
     ) as training_run:
-        training_run.log_setup(params, setup.figures(), data, description)
+        training_run.log_setup(params, setup.figures(), prepared_dir, description)
         with cluster.peers_watched(setup.strategy, resume=resume_hint(backup_dir)):
             result = trainer.train(
                 cfg,
-                data=description,
+                prepared=description,
                 strategy=setup.strategy,
                 backup=backup,
                 on_epoch=training_run.log_epoch,

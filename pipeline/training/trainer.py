@@ -26,7 +26,7 @@ from pipeline.training.resume import Backup
 
 if TYPE_CHECKING:
     from pipeline.config.training import AnyTrainConfig, TrainConfig
-    from pipeline.data.prepared import Prepared as PreparedData
+    from pipeline.data.prepared import Prepared
     from pipeline.training import lifecycle
 
 log = logging.getLogger(__name__)
@@ -130,22 +130,22 @@ class Compiled:
     class_weights: Optional[list[float]] = None
 
 
-def class_weights(cfg: AnyTrainConfig, data: PreparedData) -> Optional[list[float]]:
+def class_weights(cfg: AnyTrainConfig, prepared: Prepared) -> Optional[list[float]]:
     """Each class's weight in the training loss, by class index, as `cfg.class_weight` says:
     balanced, the training split's `Prepared.class_weights` (n / (classes x the class's count);
     a DataError for a class without a training sample); none, None: training is given no
     weights at all, the same step as before the key existed."""
-    return data.class_weights("train") if cfg.class_weight == "balanced" else None
+    return prepared.class_weights("train") if cfg.class_weight == "balanced" else None
 
 
-def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Optional[Path] = None) -> Compiled:
+def prepare(cfg: AnyTrainConfig, *, prepared: Prepared, strategy, pretrained: Optional[Path] = None) -> Compiled:
     """Seeds, precision, `cfg.model` built (from the weights in `pretrained`, the download
     stage's folder, when its settings say so) and compiled under `strategy`, and the training
-    and validation datasets streamed from the prepared shards (`data`, checked first): what a
+    and validation datasets streamed from the prepared shards (`prepared`, checked first): what a
     training and a benchmark (`pipeline.tools.bench`) share. Across workers each reads its own
     share of the shards. The class weights are the whole training split's on every worker."""
-    data.check("train", "val")
-    weights = class_weights(cfg, data)
+    prepared.check("train", "val")
+    weights = class_weights(cfg, prepared)
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -153,13 +153,13 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Op
     replicas = strategy.num_replicas_in_sync
     global_batch = global_batch_size(cfg, replicas)
     with strategy.scope():
-        model = build_model(cfg, data, pretrained)
+        model = build_model(cfg, prepared, pretrained)
         compile_model(model, cfg)
-    image_size = image_size_for(data, model)
+    image_size = image_size_for(prepared, model)
     worker, workers = cluster.input_worker(strategy)
     # each worker reads an equal share (all of it on one host), in batches of the global size
     # that tf.distribute splits among every replica
-    share = data.samples("train") // workers
+    share = prepared.samples("train") // workers
     batch, drop = (train_batches if workers == 1 else whole_batches)(share, global_batch, replicas)
     if drop:
         log.info(
@@ -169,7 +169,7 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Op
             replicas,
         )
     train_ds = make_dataset(
-        data,
+        prepared,
         "train",
         batch_size=batch,
         shuffle=True,
@@ -180,16 +180,16 @@ def prepare(cfg: AnyTrainConfig, *, data: PreparedData, strategy, pretrained: Op
         worker=worker,
         workers=workers,
     )
-    val_ds = _validation(data, global_batch, replicas, image_size, worker, workers)
+    val_ds = _validation(prepared, global_batch, replicas, image_size, worker, workers)
     return Compiled(model, train_ds, val_ds, global_batch, share * workers, batch, weights)
 
 
 def _validation(
-    data: PreparedData, global_batch: int, replicas: int, image_size: Optional[int], worker: int, workers: int
+    prepared: Prepared, global_batch: int, replicas: int, image_size: Optional[int], worker: int, workers: int
 ) -> Optional[tf.data.Dataset]:
     """The validation split's dataset (None without one): batches that split evenly among the
     replicas on one host (`even_batch`), whole ones across workers (`whole_batches`)."""
-    share = data.samples("val") // workers if "val" in data.splits else 0
+    share = prepared.samples("val") // workers if "val" in prepared.splits else 0
     if not share:
         return None
     batch, drop = (
@@ -200,7 +200,7 @@ def _validation(
     if drop:
         log.info("validation: the last %d sample(s) of each worker's share are left out", share % batch)
     return make_dataset(
-        data,
+        prepared,
         "val",
         batch_size=batch,
         shuffle=False,
@@ -234,7 +234,7 @@ def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher
 def train(
     cfg: AnyTrainConfig,
     *,
-    data: PreparedData,
+    prepared: Prepared,
     strategy,
     backup: Optional[Backup] = None,
     on_epoch=None,
@@ -250,7 +250,7 @@ def train(
     `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
     """
     backup = backup or Backup(None, strategy)
-    compiled = prepare(cfg, data=data, strategy=strategy, pretrained=pretrained)
+    compiled = prepare(cfg, prepared=prepared, strategy=strategy, pretrained=pretrained)
     model = compiled.model
     hooks = backup.hooks(model, cfg.loop, compiled.train_samples, on_epoch)
     initial_epoch = hooks.initial_epoch

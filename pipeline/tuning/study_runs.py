@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from pipeline.tracking import lineage, probe, store
@@ -92,20 +91,19 @@ class TrialRun:
         number: int,
         values: dict,
         figures: dict,
-        data: Path,
-        data_description: Prepared,
+        prepared: Prepared,
         worker: str,
     ) -> TrialRun:
         """Start trial `number`'s run under the study's: every param the trial trains with
         (`train.*` with the trial's values), its device counts and sample counts, lineage, and
-        the worker (host:pid) that trains it."""
+        the worker (host:pid) that trains it; `prepared`: the prepared folder's description."""
         from mlflow.entities import Param
 
         client = store.client()
         experiment_id = client.get_run(parent_run_id).info.experiment_id
         tags = {
             **lineage.source_tags("tune", params.dataset),
-            **lineage.lineage_tags([data]),
+            **lineage.lineage_tags([prepared.folder]),
             **lineage.framework_tags(),
             PARENT_TAG: parent_run_id,
             "pipeline.stage": "tune",
@@ -120,7 +118,7 @@ class TrialRun:
             **params.flat(),
             **device_params(figures),
             "tune.trial": number,
-            **{f"data.{split}_samples": data_description.samples(split) for split in ("train", "val")},
+            **{f"data.{split}_samples": prepared.samples(split) for split in ("train", "val")},
         }
         items = [Param(k, str(v)) for k, v in flat.items()]
         for start in range(0, len(items), 100):  # MLflow's limit of params per batch

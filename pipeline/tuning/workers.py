@@ -16,7 +16,6 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from pipeline import log
@@ -184,8 +183,8 @@ class _Pruned(Exception):
 class Trial:
     """One trial: drawn, trained with a heartbeat, reported epoch by epoch, told to the study."""
 
-    def __init__(self, target: Target, opened: studies.Opened, setup, data: Prepared):
-        self.target, self.opened, self.setup, self.data = target, opened, setup, data
+    def __init__(self, target: Target, opened: studies.Opened, setup, prepared: Prepared):
+        self.target, self.opened, self.setup, self.prepared = target, opened, setup, prepared
         self.cfg = target.params.tune
         self.last: dict = {}
 
@@ -232,8 +231,7 @@ class Trial:
             number=trial.number,
             values=values,
             figures=self.setup.figures(),
-            data=Path(self.target.data),
-            data_description=self.data,
+            prepared=self.prepared,
             worker=f"{socket.gethostname()}:{os.getpid()}",
         )
         trial.set_user_attr(attributes.RUN_ATTR, run.run_id)
@@ -258,7 +256,7 @@ class Trial:
             with _Heartbeat(self.opened.study, trial):
                 return trainer.train(
                     params.train,
-                    data=self.data,
+                    prepared=self.prepared,
                     strategy=self.setup.strategy,
                     on_epoch=on_epoch,
                     verbose=0,

@@ -39,7 +39,7 @@ def test_a_prepared_shard_missing_stops_the_run_before_tensorflow(tmp_path, monk
     monkeypatch.setattr(lifecycle.distribute, "check_before_tensorflow", lambda cfg, where: None)
     outputs = lifecycle.Outputs(tmp_path / "m", tmp_path / "h.csv", tmp_path / "s.json", tmp_path / "c.png")
     try:
-        lifecycle.run(params, data=tmp_path / "p", outputs=outputs, backup_dir=None)  # type: ignore[arg-type]
+        lifecycle.run(params, prepared_dir=tmp_path / "p", outputs=outputs, backup_dir=None)  # type: ignore[arg-type]
     except DataError as exc:
         assert str(exc) == f"{data.shard_paths('val')[0]}: missing; run the preprocess stage again"
     else:

@@ -49,7 +49,7 @@ def test_each_loop_trains_each_epoch_at_the_cosine_schedules_rate(tmp_path, loop
     cfg = dataclasses.replace(
         params.train, epochs=3, lr_schedule="cosine", lr_decay_factor=0.01, loop=loop, learning_rate=1e-3
     )
-    result = trainer.train(cfg, data=data, strategy=tf.distribute.get_strategy(), verbose=0)
+    result = trainer.train(cfg, prepared=data, strategy=tf.distribute.get_strategy(), verbose=0)
     assert [r["learning_rate"] for r in result.history] == pytest.approx([1e-3, 5.05e-4, 1e-5])
 
 
@@ -67,7 +67,7 @@ def test_short_training_run_records_each_epoch(tmp_path):
     seen = []
     result = trainer.train(
         cfg,
-        data=data,
+        prepared=data,
         strategy=tf.distribute.get_strategy(),
         on_epoch=lambda epoch, row: seen.append(epoch),
         verbose=0,

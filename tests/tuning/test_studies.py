@@ -80,8 +80,7 @@ def test_a_silent_workers_trial_is_failed_and_queued_again(tmp_path, monkeypatch
         number=trial.number,
         values=values,
         figures={},
-        data=tmp_path,
-        data_description=samples(train=3, val=1),
+        prepared=dataclasses.replace(samples(train=3, val=1), folder=tmp_path),
         worker="elsewhere:1",
     )
     trial.set_user_attr(attributes.RUN_ATTR, run.run_id)

@@ -1,6 +1,8 @@
 """A study's MLflow runs: the parent with the study's settings and its best trial so far, the
 trials nested under it with their params, curves, state and epochs."""
 
+import dataclasses
+
 from helpers import ROOT, samples, use_sqlite
 from mlflow import MlflowClient
 
@@ -20,8 +22,7 @@ def test_a_studys_runs_nest_its_trials_and_follow_its_best(tmp_path, monkeypatch
         number=0,
         values={"learning_rate": 0.004},
         figures={"replicas": 1, "workers": 1},
-        data=tmp_path,
-        data_description=samples(train=3, val=1),
+        prepared=dataclasses.replace(samples(train=3, val=1), folder=tmp_path),
         worker="host:42",
     )
     for epoch, accuracy in ((1, 0.5), (2, 0.6)):
@@ -62,8 +63,7 @@ def test_a_studys_runs_nest_its_trials_and_follow_its_best(tmp_path, monkeypatch
         number=2,
         values={},
         figures={},
-        data=tmp_path,
-        data_description=samples(train=3, val=1),
+        prepared=dataclasses.replace(samples(train=3, val=1), folder=tmp_path),
         worker="host:43",
     )
     failed.finish("failed", epochs=0, value=None, metric="val_accuracy", reason="killed")

@@ -113,7 +113,7 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
         shuffle_buffer=1,
         **json.loads(extra),
     )
-    result = trainer.train(cfg, data=data, strategy=strategy, verbose=0)
+    result = trainer.train(cfg, prepared=data, strategy=strategy, verbose=0)
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
     Path(out).write_text(
         json.dumps(
@@ -152,7 +152,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
     published = []
     result = trainer.train(
         cfg,
-        data=data,
+        prepared=data,
         strategy=strategy,
         backup=Backup(backup_dir or None, strategy),
         on_epoch=lambda epoch, row: published.append(epoch),
@@ -223,7 +223,7 @@ def weighted(loop: str, replicas: int, class_weight: str, out: str) -> None:
     )
     weights = data.class_weights("train")
     expected = by_hand(cfg, data, strategy, weights)
-    result = trainer.train(cfg, data=data, strategy=strategy, verbose=0)
+    result = trainer.train(cfg, prepared=data, strategy=strategy, verbose=0)
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
     Path(out).write_text(
         json.dumps(

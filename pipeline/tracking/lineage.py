@@ -179,13 +179,13 @@ def framework_tags() -> dict[str, str]:
     }
 
 
-def log_inputs(dataset: str, prepared_dir: Path | str, prepared: Prepared, splits, root: Optional[Path] = None) -> None:
-    """The prepared data a run read (`splits` of the description `prepared`), as MLflow
+def log_inputs(dataset: str, prepared: Prepared, splits, root: Optional[Path] = None) -> None:
+    """The prepared data a run read (`splits` of the description `prepared`, of its folder), as MLflow
     dataset inputs: named `<dataset>-<split>`, sourced at the DVC path, with the md5 dvc.lock
     records for it as digest, and the samples' schema (the shards are not read again)."""
     root = Path(root or Path.cwd())
-    rel = os.path.normpath(os.path.relpath(Path(prepared_dir).resolve(), root.resolve()))
-    digest = _dvc_hashes([prepared_dir], root).get(f"dvc.data.{rel}", "")[:32] or None
+    rel = os.path.normpath(os.path.relpath(prepared.folder.resolve(), root.resolve()))
+    digest = _dvc_hashes([prepared.folder], root).get(f"dvc.data.{rel}", "")[:32] or None
     contexts = {"train": "training", "val": "validation", "test": "testing"}
     # MLflow looks a dataset up, then inserts it: two runs logging the same data at once into
     # one sqlite store both insert, and one fails (UNIQUE constraint): take turns.

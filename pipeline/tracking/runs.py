@@ -160,9 +160,9 @@ class TrainingRun:
         return {"run_id": self.run_id, "experiment_id": self._active.info.experiment_id} if self._active else {}
 
     @tracked("the run's params and tags")
-    def log_setup(self, params: DatasetParams, figures: dict, prepared_dir: Path, prepared: Prepared) -> None:
+    def log_setup(self, params: DatasetParams, figures: dict, prepared: Prepared) -> None:
         """Every param of the dataset's stages, the devices and strategy, the sample counts,
-        lineage and framework tags, the prepared data as dataset inputs, and with
+        lineage and framework tags, the prepared data (`prepared`, its folder's description) as dataset inputs, and with
         `class_weight: balanced` each class's weight (`CLASS_WEIGHTS`)."""
         if self._active is None:
             return
@@ -181,7 +181,7 @@ class TrainingRun:
         warned = {"data.unpinned": "; ".join(unpinned)} if unpinned else {}
         mlflow.set_tags(
             {
-                **lineage.lineage_tags([prepared_dir]),
+                **lineage.lineage_tags([prepared.folder]),
                 **lineage.fetch_tags(params.dataset),
                 **lineage.framework_tags(),
                 "pipeline.stage": "train",
@@ -189,7 +189,7 @@ class TrainingRun:
                 **warned,
             }
         )
-        lineage.log_inputs(params.dataset, prepared_dir, prepared, ("train", "val"))
+        lineage.log_inputs(params.dataset, prepared, ("train", "val"))
         if weights is not None:
             mlflow.log_dict(weights, CLASS_WEIGHTS)
 
@@ -231,7 +231,7 @@ class TrainingRun:
             return
         import mlflow
 
-        lineage.log_inputs(dataset, evaluation.data.folder, evaluation.data, ("test",))
+        lineage.log_inputs(dataset, evaluation.data, ("test",))
         mlflow.log_metrics({k: v for k, v in evaluation.metrics.items() if k != "test_samples"})
         report = evaluation.report
         mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")

@@ -64,7 +64,7 @@ def run(
     with backup.resume_or_start(
         fingerprint, lambda run_id: runs.TrainingRun.open(dataset, name, chief=setup.chief, run_id=run_id)
     ) as training_run:
-        training_run.log_setup(params, setup.figures(), prepared_dir, description)
+        training_run.log_setup(params, setup.figures(), description)
         with cluster.peers_watched(setup.strategy, resume=resume_hint(backup_dir)):
             result = trainer.train(
                 cfg,

@@ -40,9 +40,9 @@ for rate in json.loads(sys.argv[1]):
         train=SimpleNamespace(class_weight="none"),
     )
     with runs.TrainingRun.open("reuters", "reuters-fit-1rep-float32") as run:
-        run.log_setup(params, {"replicas": 1}, data, found)
+        run.log_setup(params, {"replicas": 1}, found)
         run.log_epoch(1, {"epoch": 1, "loss": 1.0, "val_accuracy": 0.5})
-        lineage.log_inputs("reuters", data, found, ("test",))
+        lineage.log_inputs("reuters", found, ("test",))
         mlflow.log_metric("test_accuracy", 0.6 + 10 * rate)
     ids[f"lr-{rate}"] = run.run_id
 print(json.dumps({"experiment_id": run.ids["experiment_id"], "runs": ids}))

@@ -1,5 +1,6 @@
 """pipeline/tracking/runs.py: the runs a training, an evaluation and a benchmark log."""
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monk
     for digest in (fixture_images_sha256(), None):
         params = load_params(write_params(tmp_path, {"preprocess.mnist.images_sha256": digest}), "mnist")
         with runs.TrainingRun.open("mnist", "mnist-run") as run:
-            run.log_setup(params, {"replicas": 1}, data, samples(train=4, val=4))
+            run.log_setup(params, {"replicas": 1}, dataclasses.replace(samples(train=4, val=4), folder=data))
         assert run.run_id is not None
         tags[digest] = MlflowClient(uri).get_run(run.run_id).data.tags
     assert "data.unpinned" not in tags[fixture_images_sha256()]
@@ -65,7 +66,7 @@ def test_a_training_run_records_where_the_download_fetched_its_files(tmp_path, m
     data.mkdir()
     params = load_params(write_params(tmp_path), "mnist")
     with runs.TrainingRun.open("mnist", "mnist-run") as run:
-        run.log_setup(params, {"replicas": 1}, data, samples(train=4, val=4))
+        run.log_setup(params, {"replicas": 1}, dataclasses.replace(samples(train=4, val=4), folder=data))
     assert run.run_id is not None
     tags = MlflowClient(uri).get_run(run.run_id).data.tags
     assert tags["data.source.mnist_png.tar.gz"] == "file:///srv/m/mnist_png.tar.gz"
@@ -127,7 +128,7 @@ def test_a_run_trained_with_balanced_class_weights_records_each_classs_weight(tm
     for choice in ("balanced", "none"):
         params = load_params(write_params(tmp_path, {"train.mnist.class_weight": choice}), "mnist")
         with runs.TrainingRun.open("mnist", "mnist-run") as run:
-            run.log_setup(params, {"replicas": 1}, data.folder, data)
+            run.log_setup(params, {"replicas": 1}, data)
         assert run.run_id is not None
         client = MlflowClient(uri)
         found[choice] = [a.path for a in client.list_artifacts(run.run_id)]
@@ -144,6 +145,6 @@ def test_a_run_trained_with_balanced_class_weights_records_each_classs_weight(tm
     )
     params = load_params(write_params(tmp_path, {"train.mnist.class_weight": "balanced"}), "mnist")
     with runs.TrainingRun.open("mnist", "mnist-run") as run, pytest.raises(DataError, match="class 'rare bird'"):
-        run.log_setup(params, {"replicas": 1}, lacking.folder, lacking)
+        run.log_setup(params, {"replicas": 1}, lacking)
     assert run.run_id is not None
     assert not MlflowClient(uri).get_run(run.run_id).data.params  # nothing logged before the error

@@ -176,19 +176,19 @@ def signature(inputs: str, top_k: int):
     )
 
 
-def raw_rows(found: Prepared, count: int) -> list[dict]:
-    """The first `count` samples of the prepared test split (of `found`, `prepared.read`'s
-    description of the folder) as a user has them: texts as text, pictures as PNG bytes. The
-    input example; the load benchmark's."""
-    found.check("test", digests=False)
-    return forms.of(found).raw_rows(found.head("test", count)[0], found)
+def raw_rows(prepared: Prepared, count: int) -> list[dict]:
+    """The first `count` samples of the test split of `prepared` (the prepared folder's
+    description, as `pipeline.data.prepared.read` gives it) as a user has them: texts as text,
+    pictures as PNG bytes. The input example; the load benchmark's."""
+    prepared.check("test", digests=False)
+    return forms.of(prepared).raw_rows(prepared.head("test", count)[0], prepared)
 
 
-def example(found: Prepared):
+def example(prepared: Prepared):
     """A real input from the test split: its first text (60 words of it), or its first
     picture as PNG."""
-    (row,) = raw_rows(found, 1)
-    return pd.DataFrame([forms.of(found).example(row)])
+    (row,) = raw_rows(prepared, 1)
+    return pd.DataFrame([forms.of(prepared).example(row)])
 
 
 def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
@@ -202,15 +202,15 @@ def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
     }
 
 
-def check_inputs(found: Prepared, params: Optional[DatasetParams] = None, source: str = "params.yaml") -> None:
-    """Read what `log_model` will read from the prepared folder (`found`, its description)
+def check_inputs(prepared: Prepared, params: Optional[DatasetParams] = None, source: str = "params.yaml") -> None:
+    """Read what `log_model` will read from the prepared folder (`prepared`, its description)
     besides the test split (for texts the word index the served model encodes them with), so
     that the evaluate stage fails on them before it writes any output, not after."""
-    forms.of(found).artifacts(found)  # the files the logged model carries, read
+    forms.of(prepared).artifacts(prepared)  # the files the logged model carries, read
     for key, top_k in ((k, getattr(params, k).top_k) for k in ("evaluate", "serve") if params is not None):
-        if top_k is not None and top_k > found.num_classes:
+        if top_k is not None and top_k > prepared.num_classes:
             assert params is not None
-            classes = found.num_classes
+            classes = prepared.num_classes
             raise ConfigError(
                 f"{source}: {key}.{params.dataset}.top_k: expected at most {classes} ({params.dataset} has "
                 f"{classes} classes), got {top_k}"
@@ -229,10 +229,10 @@ def model_requirements() -> list[str]:
 
 
 @tracked("the model")
-def log_model(params: DatasetParams, model_dir: Path, description: Prepared, model=None):
+def log_model(params: DatasetParams, model_dir: Path, prepared: Prepared, model=None):
     """Log the model of `model_dir` (`model`: the same, loaded) as the pyfunc `model` of the
     active run, with serve.<dataset>.top_k as a param, and what it reads of the prepared
-    folder (`description`); its ModelInfo."""
+    folder (`prepared`); its ModelInfo."""
     import keras
     import tensorflow as tf
 
@@ -241,14 +241,12 @@ def log_model(params: DatasetParams, model_dir: Path, description: Prepared, mod
 
     model_path = Path(model_dir) / model_folder.MODEL_FILE
     with tempfile.TemporaryDirectory(prefix="pipeline-model-") as tmp:
-        found = settings(
-            dataset, model if model is not None else model_folder.load_model(model_dir), description, top_k
-        )
-        (Path(tmp) / "serving.json").write_text(json.dumps(found, indent=2))
+        served = settings(dataset, model if model is not None else model_folder.load_model(model_dir), prepared, top_k)
+        (Path(tmp) / "serving.json").write_text(json.dumps(served, indent=2))
         artifacts = {
             MODEL_ARTIFACT: str(model_path),
             SETTINGS_ARTIFACT: str(Path(tmp) / "serving.json"),
-            **forms.of(description).artifacts(description),
+            **forms.of(prepared).artifacts(prepared),
         }
         # the check MLflow makes of the input example (loading the logged model) draws progress bars
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -257,8 +255,8 @@ def log_model(params: DatasetParams, model_dir: Path, description: Prepared, mod
             python_model=str(Path(__file__).with_name("model_code.py")),
             artifacts=artifacts,
             code_paths=[str(Path(pipeline.__file__).parent)],
-            signature=signature(found["input"], found["top_k"]),
-            input_example=example(description),
+            signature=signature(served["input"], served["top_k"]),
+            input_example=example(prepared),
             pip_requirements=model_requirements(),
             metadata={
                 "keras_version": keras.__version__,

@@ -239,7 +239,7 @@ def run(
         "raw": params.raw,
         "source": str(params_path),
         "dataset": dataset,
-        "data": str(prepared_dir),
+        "prepared_dir": str(prepared_dir),
         "warmup": warmup,
         "steps": steps,
         "log_runs": log_runs,
@@ -279,7 +279,7 @@ def _measure_replicas(spec: dict) -> dict:
     dataset, source = spec["dataset"], spec["source"]
     given = params_of(spec["raw"], dataset, source)
     params = overridden(given, replica_overrides(dataset, spec["replicas"], gpu_count()), source)
-    return _measure_and_log(params, Path(spec["data"]), spec["warmup"], spec["steps"], spec["log_runs"])
+    return _measure_and_log(params, Path(spec["prepared_dir"]), spec["warmup"], spec["steps"], spec["log_runs"])
 
 
 def table(results: list[dict]) -> str:

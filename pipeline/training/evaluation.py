@@ -29,22 +29,24 @@ class Evaluation:
     model: object = None  # the Keras model evaluated
 
 
-def evaluate(model_dir: Path, found: Prepared, cfg: EvaluateConfig) -> Evaluation:
-    """Run the train stage's model over the prepared test split of `found` (`prepared.read`'s
-    description of the folder), streamed (an EvaluateConfig's batch size and top k)."""
+def evaluate(model_dir: Path, prepared: Prepared, cfg: EvaluateConfig) -> Evaluation:
+    """Run the train stage's model over the test split of `prepared` (the prepared folder's
+    description, as `pipeline.data.prepared.read` gives it), streamed (an EvaluateConfig's batch size and top k)."""
     from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
 
     model = model_folder.load_model(model_dir)
-    found.check("test", digests=False)  # there, and of their sizes: their sha256 as they are read
-    tap = found.tap("test")
-    logits = predict_logits(model, found, batch_size=cfg.batch_size, image_size=image_size_for(found, model), tap=tap)
+    prepared.check("test", digests=False)  # there, and of their sizes: their sha256 as they are read
+    tap = prepared.tap("test")
+    logits = predict_logits(
+        model, prepared, batch_size=cfg.batch_size, image_size=image_size_for(prepared, model), tap=tap
+    )
     digest, y = tap.finish()
     metrics = metrics_from_logits(logits, y, cfg.top_k)
     y_pred = logits.argmax(axis=1)
-    matrix = confusion_matrix(y, y_pred, found.num_classes)
+    matrix = confusion_matrix(y, y_pred, prepared.num_classes)
     report = per_class_report(matrix)
     metrics.update(macro_averages(report))
-    return Evaluation(metrics, report, matrix, found, y, y_pred, digest, model)
+    return Evaluation(metrics, report, matrix, prepared, y, y_pred, digest, model)
 
 
 def write_outputs(

@@ -132,9 +132,10 @@ def _cannot_open(url: str, exc: Exception) -> StudyError:
 def open_storage(url: str, cfg: TuneConfig, on_lost: Optional[Callable] = None):
     """Optuna's storage at `url`, with a heartbeat every cfg.heartbeat_seconds and the trials of
     dead workers retried cfg.retries times (`on_lost(trial)` first, in the worker that notices a
-    silent one: what the caller keeps of a trial elsewhere, ended); StudyError when it cannot be opened, ConfigError
-    when its scheme is none a study can live in or its driver is not installed. Opening makes
-    the journal file, or Optuna's tables in the database, when they are not there yet."""
+    silent one: what the caller keeps of a trial elsewhere, ended); StudyError when it cannot be
+    opened, ConfigError when its scheme is none a study can live in or its driver is not
+    installed. Opening makes the journal file, or Optuna's tables in the database, when they are
+    not there yet."""
     check_storage_url(url)
     engine_url = database_url(url) if is_database(url) else url
     quiet_optuna()

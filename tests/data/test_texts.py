@@ -235,7 +235,10 @@ def test_bad_tables_fail_with_one_error_line_and_no_output(tmp_path, case):
 def test_the_table_must_be_one_file(tmp_path, cfg):
     write_table(tmp_path, rows(), "csv")
     write_table(tmp_path, rows(), "jsonl")
-    says = r"of labelled texts \(in it, or in a folder in it\), found 2: notes.csv, notes.jsonl$"
+    says = (
+        r"expected one \.csv or \.jsonl file of labelled texts \(in it, or in a folder in it\), "
+        r"found 2: notes\.csv, notes\.jsonl$"
+    )
     with pytest.raises(DataError, match=says):
         texts.prepare(tmp_path, tmp_path / "out", cfg, "preprocess.notes")
     assert not (tmp_path / "out").exists()

@@ -111,6 +111,13 @@ class SmallConvnetSettings:
         "(vertical) or both. Only where a class stays the same when mirrored (most pictures of objects): never "
         "for digits, letters or text, which mirroring turns into no class or another one."
     )
+    greyscale: float = spec(
+        "a number in [0, 1]",
+        lambda v: 0.0 <= v <= 1.0,
+        help="Augmentation while training: each colour picture shown in grey with this probability, so that the "
+        "model learns shapes as well as colours (colours that differ between the pictures it learns from and those "
+        "it is used on mislead it less); nothing for grey pictures; 0: none.",
+    )
 
 
 @dataclass(frozen=True)

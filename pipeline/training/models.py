@@ -148,7 +148,8 @@ def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained
     prepared size, scaled to [-1, 1] by the input pipeline."""
     side = data.shape[0]
     inputs = keras.Input(shape=(side, side, 3), name="image")
-    h = augmentation(inputs, settings.shift, settings.zoom, settings.flip)
+    colour = len(data.shape) == 3
+    h = augmentation(inputs, settings.shift, settings.zoom, settings.flip, settings.greyscale if colour else 0.0)
     for i, filters in enumerate(settings.filters, start=1):
         for j in (1, 2):
             h = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"conv{i}_{j}")(h)
@@ -166,11 +167,12 @@ def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained
     return keras.Model(inputs, _logits(h, data.num_classes), name="small_convnet")
 
 
-def augmentation(h, shift: float, zoom: float, flip: str):
+def augmentation(h, shift: float, zoom: float, flip: str, greyscale: float = 0.0):
     """Keras' random layers, which change a picture only while training (evaluation and the
     served model see it as it is): a shift by up to `shift` of the side, a zoom in or out by up
-    to `zoom`, a mirror image by `flip` ("none", "horizontal", "vertical", "both"). The edges a
-    shift or zoom uncovers repeat the nearest pixel (a picture's ground, as a rule)."""
+    to `zoom`, a mirror image by `flip` ("none", "horizontal", "vertical", "both"), a colour
+    picture shown in grey with probability `greyscale`. The edges a shift or zoom uncovers
+    repeat the nearest pixel (a picture's ground, as a rule)."""
     if flip != "none":
         mode = "horizontal_and_vertical" if flip == "both" else flip
         h = keras.layers.RandomFlip(mode, name="random_flip")(h)
@@ -178,6 +180,8 @@ def augmentation(h, shift: float, zoom: float, flip: str):
         h = keras.layers.RandomTranslation(shift, shift, fill_mode="nearest", name="random_shift")(h)
     if zoom:
         h = keras.layers.RandomZoom(zoom, zoom, fill_mode="nearest", name="random_zoom")(h)
+    if greyscale:
+        h = keras.layers.RandomGrayscale(greyscale, name="random_greyscale")(h)
     return h
 
 

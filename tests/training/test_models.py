@@ -16,8 +16,8 @@ from pipeline.errors import ConfigError
 pytestmark = pytest.mark.slow
 
 
-def pictures(classes: int, side: int = 28) -> Prepared:
-    return Prepared(Path(), "images", (side, side), [str(d) for d in range(classes)], {})
+def pictures(classes: int, side: int = 28, colour: bool = True) -> Prepared:
+    return Prepared(Path(), "images", (side, side, 3) if colour else (side, side), [str(d) for d in range(classes)], {})
 
 
 from pipeline.training import models  # noqa: E402
@@ -167,7 +167,9 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
 
 
 def test_small_convnet_takes_the_pictures_at_their_prepared_size():
-    model = models.small_convnet(SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none"), pictures(4, side=12))
+    model = models.small_convnet(
+        SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none", 0.0), pictures(4, side=12)
+    )
     assert model.input_shape == (None, 12, 12, 3) and model.output_shape == (None, 4)
     pools = [layer.name for layer in model.layers if isinstance(layer, models.keras.layers.MaxPooling2D)]
     assert pools == ["pool1", "pool2"]  # 12 -> 6 -> 3: both blocks pool while the side is above 4
@@ -177,17 +179,22 @@ def test_small_convnet_takes_the_pictures_at_their_prepared_size():
 def test_small_convnet_has_the_same_weights_at_any_side_from_8_to_128():
     """Global pooling: the head is the last block's filters whatever the picture's side, so a
     larger picture adds no weight for the dense layer to learn."""
-    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal")
+    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal", 0.5)
     counts = {side: models.small_convnet(settings, pictures(3, side=side)).count_params() for side in (8, 16, 64, 128)}
     assert len(set(counts.values())) == 1, counts
 
 
 @pytest.mark.parametrize("flip", ["none", "horizontal", "both"])
 def test_the_augmentation_changes_pictures_while_training_only(flip):
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip, 0.5)
     model = models.small_convnet(settings, pictures(2, side=16))
     augmented = [layer.name for layer in model.layers if layer.name.startswith("random_")]
-    assert augmented == [*(["random_flip"] if flip != "none" else []), "random_shift", "random_zoom"]
+    assert augmented == [
+        *(["random_flip"] if flip != "none" else []),
+        "random_shift",
+        "random_zoom",
+        "random_greyscale",
+    ]
     head = models.keras.Model(model.input, model.get_layer(augmented[-1]).output)
     x = np.random.default_rng(0).uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
     np.testing.assert_array_equal(np.asarray(head(x, training=False)), x)
@@ -195,8 +202,27 @@ def test_the_augmentation_changes_pictures_while_training_only(flip):
 
 
 def test_no_augmentation_adds_no_layer():
-    model = models.small_convnet(SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none"), pictures(2, side=16))
+    model = models.small_convnet(SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.0), pictures(2, side=16))
     assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
+
+
+def test_grey_pictures_get_no_greyscale_layer():
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5)
+    model = models.small_convnet(settings, pictures(2, side=16, colour=False))
+    assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
+
+
+def test_greyscale_shows_a_share_of_the_colour_pictures_in_grey_while_training():
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5)
+    model = models.small_convnet(settings, pictures(2, side=8))
+    head = models.keras.Model(model.input, model.get_layer("random_greyscale").output)
+    x = np.random.default_rng(0).uniform(-1, 1, (64, 8, 8, 3)).astype("float32")
+    np.testing.assert_array_equal(np.asarray(head(x, training=False)), x)
+    out = np.asarray(head(x, training=True))
+    grey = np.all(np.isclose(out[..., :1], out), axis=(1, 2, 3))  # the three channels equal
+    kept = np.all(out == x, axis=(1, 2, 3))
+    assert np.all(grey | kept)
+    assert 10 < grey.sum() < 54, grey.sum()  # about half of 64 (binomial: outside [11, 53] ~1e-7)
 
 
 def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):

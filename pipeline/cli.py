@@ -20,10 +20,11 @@ from pathlib import Path
 import click
 
 from pipeline import errors, log
-from pipeline.config import datasets, declare, loader, params_doc
+from pipeline.config import declare, loader, params_doc
 from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
 from pipeline.io import write_json
+from pipeline.kinds.registry import KINDS
 from pipeline.options import data_option, dataset_option, host_option, json_option, params_option, set_option
 from pipeline.runtime import imports, usage
 from pipeline.serving import registry, server
@@ -119,7 +120,12 @@ def params_command(dataset, params_path, markdown, rewrite):
 
 @cli.command("add")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(list(datasets.KINDS)), required=True, help="What its samples are.")
+@click.option(
+    "--kind",
+    type=click.Choice(list(KINDS)),
+    required=True,
+    help="What its samples are: " + "; ".join(f"{kind.name}, {kind.help}" for kind in KINDS.values()) + ".",
+)
 @click.option("--url", required=True, help="Where its file is published: http://, https:// or file://.")
 @click.option("--sha256", metavar="HEX", help="The file's sha256, checked by the download.  [default: none]")
 @click.option(
@@ -134,8 +140,7 @@ def params_command(dataset, params_path, markdown, rewrite):
 def add_command(name, kind, url, sha256, photos, overrides, params_path):
     """Declare a dataset NAME: its sections in the params file, its stages in dvc.yaml.
 
-    KIND is image_folders (pictures in a folder per class: an archive or a folder) or
-    labelled_texts (a CSV or JSON Lines file of texts and labels). It reads the dataset first
+    KIND says what its samples are (--kind below lists the kinds). It reads the dataset first
     (fetched into a temporary folder, or where a file:// URL names it) and prints each setting
     it chooses from it, with the figure it chose it from: for pictures the side to train at, the
     colour, photos or not and the class weights; for texts the sequence length, the vocabulary

@@ -169,8 +169,8 @@ def fixture_images_sha256() -> str:
     from fixtures import make_mnist_archive
 
     from pipeline.config.loader import load_params
-    from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
     from pipeline.data import images
+    from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 
     cfg = load_params(ROOT / "params.yaml", "mnist").preprocess
     assert isinstance(cfg, ImageFoldersPreprocessConfig)
@@ -403,14 +403,16 @@ def config_classes() -> list[type]:
                 if dataclasses.is_dataclass(arg):
                     visit(arg)
 
-    from pipeline.config.datasets import COMMON, KINDS
+    from pipeline.config.datasets import COMMON
+    from pipeline.config.training import TRAIN_CONFIGS
+    from pipeline.kinds.registry import KINDS
 
     for cls in COMMON.values():
         visit(cls)
     for kind in KINDS.values():
         for reader in kind.readers.values():
             visit(reader.preprocess)
-        visit(kind.train)
+        visit(TRAIN_CONFIGS[kind.name])
     return found
 
 
@@ -422,11 +424,11 @@ def field_cases() -> list:
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
     from pipeline.config.loader import load_params
-    from pipeline.config.training import TextsTrainConfig
+    from pipeline.config.training import TRAIN_CONFIGS
     from pipeline.training import models
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
-    assert isinstance(cfg, TextsTrainConfig)
+    assert isinstance(cfg, TRAIN_CONFIGS["labelled_texts"])
     return models.build_model(with_settings(cfg, embedding_dim=embedding_dim), described(max_len, vocab_size))
 
 

@@ -1,9 +1,9 @@
 """The datasets: whatever params.yaml declares, each a name (its section in every stage,
 dvc.yaml's foreach, MLflow's experiment and registered model) with a kind (what its samples
-are: `image_folders` or `labelled_texts`) and a reader (how its download folder is read), both
-keys of its preprocess section. The kind and reader say which classes of the schema its
-preprocess and train sections are and which module of `pipeline.data` prepares it; nothing
-else differs between datasets, and no code tests a dataset's name.
+are: one of `pipeline.kinds`) and a reader (how its download folder is read), both keys of its
+preprocess section. The kind and reader say which classes of the schema its preprocess and
+train sections are and which module of `pipeline.data` prepares it; nothing else differs
+between datasets, and no code tests a dataset's name.
 
 A name declared in one place and not another (a stage's section, or a foreach of dvc.yaml
 beside the params file) is a ConfigError naming both places. So is a name that one of the things
@@ -11,20 +11,21 @@ that carry it would refuse or misread (`NAME_RULE`, `name_problem`), before any 
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
-from pipeline.config import preprocessing, schema, training
+from pipeline.config import schema, training
 from pipeline.errors import ConfigError
+from pipeline.kinds.registry import KINDS
 
 if TYPE_CHECKING:
-    from pipeline.config.preprocessing import PreprocessConfig
+    from pipeline.kinds.kind import Kind
+    from pipeline.kinds.registry import PreprocessConfig
 
 STAGE_SECTIONS = ("download", "preprocess", "train", "evaluate", "serve", "promote", "tune")
 # the sections alike for every dataset
@@ -90,59 +91,26 @@ def check_names(names: list[Any], section: str, source: str) -> None:
 
 
 @dataclass(frozen=True)
-class Reader:
-    module: str  # of pipeline.data: prepare(raw_dir, out, cfg, where) -> the prepared folder's description
-    preprocess: type  # the preprocess section's class
-
-
-@dataclass(frozen=True)
-class Kind:
-    inputs: Literal["sequences", "images"]  # what the prepared splits hold (stats.json's "input")
-    train: type  # the train section's class
-    readers: dict[str, Reader]
-
-
-KINDS = {
-    "labelled_texts": Kind(
-        "sequences",
-        training.TextsTrainConfig,
-        {
-            "table": Reader("pipeline.data.texts", preprocessing.TextTablePreprocessConfig),
-            "keras": Reader("pipeline.data.reuters", preprocessing.ReutersPreprocessConfig),
-        },
-    ),
-    "image_folders": Kind(
-        "images",
-        training.ImagesTrainConfig,
-        {
-            "folders": Reader("pipeline.data.images", preprocessing.ImageFoldersPreprocessConfig),
-            "digits": Reader("pipeline.data.mnist", preprocessing.ImageFoldersPreprocessConfig),
-        },
-    ),
-}
-
-
-@dataclass(frozen=True)
 class Dataset:
     name: str
     kind: str
     reader: str
 
     @property
-    def inputs(self) -> str:
-        return KINDS[self.kind].inputs
+    def of_kind(self) -> Kind:
+        return KINDS[self.kind]
 
     def classes(self) -> dict[str, type]:
         """Its class of each section of the params file."""
         return {
             **COMMON,
-            "preprocess": KINDS[self.kind].readers[self.reader].preprocess,
-            "train": KINDS[self.kind].train,
+            "preprocess": self.of_kind.readers[self.reader].preprocess,
+            "train": training.TRAIN_CONFIGS[self.kind],
         }
 
     def module(self) -> ModuleType:
         # imported when asked: NumPy and Pillow stay off the paths that only read the config
-        return importlib.import_module(KINDS[self.kind].readers[self.reader].module)
+        return self.of_kind.reader_module(self.reader)
 
     def prepare(self, raw_dir: Path | str, out: Path | str, cfg: PreprocessConfig):
         """The download folder `raw_dir` -> the prepared folder `out` (its splits' shards, the

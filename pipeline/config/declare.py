@@ -23,10 +23,13 @@ from typing import Any
 
 import yaml
 
+from pipeline import fields
 from pipeline import io as files
-from pipeline.config import datasets, fields, loader, params_doc, templates
+from pipeline.config import datasets, loader, params_doc, templates
 from pipeline.data import fetch, survey
 from pipeline.errors import ConfigError
+from pipeline.kinds.image_folders import PHOTOS
+from pipeline.kinds.registry import KINDS, TEMPLATES
 
 # What dvc.yaml shows of each dataset besides its stages (as it shows Reuters' and MNIST's)
 MEASUREMENTS = "reports/{name}/measurements.json"
@@ -43,8 +46,8 @@ def add(
     photos when `photos` or when its pictures are photos; the lines that say what was read from
     the data, what was chosen from it, and what was added."""
     source = str(params_path)
-    if photos and kind != "image_folders":
-        raise ConfigError(f"--photos: a template of image folders, and --kind is {kind}")
+    if photos and TEMPLATES.get(PHOTOS) != kind:
+        raise ConfigError(f"--photos: a template of {TEMPLATES[PHOTOS]}, and --kind is {kind}")
     with _locked(params_path):  # not between another command's writes of the two files
         raw = _read(params_path)
     if datasets.name_problem(name) is not None:
@@ -60,7 +63,7 @@ def add(
         parts = item.partition("=")[0].strip().split(".")
         if len(parts) < 3 or parts[0] not in datasets.STAGE_SECTIONS or parts[1] != name:
             raise ConfigError(f"-S {item}: `pipeline add` sets the new dataset's keys: <stage>.{name}.<key>=<value>")
-    template_name = "photos" if photos else kind
+    template_name = PHOTOS if photos else KINDS[kind].templates[0]
     sections = _filled(raw, template_name, kind, name, url, sha256, source)
     params = loader.params_of(_declared(raw, name, sections, overrides, source), name, source)
     with fetch.at_hand(params.download) as folder:
@@ -81,7 +84,7 @@ def add(
         raw = _declared(raw, name, sections, overrides, source)
         loader.validate(raw, source)
         _write(params_path, raw, lambda pipeline: _list(pipeline, name))
-    described = f"{kind}, photos" if template_name == "photos" else kind
+    described = kind if template_name == kind else f"{kind}, {template_name}"
     lines.append(f"added {name} ({described}) to {params_path} and {_dvc_yaml(params_path)}: dvc repro evaluate@{name}")
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from pipeline.config.fields import fraction, positive_int, spec
+from pipeline.fields import fraction, positive_int, spec
 
 
 def _positive_ints(help: str, what: str = "a non-empty list of positive integers"):
@@ -155,7 +155,7 @@ class Model:
 
 
 MODELS: dict[str, dict[str, Model]] = {
-    "labelled_texts": {
+    "texts": {
         "conv1d": Model(
             Conv1DSettings,
             "pipeline.training.models:conv1d",
@@ -167,7 +167,7 @@ MODELS: dict[str, dict[str, Model]] = {
             "a bag of words (multi-hot, counts or TF-IDF over the word index) and Dense layers",
         ),
     },
-    "image_folders": {
+    "pictures": {
         "small_convnet": Model(
             SmallConvnetSettings,
             "pipeline.training.models:small_convnet",

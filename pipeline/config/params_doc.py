@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import build, datasets, fields, loader, templates
+from pipeline import fields
+from pipeline.config import build, datasets, loader, templates
 from pipeline.errors import ConfigError
+from pipeline.kinds.registry import TEMPLATES
 
 
 def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:
@@ -143,7 +145,7 @@ def describe(raw: dict, names: Sequence[str], kinds: Sequence[str] = ()) -> list
     for kind in kinds:
         template = raw[templates.SECTION][kind]
         reader = template["preprocess"]["reader"]
-        classes = datasets.Dataset(templates.PLACEHOLDER, templates.TEMPLATES[kind], reader).classes()
+        classes = datasets.Dataset(templates.PLACEHOLDER, TEMPLATES[kind], reader).classes()
         for stage, values in template.items():
             _describe(classes[stage], values, f"{templates.SECTION}.{kind}.{stage}", f"{stage}.<ds>", docs, True)
     return docs

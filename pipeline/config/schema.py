@@ -11,11 +11,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from pipeline.config.fields import is_sha256, is_url, non_negative_int, positive_int, spec
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, PreprocessConfig
+from pipeline.fields import is_sha256, is_url, non_negative_int, positive_int, spec
 
 if TYPE_CHECKING:
     from pipeline.config.training import AnyTrainConfig
+    from pipeline.kinds.registry import PreprocessConfig
 
 STAGES = ("download", "preprocess", "train", "evaluate")
 
@@ -215,14 +215,14 @@ class DatasetParams:
     def unpinned(self) -> list[str]:
         """One line per download that nothing pins (its file's sha256, or the preprocess
         stage's digest of what the files hold): the same params could fetch other bytes."""
-        cfg = self.preprocess
-        images = isinstance(cfg, ImageFoldersPreprocessConfig)
-        if isinstance(cfg, ImageFoldersPreprocessConfig) and cfg.images_sha256:
+        # a section that pins what the files hold, whatever bytes carry it
+        by_content = hasattr(self.preprocess, "images_sha256")
+        if getattr(self.preprocess, "images_sha256", None):
             return self.unpinned_weights()
         lines = [
             f"download.{self.dataset}.files[{i}] ({f.url}): no sha256 configured, so other bytes "
             "could be downloaded and trained on without a word; pin it"
-            + (f" or preprocess.{self.dataset}.images_sha256" if images else "")
+            + (f" or preprocess.{self.dataset}.images_sha256" if by_content else "")
             for i, f in enumerate(self.download.files)
             if not f.sha256
         ]

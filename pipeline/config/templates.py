@@ -1,5 +1,5 @@
-"""The params file's `add` section: for each kind of dataset (`add.image_folders`,
-`add.labelled_texts`), the sections a new dataset of that kind starts with, one per stage
+"""The params file's `add` section: for each template of a kind of dataset (`add.<template>`:
+pipeline.kinds.TEMPLATES), the sections a new dataset of that kind starts with, one per stage
 section of the file, as they would stand under `<stage>.<name>` (`pipeline add` copies them).
 
 Defaults live in the params file only: these are the defaults of a dataset not yet declared.
@@ -19,12 +19,10 @@ from typing import Any, Optional
 
 from pipeline.config import build, datasets, search_space
 from pipeline.errors import ConfigError
+from pipeline.kinds.registry import TEMPLATES
 
 SECTION = "add"
-# the templates a params file may hold, each of a kind: one per kind, and photos, pictures of more
-# than 128 pixels a side (read from the pictures by `pipeline add`, or `--photos`), which start
-# from ImageNet weights
-TEMPLATES = {"image_folders": "image_folders", "labelled_texts": "labelled_texts", "photos": "image_folders"}
+# the templates a params file may hold, each of a kind: pipeline.kinds.TEMPLATES (each kind names its own)
 # the name a template is built under: a dataset name nothing else in a message says
 PLACEHOLDER = "NAME"
 # what stands for the URL --url gives, to build a template's download section

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from pipeline.config.fields import non_negative_int, positive_int, spec
 from pipeline.config.model_table import MODELS
+from pipeline.fields import non_negative_int, positive_int, spec
+from pipeline.kinds.registry import KINDS
+
+if TYPE_CHECKING:
+    from pipeline.kinds.kind import Kind
 
 
 @dataclass(frozen=True)
@@ -187,10 +191,10 @@ class TrainConfig:
 _SECTION = "the section of its name, beside it (a model's settings are needed only where it is chosen)"
 
 
-def train_config(kind: str) -> type:
+def train_config(kind: Kind) -> type:
     """The train section's class of datasets of `kind`: TrainConfig's keys, `model` (a name of
-    the kind's table) and, for each model of the table, its settings as an optional key."""
-    table = MODELS[kind]
+    the kind's table of models) and, for each model of the table, its settings as an optional key."""
+    table = MODELS[kind.models]
     names = ", ".join(f"{name}: {model.help}" for name, model in table.items())
     fields: list[Any] = [
         ("model", Literal[tuple(table)], spec(help=f"The network, by name ({names}); its settings: {_SECTION}.")),
@@ -207,13 +211,13 @@ def train_config(kind: str) -> type:
             for name, model in table.items()
         ),
     ]
-    name = f"{kind.title().replace('_', '')}TrainConfig"
+    name = f"{kind.name.title().replace('_', '')}TrainConfig"
     cls = dataclasses.make_dataclass(name, fields, bases=(TrainConfig,), frozen=True)
     cls.__module__ = __name__
     return cls
 
 
-TextsTrainConfig = train_config("labelled_texts")
-ImagesTrainConfig = train_config("image_folders")
+# the train section's class of each kind, by the kind's name
+TRAIN_CONFIGS: dict[str, type] = {name: train_config(kind) for name, kind in KINDS.items()}
 # a train section of any dataset
 AnyTrainConfig = TrainConfig

@@ -42,10 +42,11 @@ from pipeline.data import survey as survey_
 from pipeline.data.splits import split_validation, training_order
 from pipeline.errors import DataError
 from pipeline.io import reading
+from pipeline.kinds import image_folders
 
-if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
+if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 
 SPLIT_NAMES = {"train": "train", "training": "train", "test": "test", "testing": "test"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -291,14 +292,14 @@ def prepare(
     counts = Counter(split for split, _, _ in places.values())
     with prepared.Writer(out) as writer:
         splits = {
-            name: writer.split(name, counts[name], shape, "images", len(listing.classes))
+            name: writer.split(name, counts[name], shape, image_folders.FORM, len(listing.classes))
             for name in ("train", "val", "test")
         }
         hashes = _decode_into(splits, listing.where, places, cfg)
         digest = _check_pinned(listing.where, hashes, shape, cfg, where)
         return writer.finish(
             {name: split.close() for name, split in splits.items()},
-            input_="images",
+            input_=image_folders.FORM,
             shape=shape,
             class_names=listing.classes,
             details={"image_size": cfg.image_size, "color": cfg.color, "reader": cfg.reader, "images_sha256": digest},
@@ -422,11 +423,11 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     weights = survey_.class_weight(counts, "training pictures")
     if side > PHOTO_SIDE:
         why = f"the median side {read} is {side} px, over {PHOTO_SIDE}: photos, fine-tuned from ImageNet weights"
-        return [survey_.Choice(survey_.TEMPLATE, "photos", why), colour, weights]
+        return [survey_.Choice(survey_.TEMPLATE, image_folders.PHOTOS, why), colour, weights]
     size = min(max(side, SMALL_SIDES[0]), SMALL_SIDES[1])
     bounds = "" if size == side else f", within {SMALL_SIDES[0]} to {SMALL_SIDES[1]}"
     why = f"the median side {read} is {side} px{bounds}"
-    return [survey_.Choice("preprocess.image_size", size, why, template="image_folders"), colour, weights]
+    return [survey_.Choice("preprocess.image_size", size, why, template=image_folders.SMALL), colour, weights]
 
 
 def has_colour(img) -> bool:

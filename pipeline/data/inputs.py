@@ -125,7 +125,7 @@ def _tapped(tap: SplitTap, records: tf.Tensor) -> tf.Tensor:
 
 def _decoder(prepared: Prepared):
     """A batch of records -> (samples, labels), as the prepared split holds them."""
-    dtype = tf.as_dtype(prepared.form.dtype)  # of the values and the label
+    dtype = tf.as_dtype(prepared.kind.dtype)  # of the values and the label
     shape = list(prepared.shape)
 
     def decode(records):
@@ -143,7 +143,7 @@ def _pictures(batch: tuple, image_size: int) -> tuple:
 def image_size_for(prepared: Prepared, model) -> Optional[int]:
     """The size a dataset's pictures are resized to for `model` (its input's), or None when its
     samples are not pictures: the prepared data's form says which."""
-    return int(model.input_shape[1]) if prepared.form.pictures else None
+    return int(model.input_shape[1]) if prepared.kind.pictures else None
 
 
 def model_inputs(x: np.ndarray, image_size: Optional[int]) -> np.ndarray:

@@ -18,9 +18,9 @@ import numpy as np
 from pipeline.data import images
 from pipeline.errors import DataError
 
-if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
+if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 
 DIGITS = [str(d) for d in range(10)]
 

@@ -23,12 +23,16 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir, file_sha256, read_json, write_json
+from pipeline.kinds.registry import FORMS
+
+if TYPE_CHECKING:
+    from pipeline.kinds.kind import Kind
 
 SPLITS = ("train", "val", "test")
 DESCRIPTION = "stats.json"
@@ -38,17 +42,6 @@ FORMAT = "fixed-length-records/1"
 SHARD_BYTES = 64 << 20
 
 
-@dataclass(frozen=True)
-class Form:
-    """What the samples of a form of input are on disk: the dtype of their values and labels,
-    and whether the input pipeline scales and resizes them for the model (pictures)."""
-
-    dtype: str
-    pictures: bool
-
-
-# the forms of input, by `Prepared.input` (a kind of dataset's: pipeline/config/datasets.py)
-FORMS = {"images": Form("uint8", pictures=True), "sequences": Form("int32", pictures=False)}
 CHUNK_BYTES = 4 << 20  # read at once by the NumPy readers and the writer, whatever a record's size
 
 
@@ -68,9 +61,9 @@ class Split:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A prepared folder's description: what its samples are (`input`: images or sequences,
-    their shape and dtype), the classes, each split's shards, and the kind's own facts
-    (`details`: an image size and colour, or a vocabulary and encoding)."""
+    """A prepared folder's description: what its samples are (`input`: its kind's form, as
+    `pipeline.kinds.FORMS` has it; their shape and dtype), the classes, each split's shards, and
+    the kind's own facts (`details`: an image size and colour, or a vocabulary and encoding)."""
 
     folder: Path
     input: str
@@ -84,12 +77,13 @@ class Prepared:
         return len(self.class_names)
 
     @property
-    def form(self) -> Form:
+    def kind(self) -> Kind:
+        """The kind of dataset whose form its samples are."""
         return FORMS[self.input]
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.form.dtype).newbyteorder("<")
+        return np.dtype(self.kind.dtype).newbyteorder("<")
 
     @property
     def record_values(self) -> int:
@@ -143,13 +137,13 @@ class Prepared:
                         break
                     records = values.reshape(-1, self.record_values)
                     left -= len(records)
-                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(self.form.dtype)
+                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(self.kind.dtype)
 
     def head(self, split: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The first `count` samples of a split, as arrays."""
         parts = list(self.chunks(split, count))
         if not parts:
-            return np.zeros((0, *self.shape), self.form.dtype), np.zeros(0, self.form.dtype)
+            return np.zeros((0, *self.shape), self.kind.dtype), np.zeros(0, self.kind.dtype)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def tap(self, split: str) -> SplitTap:
@@ -304,7 +298,7 @@ class SplitTap:
                 self._next_shard()
         values = np.frombuffer(raw, dtype=self.prepared.dtype).reshape(-1, self.prepared.record_values)
         self._digest.update(np.ascontiguousarray(values[:, 1:], dtype=self.x_dtype).tobytes())
-        self._labels.append(values[:, 0].astype(self.prepared.form.dtype))
+        self._labels.append(values[:, 0].astype(self.prepared.kind.dtype))
 
     def finish(self) -> tuple[str, np.ndarray]:
         """(the digest, the labels), as `Prepared.digest(split)`; a DataError naming the first
@@ -314,9 +308,9 @@ class SplitTap:
         if self._shard < len(self.shards):
             path = self.prepared.folder / self.shards[self._shard].file
             raise DataError(f"{path}: not read to its end ({self._left} record(s) left)")
-        y_all = np.concatenate(self._labels) if self._labels else np.zeros(0, self.prepared.form.dtype)
+        y_all = np.concatenate(self._labels) if self._labels else np.zeros(0, self.prepared.kind.dtype)
         digest = self._digest.copy()
-        digest.update(f"{np.dtype(self.prepared.form.dtype).str}{y_all.shape}".encode())
+        digest.update(f"{np.dtype(self.prepared.kind.dtype).str}{y_all.shape}".encode())
         digest.update(y_all.tobytes())
         return digest.hexdigest()[:16], y_all
 

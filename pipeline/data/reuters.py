@@ -30,10 +30,11 @@ from pipeline.data.texts import (
 )
 from pipeline.errors import DataError
 from pipeline.io import reading
+from pipeline.kinds import labelled_texts
 
-if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.preprocessing import ReutersPreprocessConfig
+if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 
 NPZ_NAME = "reuters.npz"
 WORD_INDEX_NAME = "reuters_word_index.json"
@@ -82,7 +83,12 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: ReutersPreprocessConfig, 
     word_index = load_word_index(path)
     splits, classes, details = split_and_pad(*load_raw(raw_dir), cfg)
     return prepared.write_arrays(
-        out, splits, input_="sequences", class_names=classes, details=details, assets={WORD_INDEX_NAME: word_index}
+        out,
+        splits,
+        input_=labelled_texts.FORM,
+        class_names=classes,
+        details=details,
+        assets={WORD_INDEX_NAME: word_index},
     )
 
 

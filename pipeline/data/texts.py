@@ -38,13 +38,14 @@ from pipeline.data import survey as survey_
 from pipeline.data.splits import Splitting, split_order
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
+from pipeline.kinds import labelled_texts
+from pipeline.kinds.labelled_texts import INDEX_FROM
 
-if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.preprocessing import TextTablePreprocessConfig
+if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 
 PAD, START, OOV = 0, 1, 2
-INDEX_FROM = 3  # a table's word ranks are shifted past the three marks, as Keras' Reuters' are
 # Keras' `text_to_word_sequence` filters: what separates words besides whitespace
 WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
 WORD_INDEX_NAME = "word_index.json"
@@ -351,7 +352,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
     with prepared.Writer(out) as writer:
         sizes = Counter(split for split, _ in places)
         splits = {
-            name: writer.split(name, sizes[name], (cfg.max_len,), "sequences", len(classes))
+            name: writer.split(name, sizes[name], (cfg.max_len,), labelled_texts.FORM, len(classes))
             for name in ("train", "val", "test")
         }
         for row, (text, label) in enumerate(table_rows(path, cfg.text_column, cfg.label_column)):
@@ -360,7 +361,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
             splits[split].add(place, position[label], encode_texts([text], word_index, enc, vocab_size)[0])
         return writer.finish(
             {name: split.close() for name, split in splits.items()},
-            input_="sequences",
+            input_=labelled_texts.FORM,
             shape=(cfg.max_len,),
             class_names=classes,
             details=sequence_details(lengths, enc, vocab_size, word_index=WORD_INDEX_NAME),

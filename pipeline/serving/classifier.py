@@ -164,7 +164,7 @@ def _missing(value) -> bool:
 def signature(inputs: str, top_k: int):
     """What MLflow shows and checks: the raw input columns (either per row), the answer's
     columns, and the request param top_k."""
-    columns: list = forms.FORMS[inputs].signature_columns()  # ColSpecs: MLflow's Schema takes a list of them
+    columns: list = forms.named(inputs).signature_columns()  # ColSpecs: MLflow's Schema takes a list of them
     outputs: list = [
         ColSpec(DataType.string, "label"),
         ColSpec(DataType.long, "class"),

@@ -1,7 +1,8 @@
-"""What a served model reads, by the form of its dataset's samples (`Prepared.input`): each
-form is one class here (its request columns, its signature, the settings and files the model
-carries, how a raw row becomes a prepared sample, and the input example), and `FORMS` is their
-registry. The pyfunc (`classifier`) asks the form; it never tests which one it is.
+"""What a served model reads, by the kind of its dataset (`pipeline.kinds`, found by the
+form of its samples, `Prepared.input`): each kind's is one class here (its request columns, its
+signature, the settings and files the model carries, how a raw row becomes a prepared sample,
+and the input example), which the kind names (`Kind.served`). The pyfunc (`classifier`) asks
+the form; it never tests which one it is.
 
 Texts: a text (column `text`, encoded by `data.texts.encode_texts` with the dataset's word
 index) or a sequence of word ids as Keras' `load_data` gives Reuters' (`ids`). Pictures: a PNG
@@ -27,6 +28,7 @@ from mlflow.types.schema import Array
 
 from pipeline.data import images, mnist, texts
 from pipeline.errors import DataError
+from pipeline.kinds.registry import FORMS
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
@@ -184,10 +186,6 @@ class Pictures:
         return row
 
 
-# the forms of input, by the prepared data's `input` (and a served model's settings' "input")
-FORMS: dict[str, Any] = {"sequences": Texts(), "images": Pictures()}
-
-
 def integers(value, where: str, expected: str, ndim: int) -> np.ndarray:
     """`value` as an array of non-negative integers of `ndim` dimensions, or a RequestError."""
     try:
@@ -215,8 +213,17 @@ def kind_of(value) -> str:
 
 def of(data_or_settings) -> Any:
     """The form of a prepared folder's description, or of a served model's settings."""
-    name = data_or_settings["input"] if isinstance(data_or_settings, dict) else data_or_settings.input
-    return FORMS[name]
+    return named(data_or_settings["input"] if isinstance(data_or_settings, dict) else data_or_settings.input)
+
+
+def named(form: str) -> Any:
+    """What reads the served requests of the kind whose prepared samples are `form`."""
+    if form not in _SERVED:
+        _SERVED[form] = FORMS[form].served_form()
+    return _SERVED[form]
+
+
+_SERVED: dict[str, Any] = {}
 
 
 def word_index_of(artifacts: dict) -> Optional[dict]:

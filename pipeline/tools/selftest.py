@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Optional
 
 from pipeline.config import datasets
 from pipeline.config.loader import load_params, overridden, params_of
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
 from pipeline.runtime import processes
 from pipeline.tools.bench import gpu_count, replica_overrides
 from pipeline.tools.doctor import Check
@@ -324,24 +323,13 @@ def _synthetic(params: DatasetParams, n: int, folder: Path):
     from pipeline.data import prepared  # NumPy: only once it runs
 
     rng = np.random.RandomState(0)
-    cfg = params.preprocess
-    details: dict = {}
-    if isinstance(cfg, ImageFoldersPreprocessConfig):
-        channels = (3,) if cfg.color == "rgb" else ()
-        x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype(np.uint8)
-    else:  # sequences of word ids
-        from pipeline.data.texts import INDEX_FROM  # NumPy: as above
-
-        vocab = cfg.num_words or 10000
-        # the words' first id, as the reader shifts them: Reuters' own key, a table's INDEX_FROM
-        index_from = cfg.index_from if isinstance(cfg, ReutersPreprocessConfig) else INDEX_FROM
-        details.update(max_len=cfg.max_len, vocab_size=vocab, encoding={"index_from": index_from})
-        x = rng.randint(1, vocab, (n, cfg.max_len)).astype(np.int32)
+    kind = datasets.of(params.preprocess, params.dataset).of_kind
+    x, details = kind.samples(params.preprocess, n, rng)
     y = rng.randint(0, SYNTHETIC_CLASSES, n).astype(np.int32)
     return prepared.write_arrays(
         folder,
         {"train": (x, y)},
-        input_=datasets.of(cfg, params.dataset).inputs,
+        input_=kind.form,
         class_names=[str(c) for c in range(SYNTHETIC_CLASSES)],
         details=details,
     )

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 
 
 def build_model(cfg: AnyTrainConfig, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
-    """The model `cfg.model` names (its kind's table, pipeline/config/models.py), built from its
+    """The model `cfg.model` names (its kind's table, pipeline/config/model_table.py), built from its
     settings and sized from the prepared data's description; `pretrained`: the folder of the
     weights files the download stage fetched (download.<ds>.pretrained), for a model that starts
     from them."""
-    table = MODELS["image_folders" if data.form.pictures else "labelled_texts"]
+    table = MODELS[data.kind.models]
     module, _, function = table[cfg.model].builder.partition(":")
     builder = getattr(importlib.import_module(module), function)
     return builder(cfg.settings, data, pretrained)

@@ -11,16 +11,16 @@ import yaml
 from helpers import ROOT
 
 from pipeline.config import build, templates
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
-from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig
+from pipeline.config.training import TRAIN_CONFIGS
 from pipeline.errors import ConfigError
+from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 
 RAW = templates.stages_of(yaml.safe_load((ROOT / "params.yaml").read_text()))  # `add` is the loader's
 
 
 def test_every_section_is_built_for_every_dataset():
     built = build.sections(copy.deepcopy(RAW))
-    assert isinstance(built["train"]["reuters"], TextsTrainConfig)
+    assert isinstance(built["train"]["reuters"], TRAIN_CONFIGS["labelled_texts"])
     assert set(built) == set(RAW) and all(list(per) == ["reuters", "mnist"] for per in built.values())
 
 
@@ -35,7 +35,7 @@ def test_the_datasets_are_whatever_the_file_declares_in_every_section():
     assert all(list(per) == ["mnist", "shapes"] for per in built.values())
     shapes = built["preprocess"]["shapes"]
     assert isinstance(shapes, ImageFoldersPreprocessConfig) and (shapes.reader, shapes.color) == ("folders", "rgb")
-    assert isinstance(built["train"]["shapes"], ImagesTrainConfig)
+    assert isinstance(built["train"]["shapes"], TRAIN_CONFIGS["image_folders"])
     del raw["evaluate"]["shapes"]
     with pytest.raises(
         ConfigError, match=r"^params.yaml: download\.shapes is declared, but evaluate\.shapes is not: declare both$"

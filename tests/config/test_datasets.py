@@ -8,9 +8,10 @@ import yaml
 from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import datasets, preprocessing, training
+from pipeline.config import datasets, training
 from pipeline.config.loader import load_params, names, read_yaml
 from pipeline.errors import ConfigError
+from pipeline.kinds import image_folders, labelled_texts
 
 
 def downloaded(dataset, folder):
@@ -32,7 +33,7 @@ def test_every_shipped_dataset_prepares_what_its_kind_says(tmp_path, name):
     splits = {split: found.head(split, 10**6) for split in found.splits}
     for x, y in splits.values():
         assert len(x) == len(y) > 0 and y.dtype.kind in "iu"  # integer labels
-    assert found.input == dataset.inputs == {"reuters": "sequences", "mnist": "images"}[name]
+    assert found.input == dataset.of_kind.form == {"reuters": "sequences", "mnist": "images"}[name]
     labels = np.concatenate([y for _, y in splits.values()])
     assert labels.min() >= 0 and labels.max() < found.num_classes == len(found.class_names)
     assert len(set(found.class_names)) == found.num_classes
@@ -51,11 +52,11 @@ def test_the_shipped_files_declare_the_two_datasets_in_the_same_order():
 
 def test_each_kind_and_reader_takes_its_own_sections():
     texts = datasets.Dataset("news", "labelled_texts", "table")
-    assert texts.classes()["preprocess"] is preprocessing.TextTablePreprocessConfig
-    assert texts.classes()["train"] is training.TextsTrainConfig and texts.inputs == "sequences"
+    assert texts.classes()["preprocess"] is labelled_texts.TextTablePreprocessConfig
+    assert texts.classes()["train"] is training.TRAIN_CONFIGS["labelled_texts"] and texts.of_kind.form == "sequences"
     pictures = datasets.Dataset("shapes", "image_folders", "folders")
-    assert pictures.classes()["preprocess"] is preprocessing.ImageFoldersPreprocessConfig
-    assert pictures.classes()["train"] is training.ImagesTrainConfig and pictures.inputs == "images"
+    assert pictures.classes()["preprocess"] is image_folders.ImageFoldersPreprocessConfig
+    assert pictures.classes()["train"] is training.TRAIN_CONFIGS["image_folders"] and pictures.of_kind.form == "images"
     assert list(pictures.classes()) == [*datasets.COMMON, "preprocess", "train"]
     assert set(pictures.classes()) == set(datasets.STAGE_SECTIONS)
 

@@ -15,7 +15,8 @@ from pytest_codeblocks import extract_from_file
 
 from pipeline.config import loader
 from pipeline.config.params_doc import format_params
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, TextTablePreprocessConfig
+from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
+from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 
 URL = "https://data.example.com/shapes.tar.gz"
 
@@ -120,7 +121,7 @@ def test_photos_start_from_imagenet_weights_listed_as_a_download_and_texts_take_
     assert params.preprocess.image_size == params.train.settings.img_size == 160
     before = files(project)
     code, _, err = pipeline(project, "add", "notes", "--kind", "labelled_texts", "--photos", "--url", URL)
-    assert (code, err) == (2, ["error: --photos: a template of image folders, and --kind is labelled_texts"])
+    assert (code, err) == (2, ["error: --photos: a template of image_folders, and --kind is labelled_texts"])
     assert files(project) == before
 
 

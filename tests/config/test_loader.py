@@ -5,9 +5,9 @@ import yaml
 from helpers import ROOT, run_command, subprocess_env, write_params
 
 from pipeline.config.loader import load_params, names, params_of, validate
-from pipeline.config.preprocessing import ReutersPreprocessConfig
 from pipeline.config.schema import STAGES
 from pipeline.errors import ConfigError
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 
 
 @pytest.fixture

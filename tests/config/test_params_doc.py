@@ -145,6 +145,8 @@ def leaf_cases():
                 continue
             elif name == "lr_schedule" and values.get("lr_decay_epochs"):  # cosine needs lr_decay_epochs: []
                 continue
+            elif key.startswith("preprocess.") and name == "kind":  # another kind takes other sections
+                continue
             elif ".space." in key and (value is None or name in ("key", "kind", "high")):
                 # tied to the dimension's other fields: a field its kind does not take stays null,
                 # another key or kind would not fit its range, half its high falls below its low

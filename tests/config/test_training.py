@@ -5,16 +5,21 @@ import dataclasses
 import typing
 
 from pipeline.config.model_table import MODELS
-from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig, TrainConfig
+from pipeline.config.training import TRAIN_CONFIGS, TrainConfig
+from pipeline.kinds.registry import KINDS
+
+TextsTrainConfig = TRAIN_CONFIGS["labelled_texts"]
 
 
 def test_each_kind_takes_the_models_of_its_table_by_name_and_their_settings_as_optional_keys():
-    for cls, kind in ((TextsTrainConfig, "labelled_texts"), (ImagesTrainConfig, "image_folders")):
+    assert set(TRAIN_CONFIGS) == set(KINDS)
+    for kind, cls in TRAIN_CONFIGS.items():
+        table = MODELS[KINDS[kind].models]
         assert issubclass(cls, TrainConfig)
         hints = typing.get_type_hints(cls)
-        assert typing.get_args(hints["model"]) == tuple(MODELS[kind])
+        assert typing.get_args(hints["model"]) == tuple(table)
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        for name, model in MODELS[kind].items():
+        for name, model in table.items():
             assert fields[name].metadata["optional_key"] is True
             assert typing.get_args(hints[name]) == (model.settings, type(None))
         assert not fields["epochs"].metadata["optional_key"]

@@ -18,9 +18,9 @@ from helpers import ROOT, run_pipeline
 from PIL import Image
 
 from pipeline.config.loader import load_params
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig
 from pipeline.data import images, prepared, splits
 from pipeline.errors import DataError
+from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 
 # class folder -> the grey level its pictures are filled with; sorted: Bee < ant < zebra
 SHADES = {"zebra": 200, "ant": 40, "Bee": 120}

@@ -9,9 +9,9 @@ from fixtures import make_reuters_npz, make_reuters_raw
 from helpers import ROOT
 
 from pipeline.config.loader import load_params
-from pipeline.config.preprocessing import ReutersPreprocessConfig
 from pipeline.data import reuters, texts
 from pipeline.errors import DataError
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from fixtures import write_archive
 
-from pipeline.config.preprocessing import TextTablePreprocessConfig
 from pipeline.data import images, survey, texts
 from pipeline.errors import DataError
+from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 
 
 def png(side: int, mode: str = "L", colour: bool = False, fmt: str = "PNG", seed: int = 0) -> bytes:

@@ -14,9 +14,9 @@ import yaml
 from helpers import ROOT, run_pipeline
 
 from pipeline.config.loader import load_params
-from pipeline.config.preprocessing import TextTablePreprocessConfig
 from pipeline.data import splits, texts
 from pipeline.errors import DataError
+from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 
 TOPICS = ["sport", "business", "tech"]
 

@@ -89,8 +89,9 @@ def test_the_tests_mirror_the_package():
 # Low to high: a module imports its own wing and the ones below it, never one above. The root's
 # errors, log and io are the floor; the command line (cli, options) and the stages the roof.
 LAYERS = (
-    ("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline"),
+    ("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline.fields", "pipeline"),
     ("pipeline.runtime",),
+    ("pipeline.kinds",),
     ("pipeline.data",),
     ("pipeline.config",),
     ("pipeline.tracking",),

@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.config.loader import load_params
-from pipeline.config.preprocessing import ImageFoldersPreprocessConfig, ReutersPreprocessConfig
 from pipeline.data import mnist, prepared, reuters
 from pipeline.errors import ConfigError, DataError
+from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 
 EXAMPLES = int(os.environ.get("PIPELINE_FUZZ_EXAMPLES") or "40")
 fuzz = settings(

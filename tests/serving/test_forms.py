@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline.config import datasets
 from pipeline.data import prepared
+from pipeline.kinds import registry as kinds
 from pipeline.serving import forms
 
 
 def test_every_form_a_kind_prepares_is_served_and_read():
-    declared = {kind.inputs for kind in datasets.KINDS.values()}
-    assert declared == set(forms.FORMS) == set(prepared.FORMS)
-    columns = [c for form in forms.FORMS.values() for c in form.columns]
+    served = [forms.named(kind.form) for kind in kinds.KINDS.values()]
+    assert len({type(form) for form in served}) == len(kinds.KINDS)  # one class each
+    columns = [c for form in served for c in form.columns]
     assert len(columns) == len(set(columns))  # a request's column says its form
-    for form in forms.FORMS.values():
+    for form in served:
         assert [c.name for c in form.signature_columns()] == list(form.columns)
 
 
@@ -30,14 +30,14 @@ def test_pictures_as_a_user_has_them_read_back_to_the_same_pixels(tmp_path):
     rows = forms.of(data).raw_rows(data.head("test", 3)[0], data)
     assert [np.asarray(Image.open(io.BytesIO(r["image"]))).tolist() for r in rows] == x.tolist()
     settings = {"image_size": 6, "color": "rgb", "reader": "folders"}
-    read = forms.FORMS["images"].inputs([("image", r["image"]) for r in rows], settings, None)
+    read = forms.named("images").inputs([("image", r["image"]) for r in rows], settings, None)
     assert np.array_equal(read, x)
-    assert forms.of({"input": "images"}) is forms.FORMS["images"]
+    assert forms.of({"input": "images"}) is forms.named("images")
 
 
 def test_a_text_example_is_its_first_sixty_words():
     row = {"text": " ".join(f"w{i}" for i in range(100))}
-    assert forms.FORMS["sequences"].example(row)["text"].split() == [f"w{i}" for i in range(60)]
+    assert forms.named("sequences").example(row)["text"].split() == [f"w{i}" for i in range(60)]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from helpers import ROOT, described, mobilenet_weights, reuters_model, with_sett
 
 from pipeline.config.loader import load_params
 from pipeline.config.model_table import MlpSettings, MobileNetV2Settings, SmallConvnetSettings
-from pipeline.config.training import ImagesTrainConfig, TextsTrainConfig
+from pipeline.config.training import TRAIN_CONFIGS
 from pipeline.data.prepared import Prepared
 from pipeline.errors import ConfigError
 
@@ -47,7 +47,7 @@ def test_reuters_model_is_built_from_the_params_with_the_reference_layers():
 
 def test_the_reuters_layers_follow_their_params():
     reuters_cfg = load_params(ROOT / "params.yaml", "reuters").train
-    assert isinstance(reuters_cfg, TextsTrainConfig)
+    assert isinstance(reuters_cfg, TRAIN_CONFIGS["labelled_texts"])
     cfg = with_settings(reuters_cfg, conv_filters=(16, 8, 4), conv_kernel_sizes=(3, 3, 2), pool_size=3)
     model = models.build_model(cfg, described(100, 50))
     convs = [(layer.filters, layer.kernel_size) for layer in model.layers if type(layer).__name__ == "Conv1D"]
@@ -97,7 +97,7 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
 
 def test_the_mnist_model_follows_its_width_multiplier():
     cfg = load_params(ROOT / "params.yaml", "mnist").train
-    assert isinstance(cfg, ImagesTrainConfig)
+    assert isinstance(cfg, TRAIN_CONFIGS["image_folders"])
     stats = Prepared(Path(), "images", (28, 28), [str(d) for d in range(10)], {})
     widths = {}
     for alpha in (1.0, 0.5):

@@ -11,8 +11,8 @@ from fixtures import make_reuters_raw
 from helpers import ROOT
 
 from pipeline.config.loader import load_params
-from pipeline.config.preprocessing import ReutersPreprocessConfig
 from pipeline.data import reuters
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 
 pytestmark = pytest.mark.slow
 

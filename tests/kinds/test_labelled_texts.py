@@ -1,13 +1,10 @@
-"""pipeline/config/preprocessing.py: the two readers of labelled texts share their keys; each
+"""pipeline/kinds/labelled_texts.py: the two readers of labelled texts share their keys; each
 reader's section is its own class."""
 
 import dataclasses
 
-from pipeline.config.preprocessing import (
-    ImageFoldersPreprocessConfig,
-    ReutersPreprocessConfig,
-    TextTablePreprocessConfig,
-)
+from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig, TextTablePreprocessConfig
 
 
 def names(cls) -> set[str]:

@@ -1,10 +1,10 @@
-"""pipeline/config/fields.py: what a key's declaration carries, and the value checks it shares."""
+"""pipeline/fields.py: what a key's declaration carries, and the value checks it shares."""
 
 import dataclasses
 
 import pytest
 
-from pipeline.config.fields import fraction, is_sha256, is_url, positive_int, spec
+from pipeline.fields import fraction, is_sha256, is_url, positive_int, spec
 
 
 def test_a_declaration_carries_meaning_expectation_check_and_whether_it_may_be_left_out():

@@ -1,0 +1,98 @@
+"""Kind `labelled_texts`: texts and their labels, prepared as padded int32 sequences of word
+ids. Two readers: `table` (a CSV or JSON Lines file of a text and a label column,
+pipeline/data/texts.py) and `keras` (Keras' Reuters arrays and word index,
+pipeline/data/reuters.py). Its models are the table `texts`; its template `add.labelled_texts`;
+its served requests a text or a sequence of word ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+from pipeline.fields import fraction, non_negative_int, positive_int, spec
+from pipeline.kinds.kind import Kind, Reader, kind_key, reader_key, stratify, validation_split
+
+NAME = "labelled_texts"
+FORM = "sequences"
+# the ids below a table's words: 0 padding, 1 the start mark, 2 out-of-vocabulary, as Keras' Reuters'
+INDEX_FROM = 3
+
+
+@dataclass(frozen=True)
+class _TextsPreprocessConfig:
+    """The keys both readers of labelled texts take."""
+
+    kind: str = kind_key()
+    num_words: Optional[int] = spec(
+        "a positive integer or null",
+        lambda v: v > 0,
+        help="Vocabulary cap: rarer words become the out-of-vocabulary mark; null keeps every word.",
+    )
+    max_len: int = positive_int(
+        help="Sequence length: shorter texts are padded, longer ones truncated (never dropped)."
+    )
+    padding: Literal["pre", "post"] = spec(help="The side padding is added on.")
+    truncating: Literal["pre", "post"] = spec(help="The side long texts are cut on.")
+    test_split: float = fraction(help="The share of the texts held out for testing.", low_open=True)
+    split_seed: int = non_negative_int(help="Shuffle seed of the train/test split.")
+    validation_split: float = validation_split()
+    validation_seed: int = non_negative_int(help="Seed of the validation hold-out.")
+
+
+@dataclass(frozen=True)
+class ReutersPreprocessConfig(_TextsPreprocessConfig):
+    reader: Literal["keras"] = reader_key(
+        "keras: Keras' Reuters arrays (reuters.npz) and word index, split as Keras' load_data splits them "
+        "(test_split 0.2 and split_seed 113, Keras' own, give its 8,982 train and 2,246 test texts)."
+    )
+    skip_top: int = non_negative_int(help="The most frequent words to mark out-of-vocabulary.")
+    index_from: int = spec(
+        "an integer >= 3 (0 pad, 1 start, 2 out-of-vocabulary)",
+        lambda v: v >= 3,
+        help="Keras' shift of the word indices: 0 is padding, 1 the start mark, 2 out-of-vocabulary.",
+    )
+
+
+@dataclass(frozen=True)
+class TextTablePreprocessConfig(_TextsPreprocessConfig):
+    reader: Literal["table"] = reader_key(
+        "table: one CSV (with a header line) or JSON Lines file of a text column and a label column."
+    )
+    text_column: str = spec("a column name", lambda v: bool(v), help="The column holding each sample's text.")
+    label_column: str = spec(
+        "a column name",
+        lambda v: bool(v),
+        help="The column holding each sample's label (text or integer); the classes are its values, sorted.",
+    )
+    stratify: bool = stratify(
+        "the test share, then the validation share of the rest, are held out",
+        "split_seed and validation_seed",
+        "every split (from 3 samples on, with a test_split below 0.5)",
+    )
+
+
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, dict]:
+    """`n` sequences of random word ids of the section's length and vocabulary (10,000 words when
+    it keeps every word), and the description's details the models read."""
+    vocab = cfg.num_words or 10000
+    # the words' first id, as the reader shifts them: Reuters' own key, a table's INDEX_FROM
+    index_from = getattr(cfg, "index_from", INDEX_FROM)
+    details = {"max_len": cfg.max_len, "vocab_size": vocab, "encoding": {"index_from": index_from}}
+    return rng.randint(1, vocab, (n, cfg.max_len)).astype("int32"), details
+
+
+KIND = Kind(
+    name=NAME,
+    help="a CSV or JSON Lines file of texts and labels",
+    form=FORM,
+    dtype="int32",
+    pictures=False,
+    readers={
+        "table": Reader("pipeline.data.texts", TextTablePreprocessConfig),
+        "keras": Reader("pipeline.data.reuters", ReutersPreprocessConfig),
+    },
+    models="texts",
+    templates=("labelled_texts",),
+    served="pipeline.serving.forms:Texts",
+    samples=samples,
+)

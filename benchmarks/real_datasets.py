@@ -295,7 +295,7 @@ def text_rows(folder: Path) -> tuple[list[str], list[str]]:
     return [r["text"] for r in rows], [r["label"] for r in rows]
 
 
-def split_rows(texts: list[str], labels: list[str], share: float = TEST_SHARE, seed: int = SEED):
+def split_rows(texts: list, labels: list[str], share: float = TEST_SHARE, seed: int = SEED):
     """A stratified, seeded split of a text set's rows (scikit-learn's train_test_split):
     train_texts, train_labels, test_texts, test_labels."""
     from sklearn.model_selection import train_test_split
@@ -1064,9 +1064,105 @@ FORTUNE_LANGUAGE_PACKAGES = tuple(f"fortunes-{lang}" for lang in FORTUNE_LANGUAG
 TRANSLATION_ENV = "apt-get update -o Acquire::Languages=en"
 
 
+# --------------------------------------------------------------------------- tables
+
+
+def _write_table(folder: Path, name: str, header: list[str], rows: list[list]) -> dict[str, int]:
+    """The rows as folder/<name>.csv (UTF-8, a header line; None as an empty field)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
+    return {"rows": len(rows)}
+
+
+def make_sk_table(loader: str, name: str) -> Callable[[Path], dict]:
+    """scikit-learn's bundled table `loader` (load_iris, ...): its feature columns, each row's
+    class name as `label`, in a seeded order."""
+
+    def make(folder: Path) -> dict[str, int]:
+        from sklearn import datasets
+
+        bunch = getattr(datasets, loader)()
+        header = [str(c).replace(" ", "_") for c in bunch.feature_names] + ["label"]
+        rows = [[*map(float, x), str(bunch.target_names[y])] for x, y in zip(bunch.data, bunch.target)]
+        random.Random(SEED).shuffle(rows)
+        return _write_table(folder, name, header, rows)
+
+    return make
+
+
+def _count(field: str) -> int:
+    """The packages a Depends-like field names (its comma-separated clauses)."""
+    return len([c for c in field.split(",") if c.strip()]) if field else 0
+
+
+def make_debian_packages(folder: Path) -> dict[str, int]:
+    """apt's package records as a table -> coarse section group (SECTION_GROUPS): the name and
+    version (what identifies a row), the maintainer, architecture, priority and multi-arch
+    (categories, some missing), sizes and the counts of dependencies (numbers); one package a
+    source, at most MAX_TEXT_ROWS rows, each class cut in proportion."""
+    packages = _packages()
+    rows, sources = [], set()
+    for name in sorted(packages):
+        fields = packages[name]
+        source = fields.get("Source", name).split()[0]
+        group = GROUP_OF_SECTION.get(_section(fields))
+        if group is None or source in sources:
+            continue
+        sources.add(source)
+        rows.append(
+            [
+                name,
+                fields.get("Version"),
+                fields.get("Maintainer", "").split("<")[0].strip() or None,
+                fields.get("Architecture"),
+                fields.get("Priority"),
+                fields.get("Multi-Arch"),
+                int(fields["Installed-Size"]) if fields.get("Installed-Size", "").isdigit() else None,
+                int(fields["Size"]) if fields.get("Size", "").isdigit() else None,
+                _count(fields.get("Depends", "")),
+                _count(fields.get("Recommends", "")),
+                _count(fields.get("Suggests", "")),
+                "yes" if fields.get("Homepage") else "no",
+                group,
+            ]
+        )
+    header = [
+        "package", "version", "maintainer", "architecture", "priority", "multi_arch", "installed_size", "size",
+        "depends", "recommends", "suggests", "homepage", "label",
+    ]  # fmt: skip
+    kept = {name for name, _ in _cap_rows([(str(r[0]), str(r[-1])) for r in rows])}
+    rows = [r for r in rows if r[0] in kept]
+    random.Random(SEED).shuffle(rows)
+    return _write_table(folder, "debian_packages", header, rows)
+
+
+def _not_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text != ""
+    return False
+
+
+def table_rows(folder: Path) -> tuple[list[str], list[dict]]:
+    """The header and rows (each a dict of text values) of a table set's CSV file."""
+    (path,) = sorted(folder.glob("*.csv"))
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
 def _text_set(name: str, make: Callable[[Path], dict], **kwargs) -> RealSet:
     """A set of kind labelled_texts."""
     return RealSet(name=name, kind="labelled_texts", make=make, **kwargs)
+
+
+def _table_set(name: str, make: Callable[[Path], dict], **kwargs) -> RealSet:
+    """A set of kind tables."""
+    return RealSet(name=name, kind="tables", make=make, **kwargs)
 
 
 def _picture_set(name: str, make: Callable[[Path], dict], **kwargs) -> RealSet:
@@ -1203,6 +1299,38 @@ _SETS = (
         size="12,497 rows, 8 classes, ~24 words",
         probe=_bible_probe,
     ),
+    _table_set(
+        "sk_iris",
+        make_sk_table("load_iris", "sk_iris"),
+        title="scikit-learn's bundled iris (Fisher's measurements of 3 species), 4 numeric columns",
+        needs=(),
+        size="150 rows, 3 classes, 4 columns",
+        probe=_sklearn_probe,
+    ),
+    _table_set(
+        "sk_wine",
+        make_sk_table("load_wine", "sk_wine"),
+        title="scikit-learn's bundled wine (UCI: chemical analysis of 3 cultivars), 13 numeric columns",
+        needs=(),
+        size="178 rows, 3 classes, 13 columns",
+        probe=_sklearn_probe,
+    ),
+    _table_set(
+        "sk_breast_cancer",
+        make_sk_table("load_breast_cancer", "sk_breast_cancer"),
+        title="scikit-learn's bundled breast cancer (UCI Wisconsin diagnostic), 30 numeric columns",
+        needs=(),
+        size="569 rows, 2 classes, 30 columns",
+        probe=_sklearn_probe,
+    ),
+    _table_set(
+        "debian_packages",
+        make_debian_packages,
+        title="apt's package records as a table (sizes, dependency counts, priority, ...) -> section group",
+        needs=(),
+        size="~12,500 rows, 9 classes, 12 columns",
+        probe=_apt_probe,
+    ),
 )
 SETS: dict[str, RealSet] = {s.name: s for s in _SETS}
 
@@ -1281,12 +1409,73 @@ def text_yardsticks(train_texts, train_labels, test_texts, test_labels, timings:
     return scores
 
 
+def table_yardsticks(
+    train: list[dict], test: list[dict], label: str, categorical: list[str], ignore: list[str],
+    timings: Optional[dict] = None,
+) -> dict:  # fmt: skip
+    """{"logistic": accuracy, "boosted": accuracy}: every column but the label and `ignore`'s, the
+    numbers standardised (a missing one as the training mean) and the categories one-hot (a
+    missing one its own, an unseen one none), then LogisticRegression(max_iter=5000); and
+    HistGradientBoostingClassifier on the numbers and the categories as ordinal codes (a missing
+    value or an unseen one a code of its own; a column of more than 250 categories as its codes'
+    order); each fit's seconds into `timings`."""
+    import numpy as np
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+
+    columns = [c for c in train[0] if c != label and c not in ignore]
+    numeric = [c for c in columns if c not in categorical]
+
+    def frame(rows: list[dict]):
+        import pandas as pd
+
+        data = pd.DataFrame([{c: r[c] for c in columns} for r in rows])
+        for c in numeric:
+            data[c] = pd.to_numeric(data[c].replace("", np.nan))
+        for c in categorical:
+            data[c] = data[c].replace("", "(missing)").astype(str)
+        return data
+
+    x_train, x_test = frame(train), frame(test)
+    y_train, y_test = np.array([r[label] for r in train]), np.array([r[label] for r in test])
+    numbers = make_pipeline(SimpleImputer(strategy="mean"), StandardScaler())
+    logistic = make_pipeline(
+        ColumnTransformer(
+            [("numbers", numbers, numeric), ("categories", OneHotEncoder(handle_unknown="ignore"), categorical)]
+        ),
+        LogisticRegression(max_iter=5000),
+    )
+    codes = OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1)
+    # the trees take a column of at most 255 categories as categories, a larger one as its codes' order
+    few = [i for i, c in enumerate(categorical) if x_train[c].nunique() <= 250]
+    boosted = make_pipeline(
+        ColumnTransformer([("numbers", "passthrough", numeric), ("categories", codes, categorical)]),
+        HistGradientBoostingClassifier(categorical_features=[len(numeric) + i for i in few] or None, random_state=SEED),
+    )
+    scores = {}
+    for name, model in (("logistic", logistic), ("boosted", boosted)):
+        start = time.perf_counter()
+        model.fit(x_train, y_train)
+        if timings is not None:
+            timings[name] = round(time.perf_counter() - start, 2)
+        scores[name] = float((model.predict(x_test) == y_test).mean())
+    return scores
+
+
 # --------------------------------------------------------------------------- describing a set
 
 
 def _words(text: str) -> list[str]:
     """A text's words as the pipeline splits them: lowercased, WORD_FILTERS as spaces."""
     return text.lower().translate(str.maketrans(WORD_FILTERS, " " * len(WORD_FILTERS))).split()
+
+
+def _class_range(counts: Counter) -> dict:
+    return {"class_min": min(counts.values()), "class_max": max(counts.values())}
 
 
 def describe(folder: Path, kind: str) -> dict:
@@ -1296,6 +1485,10 @@ def describe(folder: Path, kind: str) -> dict:
     import numpy as np
     from PIL import Image
 
+    if kind == "tables":
+        header, rows = table_rows(folder)
+        counts = Counter(r["label"] for r in rows)
+        return {"rows": len(rows), "classes": len(counts), "columns": len(header) - 1, **_class_range(counts)}
     if kind == "labelled_texts":
         texts, labels = text_rows(folder)
         counts = Counter(labels)
@@ -1414,6 +1607,11 @@ def main(argv: Optional[list[str]] = None) -> None:
             color = picture_color(args.folder)
             report["yardstick_input"] = f"{side}x{side} {color}"
             report["yardsticks"] = picture_yardsticks(args.folder, side, color, timings)
+        elif s.kind == "tables":
+            header, rows = table_rows(args.folder)
+            train, _, test, _ = split_rows(rows, [r["label"] for r in rows])
+            words = [c for c in header if c != "label" and any(_not_number(r[c]) for r in rows)]
+            report["yardsticks"] = table_yardsticks(train, test, "label", words, [], timings)
         else:
             x_train, y_train, x_test, y_test = split_rows(*text_rows(args.folder))
             report["yardsticks"] = text_yardsticks(x_train, y_train, x_test, y_test, timings)

@@ -157,12 +157,17 @@ def _dataset(section: Any, name: str, source: str) -> Dataset:
         raise ConfigError(f"{where}: expected a mapping, got {section!r}"[:200])
     kind, reader = section.get("kind"), section.get("reader")
     if not isinstance(kind, str) or kind not in KINDS:
-        raise ConfigError(f"{where}.kind: expected {' or '.join(map(repr, KINDS))}, got {kind!r}")
+        raise ConfigError(f"{where}.kind: expected {_one_of(list(KINDS))}, got {kind!r}")
     if not isinstance(reader, str) or reader not in KINDS[kind].readers:
         raise ConfigError(
-            f"{where}.reader: expected {' or '.join(map(repr, KINDS[kind].readers))} for kind {kind!r}, got {reader!r}"
+            f"{where}.reader: expected {_one_of(list(KINDS[kind].readers))} for kind {kind!r}, got {reader!r}"
         )
     return Dataset(name, kind, reader)
+
+
+def _one_of(names: list[str]) -> str:
+    quoted = [repr(name) for name in names]
+    return " or ".join(quoted) if len(quoted) <= 2 else f"one of {', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 def check_foreach(names: list[str], dvc_yaml: Any, params_source: str, source: str) -> None:

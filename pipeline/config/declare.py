@@ -131,15 +131,16 @@ def _apply(choices: list, sections: dict, name: str, set_by_s: set[str]) -> list
     for choice in choices:
         stage, _, key = choice.key.partition(".")
         where = f"{stage}.{name}.{key}"
+        shown = "[" + ", ".join(map(str, choice.value)) + "]" if isinstance(choice.value, list) else choice.value
         if where in set_by_s:
-            lines.append(f"  {where}: as -S sets it, not {choice.value} ({choice.why})")
+            lines.append(f"  {where}: as -S sets it, not {shown} ({choice.why})")
             continue
         *path, last = key.split(".")
         section = sections[stage]
         for part in path:
             section = section[part]
         section[last] = choice.value
-        lines.append(f"  {where}: {choice.value} ({choice.why})")
+        lines.append(f"  {where}: {shown} ({choice.why})")
     return lines
 
 

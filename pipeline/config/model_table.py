@@ -26,6 +26,10 @@ def _batchnorm_momentum(whose: str = "its", keras_default: str = "0.99"):
     )
 
 
+def _units(help: str):
+    return spec("a list of positive integers", lambda v: all(n > 0 for n in v), help=help)
+
+
 def _dropout():
     return fraction(help="Dropout rate before the last Dense layer (0: none).")
 
@@ -73,10 +77,8 @@ class MlpSettings:
         "pairs of the training split that it holds twice or more (as Keras' TextVectorization ngrams=2 and "
         "scikit-learn's ngram_range=(1, 2)), weighed as the words are."
     )
-    units: tuple[int, ...] = spec(
-        "a list of positive integers",
-        lambda v: all(n > 0 for n in v),
-        help="Units of each hidden Dense layer (ReLU), in order; []: none, the classes' Dense layer on the bag "
+    units: tuple[int, ...] = _units(
+        "Units of each hidden Dense layer (ReLU), in order; []: none, the classes' Dense layer on the bag "
         "itself (a linear model, as a logistic regression on the same features).",
     )
     dropout: float = _dropout()
@@ -144,6 +146,19 @@ class MobileNetV2Settings:
     )
 
 
+# --------------------------------------------------------------------------- tables of columns
+
+
+@dataclass(frozen=True)
+class TableMlpSettings:
+    units: tuple[int, ...] = _units(
+        "Units of each hidden Dense layer (ReLU), in order, on the encoded columns (each number normalised "
+        "by the training split's mean and variance, each category one-hot: Keras' FeatureSpace); []: none, a "
+        "linear model (as a logistic regression on the same features).",
+    )
+    dropout: float = _dropout()
+
+
 # --------------------------------------------------------------------------- the tables
 
 
@@ -165,6 +180,13 @@ MODELS: dict[str, dict[str, Model]] = {
             MlpSettings,
             "pipeline.training.models:mlp",
             "a bag of words (multi-hot, counts or TF-IDF over the word index) and Dense layers",
+        ),
+    },
+    "tabular": {
+        "table_mlp": Model(
+            TableMlpSettings,
+            "pipeline.training.models:table_mlp",
+            "the columns encoded by Keras' FeatureSpace (numbers normalised, categories one-hot) and Dense layers",
         ),
     },
     "pictures": {

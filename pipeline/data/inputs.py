@@ -127,10 +127,11 @@ def _decoder(prepared: Prepared):
     """A batch of records -> (samples, labels), as the prepared split holds them."""
     dtype = tf.as_dtype(prepared.kind.dtype)  # of the values and the label
     shape = list(prepared.shape)
+    label_dtype = tf.as_dtype(prepared.label_dtype)
 
     def decode(records):
         values = tf.io.decode_raw(records, dtype, little_endian=True)
-        return tf.reshape(values[:, 1:], [-1, *shape]), values[:, 0]
+        return tf.reshape(values[:, 1:], [-1, *shape]), tf.cast(values[:, 0], label_dtype)
 
     return decode
 

@@ -86,6 +86,12 @@ class Prepared:
         return np.dtype(self.kind.dtype).newbyteorder("<")
 
     @property
+    def label_dtype(self) -> str:
+        """The labels' dtype as read: the records' own when it is an integer's, else int32 (a class
+        index held exactly in a float32 record)."""
+        return self.kind.dtype if np.dtype(self.kind.dtype).kind in "iu" else "int32"
+
+    @property
     def record_values(self) -> int:
         return 1 + math.prod(self.shape)
 
@@ -137,13 +143,13 @@ class Prepared:
                         break
                     records = values.reshape(-1, self.record_values)
                     left -= len(records)
-                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(self.kind.dtype)
+                    yield records[:, 1:].reshape(-1, *self.shape), records[:, 0].astype(self.label_dtype)
 
     def head(self, split: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The first `count` samples of a split, as arrays."""
         parts = list(self.chunks(split, count))
         if not parts:
-            return np.zeros((0, *self.shape), self.kind.dtype), np.zeros(0, self.kind.dtype)
+            return np.zeros((0, *self.shape), self.kind.dtype), np.zeros(0, self.label_dtype)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def tap(self, split: str) -> SplitTap:
@@ -298,7 +304,7 @@ class SplitTap:
                 self._next_shard()
         values = np.frombuffer(raw, dtype=self.prepared.dtype).reshape(-1, self.prepared.record_values)
         self._digest.update(np.ascontiguousarray(values[:, 1:], dtype=self.x_dtype).tobytes())
-        self._labels.append(values[:, 0].astype(self.prepared.kind.dtype))
+        self._labels.append(values[:, 0].astype(self.prepared.label_dtype))
 
     def finish(self) -> tuple[str, np.ndarray]:
         """(the digest, the labels), as `Prepared.digest(split)`; a DataError naming the first
@@ -308,9 +314,9 @@ class SplitTap:
         if self._shard < len(self.shards):
             path = self.prepared.folder / self.shards[self._shard].file
             raise DataError(f"{path}: not read to its end ({self._left} record(s) left)")
-        y_all = np.concatenate(self._labels) if self._labels else np.zeros(0, self.prepared.kind.dtype)
+        y_all = np.concatenate(self._labels) if self._labels else np.zeros(0, self.prepared.label_dtype)
         digest = self._digest.copy()
-        digest.update(f"{np.dtype(self.prepared.kind.dtype).str}{y_all.shape}".encode())
+        digest.update(f"{np.dtype(self.prepared.label_dtype).str}{y_all.shape}".encode())
         digest.update(y_all.tobytes())
         return digest.hexdigest()[:16], y_all
 

@@ -26,7 +26,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Optional, Protocol
@@ -169,10 +169,15 @@ def sequence_details(lengths: Lengths, enc: Encoding, vocab_size: int, **more) -
 # --------------------------------------------------------------------------- a table of texts
 
 
-def find_table(raw_dir: Path | str) -> Path:
-    """The one CSV or JSON Lines file of the download folder, or of a folder in it (where the
-    download stage copies a file:// URL that names a folder); what an operating system leaves
-    there (`archives.left_by_os`: `.DS_Store`, macOS' `._notes.csv`, `__MACOSX/`) is passed over."""
+def find_table(
+    raw_dir: Path | str,
+    suffixes: Mapping[str, str] = TABLE_SUFFIXES,
+    what: str = ".csv or .jsonl file of labelled texts",
+) -> Path:
+    """The one file of the download folder, or of a folder in it (where the download stage copies
+    a file:// URL that names a folder), whose suffix is one of `suffixes` (by default a CSV or JSON
+    Lines file); what an operating system leaves there (`archives.left_by_os`: `.DS_Store`,
+    macOS' `._notes.csv`, `__MACOSX/`) is passed over. `what`: the file, as the error says it."""
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
         raise DataError(f"{raw_dir}: missing; run the download stage first")
@@ -181,43 +186,41 @@ def find_table(raw_dir: Path | str) -> Path:
     for path in sorted(raw_dir.iterdir()):
         if path.is_dir() and not passed_over(path.name + "/"):
             inside = sorted(p for p in path.iterdir() if not p.is_dir())
-            found += [p for p in inside if not passed_over(f"{path.name}/{p.name}") and _is_table(p)]
-        elif not path.is_dir() and not passed_over(path.name) and _is_table(path):
+            found += [p for p in inside if not passed_over(f"{path.name}/{p.name}") and p.suffix.lower() in suffixes]
+        elif not path.is_dir() and not passed_over(path.name) and path.suffix.lower() in suffixes:
             found.append(path)
     passed_over.log(log, raw_dir)
     if len(found) != 1:
         names = "" if not found else ": " + ", ".join(str(p.relative_to(raw_dir)) for p in found)
-        raise DataError(
-            f"{raw_dir}: expected one .csv or .jsonl file of labelled texts (in it, or in a folder in it), "
-            f"found {len(found)}{names}"
-        )
+        raise DataError(f"{raw_dir}: expected one {what} (in it, or in a folder in it), found {len(found)}{names}")
     return found[0]
 
 
-def _is_table(path: Path) -> bool:
-    return path.suffix.lower() in TABLE_SUFFIXES
+def records(path: Path, suffixes: Mapping[str, str] = TABLE_SUFFIXES) -> Iterator[tuple[int, dict]]:
+    """(line, row) of every row of a CSV (values as text) or JSON Lines file, in the file's order,
+    read as a stream (one line at a time): each checked as a row (fields, keys once, UTF-8)."""
+    with open(path, "rb") as handle:
+        lines = _utf8_lines(path, handle)
+        yield from _csv_rows(path, lines) if suffixes[path.suffix.lower()] == "csv" else _jsonl_rows(path, lines)
 
 
 def table_rows(path: Path, text_column: str, label_column: str) -> Iterator[tuple[str, str]]:
     """(text, label) of every row, in the file's order, read as a stream (one line at a time):
     each checked, an error naming the file and line otherwise."""
-    with open(path, "rb") as handle:
-        lines = _utf8_lines(path, handle)
-        rows = _csv_rows(path, lines) if TABLE_SUFFIXES[path.suffix.lower()] == "csv" else _jsonl_rows(path, lines)
-        empty = True
-        for line, row in rows:
-            for column in (text_column, label_column):
-                if column not in row:
-                    raise DataError(f"{path}:{line}: no column {column!r} (its columns: {', '.join(map(str, row))})")
-            value, label = row[text_column], row[label_column]
-            if not isinstance(value, str) or not words(value):
-                raise DataError(f"{path}:{line}: {text_column}: expected a text of words, got {json.dumps(value)[:40]}")
-            if isinstance(label, bool) or not isinstance(label, (str, int)) or str(label).strip() == "":
-                raise DataError(
-                    f"{path}:{line}: {label_column}: expected a label (text or integer), got {json.dumps(label)}"
-                )
-            empty = False
-            yield value, str(label).strip()
+    empty = True
+    for line, row in records(path):
+        for column in (text_column, label_column):
+            if column not in row:
+                raise DataError(f"{path}:{line}: no column {column!r} (its columns: {', '.join(map(str, row))})")
+        value, label = row[text_column], row[label_column]
+        if not isinstance(value, str) or not words(value):
+            raise DataError(f"{path}:{line}: {text_column}: expected a text of words, got {json.dumps(value)[:40]}")
+        if isinstance(label, bool) or not isinstance(label, (str, int)) or str(label).strip() == "":
+            raise DataError(
+                f"{path}:{line}: {label_column}: expected a label (text or integer), got {json.dumps(label)}"
+            )
+        empty = False
+        yield value, str(label).strip()
     if empty:
         raise DataError(f"{path}: no texts: expected a header line and a row per text")
 

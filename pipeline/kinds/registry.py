@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
-from pipeline.kinds import image_folders, labelled_texts
+from pipeline.kinds import image_folders, labelled_texts, tables
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 from pipeline.kinds.labelled_texts import ReutersPreprocessConfig, TextTablePreprocessConfig
+from pipeline.kinds.tables import TablePreprocessConfig
 
 if TYPE_CHECKING:
     from pipeline.kinds.kind import Kind
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in (labelled_texts.KIND, image_folders.KIND)}
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (labelled_texts.KIND, image_folders.KIND, tables.KIND)}
 # the kinds by what their prepared splits hold (a prepared folder's description's `input`)
 FORMS: dict[str, Kind] = {kind.form: kind for kind in KINDS.values()}
 # the params file's templates (its add.<template> sections), each of one kind
@@ -22,4 +23,6 @@ TEMPLATES: dict[str, str] = dict(
 )
 
 # a preprocess section of any dataset
-PreprocessConfig = Union[ReutersPreprocessConfig, TextTablePreprocessConfig, ImageFoldersPreprocessConfig]
+PreprocessConfig = Union[
+    ReutersPreprocessConfig, TextTablePreprocessConfig, ImageFoldersPreprocessConfig, TablePreprocessConfig
+]

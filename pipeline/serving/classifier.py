@@ -87,8 +87,8 @@ class Classifier(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined]  # ML
         return forms.of(self.settings)
 
     def _inputs(self, frame) -> np.ndarray:
-        """The rows as the prepared splits hold samples (int32 sequences, uint8 images)."""
-        return self.form.inputs(_rows(frame, self.form.columns), self.settings, self.word_index)
+        """The rows as the prepared splits hold samples (int32 sequences, uint8 images, float32 columns)."""
+        return self.form.read(frame, self.settings, self.word_index)
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
         from pipeline.data.inputs import model_inputs  # TensorFlow: only when this runs
@@ -123,48 +123,13 @@ def answers(logits: np.ndarray, names: list[str], k: int):
     )
 
 
-def _rows(frame, columns: tuple[str, str]) -> list[tuple[str, object]]:
-    """(column, value) of each row: exactly one of the dataset's two columns per row."""
-    if isinstance(frame, dict):
-        frame = pd.DataFrame(frame)
-    if not isinstance(frame, pd.DataFrame):
-        raise RequestError(f"expected rows with a column {columns[0]!r} or {columns[1]!r}, got {forms.kind_of(frame)}")
-    present = [c for c in columns if c in frame.columns]
-    if not present:
-        raise RequestError(
-            f"expected a column {columns[0]!r} or {columns[1]!r}, got "
-            f"{', '.join(map(repr, frame.columns)) or 'no columns'}"
-        )
-    if frame.empty:
-        raise RequestError("expected at least one row")
-    rows = []
-    for i in range(len(frame)):
-        given = [c for c in present if not _missing(frame[c].iloc[i])]
-        if len(given) != 1:
-            raise RequestError(
-                f"row {i}: expected exactly one of {columns[0]!r} and {columns[1]!r}, got "
-                f"{' and '.join(map(repr, given)) or 'neither'}"
-            )
-        rows.append((given[0], frame[given[0]].iloc[i]))
-    return rows
-
-
-def _missing(value) -> bool:
-    if value is None:
-        return True
-    try:
-        return bool(np.ndim(value) == 0 and value != value)  # NaN
-    except (TypeError, ValueError):
-        return False
-
-
 # --------------------------------------------------------------------------- logging
 
 
-def signature(inputs: str, top_k: int):
-    """What MLflow shows and checks: the raw input columns (either per row), the answer's
-    columns, and the request param top_k."""
-    columns: list = forms.named(inputs).signature_columns()  # ColSpecs: MLflow's Schema takes a list of them
+def signature(served: dict, top_k: int):
+    """What MLflow shows and checks: the raw input columns of the served model's settings
+    (`served`: its form's), the answer's columns, and the request param top_k."""
+    columns: list = forms.of(served).signature_columns(served)  # ColSpecs: MLflow's Schema takes a list of them
     outputs: list = [
         ColSpec(DataType.string, "label"),
         ColSpec(DataType.long, "class"),
@@ -255,7 +220,7 @@ def log_model(params: DatasetParams, model_dir: Path, prepared: Prepared, model=
             python_model=str(Path(__file__).with_name("model_code.py")),
             artifacts=artifacts,
             code_paths=[str(Path(pipeline.__file__).parent)],
-            signature=signature(served["input"], served["top_k"]),
+            signature=signature(served, served["top_k"]),
             input_example=example(prepared),
             pip_requirements=model_requirements(),
             metadata={

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 import mlflow.exceptions
 import numpy as np
+import pandas as pd
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, DataType
-from mlflow.types.schema import Array
+from mlflow.types.schema import AnyType, Array
 
-from pipeline.data import images, mnist, texts
+from pipeline.data import images, mnist, tables, texts
 from pipeline.errors import DataError
 from pipeline.kinds.registry import FORMS
 
@@ -62,7 +63,10 @@ class Texts:
 
     columns = ("text", "ids")
 
-    def signature_columns(self) -> list:
+    def read(self, frame, settings: dict, word_index: Optional[dict]) -> np.ndarray:
+        return self.inputs(either(frame, self.columns), settings, word_index)
+
+    def signature_columns(self, settings: dict) -> list:
         return [
             ColSpec(DataType.string, "text", required=False),
             ColSpec(Array(DataType.long), "ids", required=False),
@@ -118,7 +122,10 @@ class Pictures:
 
     columns = ("image", "pixels")
 
-    def signature_columns(self) -> list:
+    def read(self, frame, settings: dict, word_index: Optional[dict]) -> np.ndarray:
+        return self.inputs(either(frame, self.columns), settings, word_index)
+
+    def signature_columns(self, settings: dict) -> list:
         return [
             ColSpec(DataType.binary, "image", required=False),
             ColSpec(Array(Array(DataType.long)), "pixels", required=False),
@@ -184,6 +191,121 @@ class Pictures:
 
     def example(self, row: dict) -> dict:
         return row
+
+
+class Rows:
+    """A table's rows, read from JSON rows of the user's own columns (each one the model learnt
+    from; one it leaves out may come along): a number or a category per column, a missing value
+    (null; in JSON rows, a key left out of one row) as preprocess took it (the training split's
+    mean, the missing category)."""
+
+    columns: tuple[str, ...] = ()  # the user's: the served model's settings say them
+
+    def signature_columns(self, settings: dict) -> list:
+        """Each column by name, of any type: `read` checks that each is there and its values, in a
+        line naming the row and column (MLflow's own refusal quotes the whole request)."""
+        return [ColSpec(AnyType(), column["name"], required=False) for column in settings["columns"]]
+
+    def settings(self, data: Prepared, model) -> dict:
+        kept = ("name", "type", "mean", "categories")
+        columns = [{k: v for k, v in column.items() if k in kept} for column in data.details["columns"]]
+        return {"columns": columns, "ignored": data.details["ignored"]}
+
+    def artifacts(self, data: Prepared) -> dict:
+        return {}
+
+    def read(self, frame, settings: dict, word_index: Optional[dict]) -> np.ndarray:
+        if isinstance(frame, dict):
+            frame = pd.DataFrame(frame)
+        if not isinstance(frame, pd.DataFrame):
+            raise RequestError(f"expected rows of columns, got {kind_of(frame)}")
+        columns = settings["columns"]
+        names = [column["name"] for column in columns]
+        unknown = [str(c) for c in frame.columns if c not in names and c not in settings["ignored"]]
+        if unknown:
+            raise RequestError(f"unknown column {unknown[0]!r}: expected the columns {', '.join(names)}")
+        absent = [name for name in names if name not in frame.columns]
+        if absent:
+            raise RequestError(
+                f"no column {absent[0]!r}: expected the columns {', '.join(names)} (null for a missing value)"
+            )
+        if frame.empty:
+            raise RequestError("expected at least one row")
+        out = np.empty((len(frame), len(columns)), np.float32)
+        for j, column in enumerate(columns):
+            name = column["name"]
+            values = frame[name].tolist()
+            if column["type"] == "numeric":
+                for i, value in enumerate(values):
+                    if tables.missing(value):
+                        out[i, j] = column["mean"]
+                        continue
+                    found = tables.number(value)
+                    if found is None:
+                        raise RequestError(
+                            f"row {i}: {name}: expected a number, got {kind_of(value)} {str(value)[:40]!r}"
+                        )
+                    out[i, j] = found
+            else:
+                ids = {value: tables.FIRST_CATEGORY + k for k, value in enumerate(column["categories"])}
+                for i, value in enumerate(values):
+                    missing_ = tables.missing(value)
+                    out[i, j] = tables.MISSING if missing_ else ids.get(tables.category(value), tables.UNSEEN)
+        return out
+
+    def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
+        """Prepared rows as a user has them: each column's number or category (the missing and
+        unseen categories as null)."""
+        columns = data.details["columns"]
+        rows = []
+        for values in x:
+            row: dict[str, Any] = {}
+            for column, value in zip(columns, values.tolist()):
+                if column["type"] == "numeric":
+                    row[column["name"]] = value
+                else:
+                    k = int(value) - tables.FIRST_CATEGORY
+                    row[column["name"]] = column["categories"][k] if 0 <= k < len(column["categories"]) else None
+            rows.append(row)
+        return rows
+
+    def example(self, row: dict) -> dict:
+        return row
+
+
+def either(frame, columns: tuple[str, ...]) -> list[tuple[str, object]]:
+    """(column, value) of each row: exactly one of the dataset's two columns per row."""
+    if isinstance(frame, dict):
+        frame = pd.DataFrame(frame)
+    if not isinstance(frame, pd.DataFrame):
+        raise RequestError(f"expected rows with a column {columns[0]!r} or {columns[1]!r}, got {kind_of(frame)}")
+    present = [c for c in columns if c in frame.columns]
+    if not present:
+        raise RequestError(
+            f"expected a column {columns[0]!r} or {columns[1]!r}, got "
+            f"{', '.join(map(repr, frame.columns)) or 'no columns'}"
+        )
+    if frame.empty:
+        raise RequestError("expected at least one row")
+    rows = []
+    for i in range(len(frame)):
+        given = [c for c in present if not missing(frame[c].iloc[i])]
+        if len(given) != 1:
+            raise RequestError(
+                f"row {i}: expected exactly one of {columns[0]!r} and {columns[1]!r}, got "
+                f"{' and '.join(map(repr, given)) or 'neither'}"
+            )
+        rows.append((given[0], frame[given[0]].iloc[i]))
+    return rows
+
+
+def missing(value) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(np.ndim(value) == 0 and value != value)  # NaN
+    except (TypeError, ValueError):
+        return False
 
 
 def integers(value, where: str, expected: str, ndim: int) -> np.ndarray:

@@ -15,7 +15,13 @@ from pipeline.config.model_table import MODELS
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pipeline.config.model_table import Conv1DSettings, MlpSettings, MobileNetV2Settings, SmallConvnetSettings
+    from pipeline.config.model_table import (
+        Conv1DSettings,
+        MlpSettings,
+        MobileNetV2Settings,
+        SmallConvnetSettings,
+        TableMlpSettings,
+    )
     from pipeline.config.training import AnyTrainConfig, TrainConfig
     from pipeline.data.prepared import Prepared as PreparedData
 
@@ -137,6 +143,51 @@ def _idf(data: PreparedData, first_word: int, top: int, pairs: np.ndarray) -> np
         df += present.sum(axis=0)
         n += len(x)
     return np.log((1.0 + n) / (1.0 + df[1:])) + 1.0
+
+
+def table_mlp(settings: TableMlpSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+    """A table's columns (one float32 vector per row, pipeline/data/tables.py) encoded by Keras'
+    FeatureSpace, adapted to the training split as it streams by: each number normalised by the
+    split's mean and variance, each category one-hot over the ids the split holds (the missing and
+    unseen ones included); then Dense layers of `units` (ReLU) with dropout, and the logits."""
+    import tensorflow as tf  # the adapting dataset's
+
+    FeatureSpace = keras.utils.FeatureSpace
+    columns = data.details["columns"]
+    keys = [f"column_{i}" for i in range(len(columns))]  # the user's names may be no layer names
+    features = {
+        key: FeatureSpace.float_normalized()
+        if column["type"] == "numeric"
+        else FeatureSpace.integer_categorical(max_tokens=None, num_oov_indices=1, output_mode="one_hot")
+        for key, column in zip(keys, columns)
+    }
+    space = FeatureSpace(features, output_mode="concat")
+    signature = {
+        key: tf.TensorSpec((None, 1), tf.float32 if column["type"] == "numeric" else tf.int64)
+        for key, column in zip(keys, columns)
+    }
+
+    def training_split():
+        for x, _ in data.chunks("train"):
+            yield {
+                key: x[:, i : i + 1] if column["type"] == "numeric" else x[:, i : i + 1].astype(np.int64)
+                for i, (key, column) in enumerate(zip(keys, columns))
+            }
+
+    space.adapt(tf.data.Dataset.from_generator(training_split, output_signature=signature))
+    # the encoder takes a list (its dict of inputs, Keras' tracked dict, warns on every call)
+    encoder = keras.Model([space.get_inputs()[key] for key in keys], space.get_encoded_features(), name="feature_space")
+    inputs = keras.Input(shape=(len(columns),), name="columns")
+    parts = [
+        inputs[:, i : i + 1] if column["type"] == "numeric" else keras.ops.cast(inputs[:, i : i + 1], "int64")
+        for i, column in enumerate(columns)
+    ]
+    h = encoder(parts)
+    for i, units in enumerate(settings.units, start=1):
+        h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
+        if settings.dropout:
+            h = keras.layers.Dropout(settings.dropout, name=f"dropout{i}")(h)
+    return keras.Model(inputs, _logits(h, data.num_classes), name="table_mlp")
 
 
 def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:

@@ -79,7 +79,12 @@ def test_a_name_one_stage_section_lacks_is_one_error_naming_both():
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("kind", "tables", r"preprocess\.mnist\.kind: expected 'labelled_texts' or 'image_folders', got 'tables'"),
+        (
+            "kind",
+            "spreadsheets",
+            r"preprocess\.mnist\.kind: expected one of 'labelled_texts', 'image_folders' or 'tables', "
+            "got 'spreadsheets'",
+        ),
         ("reader", "table", r"preprocess\.mnist\.reader: expected 'folders' or 'digits' for kind 'image_folders'"),
         ("kind", ["image_folders"], r"preprocess\.mnist\.kind: expected .* got \['image_folders'\]$"),
         ("reader", {"a": 1}, r"preprocess\.mnist\.reader: expected 'folders' or 'digits' .* got \{'a': 1\}$"),

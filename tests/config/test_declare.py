@@ -17,6 +17,7 @@ from pipeline.config import loader
 from pipeline.config.params_doc import format_params
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
+from pipeline.kinds.tables import TablePreprocessConfig
 
 URL = "https://data.example.com/shapes.tar.gz"
 
@@ -260,7 +261,7 @@ def test_add_and_remove_take_the_shared_options_and_their_help_imports_no_tensor
         result, code, imported = run_command([command, "--help"])
         assert (code, imported) == (0, set()) and "--params" in result.stdout
     result, _, _ = run_command(["add", "--help"])
-    assert "-S, --set KEY=VALUE" in result.stdout and "--kind [labelled_texts|image_folders]" in result.stdout
+    assert "-S, --set KEY=VALUE" in result.stdout and "--kind [labelled_texts|image_folders|tables]" in result.stdout
 
 
 def test_a_setting_given_with_s_wins_over_the_one_read_from_the_data(project):
@@ -288,6 +289,30 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
     params = loader.load_params(project / "params.yaml", "topics")
     assert isinstance(params.preprocess, TextTablePreprocessConfig)
     assert (params.preprocess.max_len, params.preprocess.num_words, params.train.class_weight) == (16, 19, "none")
+
+
+def test_a_table_is_read_for_what_each_column_is(project):
+    lines = ["customer,age,plan,signed,churned"]
+    lines += [
+        f"c{i},{20 + i % 40},{'abc'[i % 3]},2024-02-{i % 28 + 1:02d},{'yes' if i % 4 == 0 else 'no'}" for i in range(60)
+    ]
+    (project / "served" / "customers.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = pipeline(
+        project, "add", "churn", "--kind", "tables", "--url", "https://data.example.com/customers.csv",
+        "-S", "preprocess.churn.label_column=churned",
+    )  # fmt: skip
+    assert (code, err) == (0, [])
+    assert out.splitlines()[1:4] == [
+        "  preprocess.churn.categorical: [plan] (categories: plan: 3 values; numbers: age)",
+        "  preprocess.churn.ignore: [customer, signed] (what identifies a row: customer: 60 different values in 60 "
+        "rows; signed: a date on every row)",
+        "  train.churn.class_weight: none (the classes have 15 to 45 rows (3.0x): balanced enough to weigh alike)",
+    ]
+    assert out.splitlines()[-1].startswith("added churn (tables) to ")
+    params = loader.load_params(project / "params.yaml", "churn")
+    assert isinstance(params.preprocess, TablePreprocessConfig)
+    assert (params.preprocess.categorical, params.preprocess.ignore) == (("plan",), ("customer", "signed"))
+    assert params.train.model == "table_mlp"
 
 
 @pytest.mark.parametrize(

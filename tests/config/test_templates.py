@@ -101,7 +101,7 @@ def test_the_shipped_templates_are_one_per_kind_and_photos_and_valid(raw):
             "add.image_folders.download.files[0].sha256: expected '' or null (`pipeline add` sets it from --sha256)",
         ),
         ("add.image_folders.tune.study", "a b", "add.image_folders.tune.study: expected a study name"),
-        ("add", None, "add: expected a mapping of templates (image_folders, labelled_texts, photos) to a new"),
+        ("add", None, "add: expected a mapping of templates (image_folders, labelled_texts, photos, tables) to a new"),
     ],
 )
 def test_a_bad_default_is_one_line_naming_its_key_in_the_template(raw, key, value, message):

@@ -8,17 +8,18 @@ import numpy as np
 from helpers import ROOT
 
 from pipeline.config.model_table import MODELS
-from pipeline.kinds import image_folders, labelled_texts
+from pipeline.kinds import image_folders, labelled_texts, tables
 from pipeline.kinds.registry import FORMS, KINDS, TEMPLATES
 
 
 def test_each_kind_is_registered_by_its_name_and_its_form():
-    assert KINDS == {"labelled_texts": labelled_texts.KIND, "image_folders": image_folders.KIND}
-    assert FORMS == {"sequences": labelled_texts.KIND, "images": image_folders.KIND}
+    assert KINDS == {"labelled_texts": labelled_texts.KIND, "image_folders": image_folders.KIND, "tables": tables.KIND}
+    assert FORMS == {"sequences": labelled_texts.KIND, "images": image_folders.KIND, "table_rows": tables.KIND}
     assert TEMPLATES == {
         "image_folders": "image_folders",
         "labelled_texts": "labelled_texts",
         "photos": "image_folders",
+        "tables": "tables",
     }
 
 
@@ -45,7 +46,7 @@ def test_what_each_kind_names_is_there_without_importing_it():
         module, _, cls = kind.served.partition(":")
         assert cls in _classes(module), kind.served
         assert MODELS[kind.models], kind.models
-        assert np.dtype(kind.dtype).kind in "iu"
+        assert np.dtype(kind.dtype).kind in "iuf"
 
 
 def test_the_selftest_samples_are_of_the_kinds_form():

@@ -244,6 +244,7 @@ HEAVY = (
     "PIL",
     "psutil",
     "psycopg",
+    "pyarrow",
     "pynvml",
     "ruamel",
     "tqdm",

@@ -16,9 +16,10 @@ def test_every_form_a_kind_prepares_is_served_and_read():
     served = [forms.named(kind.form) for kind in kinds.KINDS.values()]
     assert len({type(form) for form in served}) == len(kinds.KINDS)  # one class each
     columns = [c for form in served for c in form.columns]
-    assert len(columns) == len(set(columns))  # a request's column says its form
+    assert len(columns) == len(set(columns))  # a request's column says its form (a table's are the user's)
     for form in served:
-        assert [c.name for c in form.signature_columns()] == list(form.columns)
+        if form.columns:
+            assert [c.name for c in form.signature_columns({})] == list(form.columns)
 
 
 def test_pictures_as_a_user_has_them_read_back_to_the_same_pixels(tmp_path):
@@ -52,3 +53,63 @@ def test_ids_that_are_not_word_ids_are_one_request_error(value, message):
     with pytest.raises(forms.RequestError) as caught:
         forms.integers(value, "ids", "a list of word ids (non-negative integers)", 1)
     assert caught.value.message == message
+
+
+# --------------------------------------------------------------------------- a table's rows
+
+TABLE = {
+    "columns": [
+        {"name": "age", "type": "numeric", "mean": 40.0},
+        {"name": "colour", "type": "categorical", "categories": ["red", "blue"]},
+    ],
+    "ignored": ["id"],
+}
+
+
+def test_rows_of_the_users_columns_are_read_as_preprocess_wrote_them():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            {"id": 7, "age": 31, "colour": "blue"},
+            {"id": 8, "age": None, "colour": "green"},  # missing number, unseen category
+            {"id": 9, "age": "52.5", "colour": None},  # a number as text, missing category
+        ]
+    )
+    x = forms.named("table_rows").read(frame, TABLE, None)
+    assert x.dtype == np.float32
+    assert x.tolist() == [[31.0, 3.0], [40.0, 1.0], [52.5, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "row,message",
+    [
+        ({"age": "old", "colour": "red"}, "row 0: age: expected a number, got a str 'old'"),
+        ({"age": True, "colour": "red"}, "row 0: age: expected a number, got a bool 'True'"),
+        ({"age": 3}, "no column 'colour': expected the columns age, colour (null for a missing value)"),
+        ({"age": 3, "colour": "red", "height": 2}, "unknown column 'height': expected the columns age, colour"),
+    ],
+)
+def test_a_bad_row_is_one_request_error(row, message):
+    import pandas as pd
+
+    with pytest.raises(forms.RequestError) as caught:
+        forms.named("table_rows").read(pd.DataFrame([row]), TABLE, None)
+    assert caught.value.message == message
+
+
+def test_a_tables_rows_go_back_to_the_users_values(tmp_path):
+    x = np.array([[31.0, 3.0], [40.0, 0.0], [52.5, 1.0]], np.float32)
+    data = prepared.write_arrays(
+        tmp_path / "p", {"test": (x, np.zeros(3, np.int32))}, input_="table_rows", class_names=["a", "b"],
+        details={"columns": TABLE["columns"], "ignored": ["id"], "label_column": "label"},
+    )  # fmt: skip
+    form = forms.of(data)
+    rows = form.raw_rows(data.head("test", 3)[0], data)
+    assert rows == [{"age": 31.0, "colour": "blue"}, {"age": 40.0, "colour": None}, {"age": 52.5, "colour": None}]
+    import pandas as pd
+
+    settings = form.settings(data, None)
+    assert settings == TABLE
+    assert [c.name for c in form.signature_columns(settings)] == ["age", "colour"]
+    np.testing.assert_array_equal(form.read(pd.DataFrame(rows[:1]), settings, None), x[:1])

@@ -283,3 +283,34 @@ def test_the_loss_is_on_logits_and_per_sample_without_reduction():
     assert per_sample.shape == (2,)
     assert per_sample == pytest.approx(np.log1p(np.exp(-2.0)), rel=1e-5)  # softmax applied to logits
     assert float(models.loss()(labels, logits)) == pytest.approx(per_sample.mean(), rel=1e-6)
+
+
+def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_path):
+    from pipeline.config.model_table import TableMlpSettings
+    from pipeline.data import prepared
+
+    rng = np.random.default_rng(0)
+    ages = rng.normal(40, 10, 200).astype(np.float32)
+    colours = rng.integers(2, 5, 200).astype(np.float32)  # category ids 2..4
+    x = np.stack([ages, colours], axis=1)
+    y = (ages > 40).astype(np.int32)
+    columns = [
+        {"name": "age", "type": "numeric", "mean": float(ages.mean()), "missing": 0},
+        {"name": "colour", "type": "categorical", "categories": ["a", "b", "c"], "missing": 0},
+    ]
+    data = prepared.write_arrays(
+        tmp_path / "p", {s: (x, y) for s in ("train", "val", "test")}, input_="table_rows",
+        class_names=["no", "yes"], details={"columns": columns, "ignored": [], "label_column": "label"},
+    )  # fmt: skip
+    model = models.table_mlp(TableMlpSettings((8,), 0.0), data)
+    encoder = model.get_layer("feature_space")
+    encoded = np.asarray(encoder([x[:, :1], x[:, 1:].astype(np.int64)]))
+    # the number normalised by the training split's mean and variance, then the category one-hot
+    number = next(i for i in range(encoded.shape[1]) if not set(np.unique(encoded[:, i])) <= {0.0, 1.0})
+    assert abs(encoded[:, number].mean()) < 1e-3 and abs(encoded[:, number].std() - 1) < 1e-2
+    assert encoded.shape[1] == 1 + 4  # the ids 2, 3, 4 and one out-of-vocabulary
+    assert np.all(np.delete(encoded, number, axis=1).sum(axis=1) == 1)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    again = models.keras.models.load_model(path)
+    np.testing.assert_allclose(np.asarray(again(x[:5])), np.asarray(model(x[:5])), rtol=1e-6)

@@ -1,0 +1,98 @@
+"""Kind `tables`: a table of columns, a row per sample, as users export from a database or a
+spreadsheet (a CSV, Parquet or JSON Lines file): a label column, numeric columns and
+categorical ones, prepared as float32 records (a number as it is, a missing one as the training
+split's mean; a category as its id in the training split's values, 0 missing, 1 unseen). Its
+reader is `file` (pipeline/data/tables.py); its models the table `tables`, whose model encodes
+the columns with Keras' FeatureSpace; its template `add.tables`; its served requests JSON rows
+of the user's own columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pipeline.fields import fraction, non_negative_int, positive_int, spec
+from pipeline.kinds.kind import Kind, Reader, kind_key, reader_key, stratify, validation_split
+
+NAME = "tables"
+FORM = "table_rows"
+# a category's id: 0 a missing value, 1 a value the training split does not hold (or a rarer one
+# than max_categories keeps), then the training split's values by falling count
+MISSING, UNSEEN, FIRST_CATEGORY = 0, 1, 2
+
+
+def _names(help: str):
+    return spec(
+        "a list of column names",
+        lambda v: len(set(v)) == len(v) and all(v),
+        help=help,
+    )
+
+
+@dataclass(frozen=True)
+class TablePreprocessConfig:
+    kind: str = kind_key()
+    reader: Literal["file"] = reader_key(
+        "file: one CSV (with a header line), Parquet or JSON Lines file of a row per sample: the label column "
+        "and the feature columns."
+    )
+    label_column: str = spec(
+        "a column name",
+        lambda v: bool(v),
+        help="The column holding each sample's label (text or integer); the classes are its values, sorted.",
+    )
+    categorical: tuple[str, ...] = _names(
+        "The columns read as categories: each value its own category, looked up among the training split's "
+        "values (a missing value and an unseen one each have their own). Every other column but the label and "
+        "`ignore`'s is a number."
+    )
+    ignore: tuple[str, ...] = _names(
+        "The columns not learnt from: what identifies a row rather than describes it (an id, a name, a date on "
+        "every row). `pipeline add` lists those it finds."
+    )
+    max_categories: int = positive_int(
+        help="A categorical column's categories at most: its most frequent values in the training split; a "
+        "rarer value counts as an unseen one."
+    )
+    test_split: float = fraction(help="The share of the rows held out for testing.", low_open=True)
+    split_seed: int = non_negative_int(help="Shuffle seed of the train/test split.")
+    validation_split: float = validation_split()
+    validation_seed: int = non_negative_int(help="Seed of the validation hold-out.")
+    stratify: bool = stratify(
+        "the test share, then the validation share of the rest, are held out",
+        "split_seed and validation_seed",
+        "every split (from 3 samples on, with a test_split below 0.5)",
+    )
+
+
+# selftest's synthetic tables: this many numeric columns besides the section's categorical ones
+SAMPLE_NUMBERS = 4
+
+
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, dict]:
+    """`n` rows of SAMPLE_NUMBERS numbers (standard normal) and the section's categorical columns
+    (ids of five categories), and the description's columns."""
+    import numpy as np  # NumPy: only once selftest runs
+
+    numbers = rng.standard_normal((n, SAMPLE_NUMBERS))
+    categories = rng.randint(FIRST_CATEGORY, FIRST_CATEGORY + 5, (n, len(cfg.categorical)))
+    columns = [{"name": f"x{i}", "type": "numeric", "mean": 0.0, "missing": 0} for i in range(SAMPLE_NUMBERS)]
+    columns += [
+        {"name": name, "type": "categorical", "categories": [f"c{j}" for j in range(5)], "missing": 0}
+        for name in cfg.categorical
+    ]
+    return np.concatenate([numbers, categories], axis=1).astype("float32"), {"columns": columns}
+
+
+KIND = Kind(
+    name=NAME,
+    help="a CSV, Parquet or JSON Lines file of a label column and numeric and categorical columns",
+    form=FORM,
+    dtype="float32",
+    pictures=False,
+    readers={"file": Reader("pipeline.data.tables", TablePreprocessConfig)},
+    models="tabular",
+    templates=(NAME,),
+    served="pipeline.serving.forms:Rows",
+    samples=samples,
+)

@@ -24,7 +24,7 @@ from pipeline.config import declare, loader, params_doc
 from pipeline.config.loader import load_params
 from pipeline.config.schema import STAGES
 from pipeline.io import write_json
-from pipeline.kinds.registry import KINDS
+from pipeline.kinds.known import KINDS
 from pipeline.options import data_option, dataset_option, host_option, json_option, params_option, set_option
 from pipeline.runtime import imports, usage
 from pipeline.serving import registry, server

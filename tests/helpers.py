@@ -405,7 +405,7 @@ def config_classes() -> list[type]:
 
     from pipeline.config.datasets import COMMON
     from pipeline.config.training import TRAIN_CONFIGS
-    from pipeline.kinds.registry import KINDS
+    from pipeline.kinds.known import KINDS
 
     for cls in COMMON.values():
         visit(cls)

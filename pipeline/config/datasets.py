@@ -21,11 +21,11 @@ import yaml
 
 from pipeline.config import schema, training
 from pipeline.errors import ConfigError
-from pipeline.kinds.registry import KINDS
+from pipeline.kinds.known import KINDS
 
 if TYPE_CHECKING:
     from pipeline.kinds.kind import Kind
-    from pipeline.kinds.registry import PreprocessConfig
+    from pipeline.kinds.known import PreprocessConfig
 
 STAGE_SECTIONS = ("download", "preprocess", "train", "evaluate", "serve", "promote", "tune")
 # the sections alike for every dataset

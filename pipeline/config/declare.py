@@ -29,7 +29,7 @@ from pipeline.config import datasets, loader, params_doc, templates
 from pipeline.data import fetch, survey
 from pipeline.errors import ConfigError
 from pipeline.kinds.image_folders import PHOTOS
-from pipeline.kinds.registry import KINDS, TEMPLATES
+from pipeline.kinds.known import KINDS, TEMPLATES
 
 # What dvc.yaml shows of each dataset besides its stages (as it shows Reuters' and MNIST's)
 MEASUREMENTS = "reports/{name}/measurements.json"

@@ -16,7 +16,7 @@ from typing import Any
 from pipeline import fields
 from pipeline.config import build, datasets, loader, templates
 from pipeline.errors import ConfigError
-from pipeline.kinds.registry import TEMPLATES
+from pipeline.kinds.known import TEMPLATES
 
 
 def set_in_file(path: Path | str, overrides: Sequence[str]) -> None:

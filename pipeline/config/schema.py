@@ -15,7 +15,7 @@ from pipeline.fields import is_sha256, is_url, non_negative_int, positive_int, s
 
 if TYPE_CHECKING:
     from pipeline.config.training import AnyTrainConfig
-    from pipeline.kinds.registry import PreprocessConfig
+    from pipeline.kinds.known import PreprocessConfig
 
 STAGES = ("download", "preprocess", "train", "evaluate")
 

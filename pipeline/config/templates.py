@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from pipeline.config import build, datasets, search_space
 from pipeline.errors import ConfigError
-from pipeline.kinds.registry import TEMPLATES
+from pipeline.kinds.known import TEMPLATES
 
 SECTION = "add"
 # the templates a params file may hold, each of a kind: pipeline.kinds.TEMPLATES (each kind names its own)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pipeline.config.model_table import MODELS
 from pipeline.fields import non_negative_int, positive_int, spec
-from pipeline.kinds.registry import KINDS
+from pipeline.kinds.known import KINDS
 
 if TYPE_CHECKING:
     from pipeline.kinds.kind import Kind

@@ -29,7 +29,7 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir, file_sha256, read_json, write_json
-from pipeline.kinds.registry import FORMS
+from pipeline.kinds.known import FORMS
 
 if TYPE_CHECKING:
     from pipeline.kinds.kind import Kind

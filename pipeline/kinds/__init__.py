@@ -1,8 +1,8 @@
 """The kinds of dataset, each one module of this package (its preprocess sections, readers, form
 on disk, model table's key, templates, served requests and selftest samples), and their registry
-(`registry`: KINDS, by the name a params file gives, `preprocess.<ds>.kind`). No code outside
+(`known`: KINDS, by the name a params file gives, `preprocess.<ds>.kind`). No code outside
 this package names a kind or a form; it asks the registry.
 
-A new kind is a module here with its `KIND`, one entry in `registry.KINDS`, its reader in
+A new kind is a module here with its `KIND`, one entry in `known.KINDS`, its reader in
 `pipeline.data`, its served requests' class in `pipeline.serving.forms` and its table in
 `pipeline/config/model_table.py` (docs/architecture.md)."""

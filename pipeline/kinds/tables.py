@@ -2,7 +2,7 @@
 spreadsheet (a CSV, Parquet or JSON Lines file): a label column, numeric columns and
 categorical ones, prepared as float32 records (a number as it is, a missing one as the training
 split's mean; a category as its id in the training split's values, 0 missing, 1 unseen). Its
-reader is `file` (pipeline/data/tables.py); its models the table `tables`, whose model encodes
+reader is `file` (pipeline/data/tabular.py); its models the table `tables`, whose model encodes
 the columns with Keras' FeatureSpace; its template `add.tables`; its served requests JSON rows
 of the user's own columns."""
 
@@ -90,7 +90,7 @@ KIND = Kind(
     form=FORM,
     dtype="float32",
     pictures=False,
-    readers={"file": Reader("pipeline.data.tables", TablePreprocessConfig)},
+    readers={"file": Reader("pipeline.data.tabular", TablePreprocessConfig)},
     models="tabular",
     templates=(NAME,),
     served="pipeline.serving.forms:Rows",

@@ -27,9 +27,9 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, DataType
 from mlflow.types.schema import AnyType, Array
 
-from pipeline.data import images, mnist, tables, texts
+from pipeline.data import images, mnist, tabular, texts
 from pipeline.errors import DataError
-from pipeline.kinds.registry import FORMS
+from pipeline.kinds.known import FORMS
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
@@ -237,20 +237,20 @@ class Rows:
             values = frame[name].tolist()
             if column["type"] == "numeric":
                 for i, value in enumerate(values):
-                    if tables.missing(value):
+                    if tabular.missing(value):
                         out[i, j] = column["mean"]
                         continue
-                    found = tables.number(value)
+                    found = tabular.number(value)
                     if found is None:
                         raise RequestError(
                             f"row {i}: {name}: expected a number, got {kind_of(value)} {str(value)[:40]!r}"
                         )
                     out[i, j] = found
             else:
-                ids = {value: tables.FIRST_CATEGORY + k for k, value in enumerate(column["categories"])}
+                ids = {value: tabular.FIRST_CATEGORY + k for k, value in enumerate(column["categories"])}
                 for i, value in enumerate(values):
-                    missing_ = tables.missing(value)
-                    out[i, j] = tables.MISSING if missing_ else ids.get(tables.category(value), tables.UNSEEN)
+                    missing_ = tabular.missing(value)
+                    out[i, j] = tabular.MISSING if missing_ else ids.get(tabular.category(value), tabular.UNSEEN)
         return out
 
     def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
@@ -264,7 +264,7 @@ class Rows:
                 if column["type"] == "numeric":
                     row[column["name"]] = value
                 else:
-                    k = int(value) - tables.FIRST_CATEGORY
+                    k = int(value) - tabular.FIRST_CATEGORY
                     row[column["name"]] = column["categories"][k] if 0 <= k < len(column["categories"]) else None
             rows.append(row)
         return rows

@@ -146,7 +146,7 @@ def _idf(data: PreparedData, first_word: int, top: int, pairs: np.ndarray) -> np
 
 
 def table_mlp(settings: TableMlpSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
-    """A table's columns (one float32 vector per row, pipeline/data/tables.py) encoded by Keras'
+    """A table's columns (one float32 vector per row, pipeline/data/tabular.py) encoded by Keras'
     FeatureSpace, adapted to the training split as it streams by: each number normalised by the
     split's mean and variance, each category one-hot over the ids the split holds (the missing and
     unseen ones included); then Dense layers of `units` (ReLU) with dropout, and the logits."""

@@ -6,7 +6,7 @@ import typing
 
 from pipeline.config.model_table import MODELS
 from pipeline.config.training import TRAIN_CONFIGS, TrainConfig
-from pipeline.kinds.registry import KINDS
+from pipeline.kinds.known import KINDS
 
 TextsTrainConfig = TRAIN_CONFIGS["labelled_texts"]
 

@@ -7,13 +7,13 @@ import sys
 from helpers import ROOT
 
 from pipeline.kinds import kind
-from pipeline.kinds.registry import KINDS
+from pipeline.kinds.known import KINDS
 
 
 def test_reading_the_kinds_imports_neither_numpy_nor_mlflow():
     code = (
         "import sys\n"
-        "from pipeline.kinds.registry import KINDS\n"
+        "from pipeline.kinds.known import KINDS\n"
         "from pipeline.config import datasets\n"
         "print(sorted(m for m in ('numpy', 'PIL', 'mlflow', 'tensorflow') if m in sys.modules))\n"
     )

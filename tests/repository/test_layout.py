@@ -8,6 +8,7 @@ import ast
 import functools
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from helpers import ROOT
@@ -82,6 +83,14 @@ def test_the_tests_mirror_the_package():
     wings = {m.parts[0] for m in modules if len(m.parts) > 1}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert sorted(folders - wings) == ["container", "repository", "scenarios", "workers"]
+
+
+def test_no_two_test_modules_share_a_name():
+    """pytest imports each test module by its file's name (no __init__.py in tests/): two of the
+    same name in two folders stop the run with "import file mismatch". A module of pipeline/ is
+    named apart from every other's for the same reason (its tests mirror it)."""
+    names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
+    assert sorted(name for name, n in names.items() if n > 1) == []
 
 
 # --------------------------------------------------------------------------- the import graph

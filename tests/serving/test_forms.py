@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from pipeline.data import prepared
-from pipeline.kinds import registry as kinds
+from pipeline.kinds import known as kinds
 from pipeline.serving import forms
 
 

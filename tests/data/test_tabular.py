@@ -1,4 +1,4 @@
-"""The `file` reader of tables datasets (pipeline/data/tables.py): CSV, Parquet and JSON Lines
+"""The `file` reader of tables datasets (pipeline/data/tabular.py): CSV, Parquet and JSON Lines
 alike, numbers and categories encoded from the training split, missing and unseen values
 counted, what `pipeline add` makes of each column, and bad inputs through the real
 `pipeline preprocess` command."""
@@ -13,7 +13,7 @@ import yaml
 from helpers import ROOT, run_pipeline
 
 from pipeline.config.loader import load_params
-from pipeline.data import prepared, tables
+from pipeline.data import prepared, tabular
 from pipeline.errors import DataError
 from pipeline.kinds.tables import FIRST_CATEGORY, MISSING, UNSEEN, TablePreprocessConfig
 
@@ -88,7 +88,7 @@ def test_csv_jsonl_and_parquet_give_the_same_records(tmp_path, cfg):
     found = {}
     for fmt in ("csv", "jsonl", "parquet"):
         write(tmp_path / fmt / "raw", shop_rows(), fmt)
-        data = tables.prepare(tmp_path / fmt / "raw", tmp_path / fmt / "out", cfg, "preprocess.shop")
+        data = tabular.prepare(tmp_path / fmt / "raw", tmp_path / fmt / "out", cfg, "preprocess.shop")
         found[fmt] = arrays(data)
         assert data.input == "table_rows" and data.shape == (2,) and data.class_names == ["no", "yes"]
     for fmt in ("jsonl", "parquet"):
@@ -101,7 +101,7 @@ def test_numbers_and_categories_are_encoded_from_the_training_split(tmp_path, cf
     rows = shop_rows()
     rows[0]["colour"] = "purple"  # the one purple row: unseen unless it is a training row
     write(tmp_path / "raw", rows, "csv")
-    data = tables.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
+    data = tabular.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
     age, colour = data.details["columns"]
     assert age["name"] == "age" and age["type"] == "numeric" and age["missing"] == 10
     assert colour["name"] == "colour" and colour["type"] == "categorical" and colour["missing"] == 14
@@ -123,7 +123,7 @@ def test_the_mean_fills_a_missing_number_and_is_the_training_splits(tmp_path, cf
     rows = [{"id": i, "age": float(i), "colour": "a", "joined": "2024-01-01", "label": "ab"[i % 2]} for i in range(40)]
     rows[5]["age"] = None
     write(tmp_path / "raw", rows, "jsonl")
-    data = tables.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
+    data = tabular.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
     x, _ = data.head("train", 10**6)
     mean = data.details["columns"][0]["mean"]
     # the training split's ages average to it, the filled one (when it is a training row) included
@@ -140,7 +140,7 @@ def test_max_categories_keeps_the_most_frequent(tmp_path, cfg):
         for i in range(60)
     ]
     write(tmp_path / "raw", rows, "csv")
-    data = tables.prepare(tmp_path / "raw", tmp_path / "out", dataclasses.replace(cfg, max_categories=1), "w")
+    data = tabular.prepare(tmp_path / "raw", tmp_path / "out", dataclasses.replace(cfg, max_categories=1), "w")
     colour = data.details["columns"][1]
     assert colour["categories"] == ["common"] and colour["seen"] > 1
     x, _ = data.head("train", 10**6)
@@ -156,7 +156,7 @@ def test_the_survey_says_what_each_column_is(tmp_path, cfg):
         row["name"] = f"customer {i}"  # a text different on every row: a name
         row["size"] = "SML"[i % 3]
     write(tmp_path / "raw", rows, "csv")
-    choices = {c.key: c for c in tables.survey(tmp_path / "raw", cfg)}
+    choices = {c.key: c for c in tabular.survey(tmp_path / "raw", cfg)}
     assert choices["preprocess.categorical"].value == ["colour", "size"]
     assert choices["preprocess.ignore"].value == ["id", "joined", "name"]
     why = choices["preprocess.ignore"].why
@@ -169,7 +169,7 @@ def test_the_survey_says_what_each_column_is(tmp_path, cfg):
 def test_the_survey_refuses_a_table_without_the_label_column(tmp_path, cfg):
     write(tmp_path / "raw", [{"a": 1, "b": 2}, {"a": 3, "b": 4}], "csv")
     with pytest.raises(DataError, match=r"no column 'label' \(the label column"):
-        tables.survey(tmp_path / "raw", cfg)
+        tabular.survey(tmp_path / "raw", cfg)
 
 
 # --------------------------------------------------------------------------- through the CLI
@@ -218,5 +218,5 @@ def test_a_file_that_is_not_parquet_is_one_line(tmp_path, cfg):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "shop.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(DataError, match=r"shop.parquet: not a Parquet file"):
-        tables.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
+        tabular.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
     assert not (tmp_path / "out").exists()

@@ -1,4 +1,4 @@
-"""pipeline/kinds/registry.py: every kind registered once, with all it declares found where it
+"""pipeline/kinds/known.py: every kind registered once, with all it declares found where it
 says; and no code outside pipeline/kinds/ names a kind, a form or a template."""
 
 import ast
@@ -9,7 +9,7 @@ from helpers import ROOT
 
 from pipeline.config.model_table import MODELS
 from pipeline.kinds import image_folders, labelled_texts, tables
-from pipeline.kinds.registry import FORMS, KINDS, TEMPLATES
+from pipeline.kinds.known import FORMS, KINDS, TEMPLATES
 
 
 def test_each_kind_is_registered_by_its_name_and_its_form():

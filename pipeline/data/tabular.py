@@ -5,8 +5,8 @@ Every column but the label and `ignore`'s is a feature: a categorical one (`cate
 categories, any other one numbers. A record holds each feature in the file's column order: a
 number as it is (a missing one, an empty CSV field or a JSON null, as the training split's
 mean of the column), a category as its id (`pipeline.kinds.tables`: 0 missing, 1 a value the
-training split lacks or a rarer one than `max_categories` keeps, then the training split's
-values by falling count). The model normalises the numbers and encodes the categories itself
+training split lacks, holds fewer than `min_count` times or past `max_categories`, then the
+training split's values by falling count). The model normalises the numbers and encodes the categories itself
 (Keras' FeatureSpace, pipeline/training/models.py), from the training split.
 
 The classes are the label column's values, sorted as the texts' are; the rows are split as the
@@ -212,20 +212,21 @@ class _Statistics:
     def means(self) -> list[float]:
         return [float(s / n) if n else 0.0 for s, n in zip(self.sums, self.present)]
 
-    def categories(self, most: int) -> list[list[str]]:
-        """Each column's kept categories: the `most` most frequent, ties by name."""
-        return [sorted(c, key=lambda v: (-c[v], v))[:most] for c in self.counts]
+    def categories(self, most: int, least: int) -> list[list[str]]:
+        """Each column's kept categories: those seen `least` times or more, at most the `most`
+        most frequent, ties by name."""
+        return [sorted((v for v in c if c[v] >= least), key=lambda v: (-c[v], v))[:most] for c in self.counts]
 
 
 class _Encoder:
     """A row's features -> its record, as the training split's statistics say (the module's
     docstring); the missing values and unseen categories counted as the rows go by."""
 
-    def __init__(self, columns: Columns, statistics: _Statistics, max_categories: int):
+    def __init__(self, columns: Columns, statistics: _Statistics, max_categories: int, min_count: int):
         self.features = columns.features
         self.numeric = [c for c in columns.features if c not in columns.categorical]
         self.categorical = [c for c in columns.features if c in columns.categorical]
-        self.means, self.kept = statistics.means(), statistics.categories(max_categories)
+        self.means, self.kept = statistics.means(), statistics.categories(max_categories, min_count)
         self.seen = [len(counts) for counts in statistics.counts]
         self.ids = [{value: FIRST_CATEGORY + i for i, value in enumerate(values)} for values in self.kept]
         self.missing: Counter[str] = Counter()
@@ -277,7 +278,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TablePreprocessConfig, wh
     for row_number, (line, row) in enumerate(rows(path)):
         if places[row_number][0] == "train":
             statistics.add(columns.numbers(path, line, row), columns.categories(path, line, row))
-    encoder = _Encoder(columns, statistics, cfg.max_categories)
+    encoder = _Encoder(columns, statistics, cfg.max_categories, cfg.min_count)
     with prepared.Writer(out) as writer:
         sizes = Counter(split for split, _ in places)
         splits = {

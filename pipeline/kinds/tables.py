@@ -16,8 +16,8 @@ from pipeline.kinds.kind import Kind, Reader, kind_key, reader_key, stratify, va
 
 NAME = "tables"
 FORM = "table_rows"
-# a category's id: 0 a missing value, 1 a value the training split does not hold (or a rarer one
-# than max_categories keeps), then the training split's values by falling count
+# a category's id: 0 a missing value, 1 a value the training split does not hold (or one it holds
+# fewer than min_count times, or past max_categories), then the training split's values by falling count
 MISSING, UNSEEN, FIRST_CATEGORY = 0, 1, 2
 
 
@@ -53,6 +53,11 @@ class TablePreprocessConfig:
     max_categories: int = positive_int(
         help="A categorical column's categories at most: its most frequent values in the training split; a "
         "rarer value counts as an unseen one."
+    )
+    min_count: int = positive_int(
+        help="A value is a category of its own when the training split holds it this many times or more; a "
+        "rarer one counts as an unseen one, so that the model learns what an unseen value is from the training "
+        "rows (2: a value seen once teaches nothing the test split can use)."
     )
     test_split: float = fraction(help="The share of the rows held out for testing.", low_open=True)
     split_seed: int = non_negative_int(help="Shuffle seed of the train/test split.")

@@ -333,6 +333,16 @@ class _Column:
         return f"more than {DISTINCT_HELD:,}" if self.overflow else f"{len(self.values):,}"
 
 
+# columns a line names at most
+NAMED = 8
+
+
+def _some(names: list[str]) -> str:
+    """The first NAMED names, and how many more."""
+    shown = ", ".join(names[:NAMED])
+    return shown if len(names) <= NAMED else f"{shown} and {len(names) - NAMED} more"
+
+
 def survey(raw_dir: Path | str, cfg: TablePreprocessConfig) -> list[survey_.Choice]:
     """The settings `pipeline add` chooses for a table, from one pass over its rows: what each
     column is (numbers, categories, or what identifies a row: an integer or a text different on
@@ -375,7 +385,7 @@ def survey(raw_dir: Path | str, cfg: TablePreprocessConfig) -> list[survey_.Choi
         else:
             categorical.append(name)
             why_categorical.append(f"{name}: {column.distinct()} values")
-    numbers = f"; numbers: {', '.join(numeric)}" if numeric else "; no column of numbers"
+    numbers = f"; numbers: {_some(numeric)}" if numeric else "; no column of numbers"
     return [
         survey_.Choice(
             "preprocess.categorical",

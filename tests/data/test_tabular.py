@@ -165,6 +165,13 @@ def test_the_survey_says_what_each_column_is(tmp_path, cfg):
     assert choices["train.class_weight"].value in ("none", "balanced")
 
 
+def test_the_survey_names_eight_columns_of_numbers_and_counts_the_rest(tmp_path, cfg):
+    rows = [{**{f"x{i}": (i * j) % 7 for i in range(11)}, "label": "ab"[j % 2]} for j in range(30)]
+    write(tmp_path / "raw", rows, "csv")
+    (categorical, _, _) = tabular.survey(tmp_path / "raw", cfg)
+    assert categorical.why == "no column of categories; numbers: x0, x1, x2, x3, x4, x5, x6, x7 and 3 more"
+
+
 def test_the_survey_refuses_a_table_without_the_label_column(tmp_path, cfg):
     write(tmp_path / "raw", [{"a": 1, "b": 2}, {"a": 3, "b": 4}], "csv")
     with pytest.raises(DataError, match=r"no column 'label' \(the label column"):

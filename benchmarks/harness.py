@@ -214,7 +214,7 @@ def _config_exit(exc, hide: Path | None = None) -> NoReturn:
 def load_params(dataset: str, overrides: Sequence[str] = (), path: Path = PARAMS):
     """The params of `dataset` in force with `overrides` (checked against the repository's
     params file, so that an error names it: one `error:` line and the config error's exit)."""
-    from pipeline.config import loader
+    from pipeline.config.loading import loader
     from pipeline.errors import ConfigError
 
     try:
@@ -227,7 +227,7 @@ def write_params(folder: Path, overrides: Sequence[str] = (), source: Path | Non
     """`source` (the repository's params file; None: the one already in `folder`) as
     folder/params.yaml with `overrides` applied, checked as the stages check it; an error names
     the file as the user knows it (without `folder`)."""
-    from pipeline.config.params_doc import set_in_file
+    from pipeline.config.commands.params_doc import set_in_file
     from pipeline.errors import ConfigError
 
     target = folder / "params.yaml"

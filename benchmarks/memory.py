@@ -127,7 +127,7 @@ def declare(project: Path, raw: Path, overrides: list[str]) -> None:
     dvc.yaml; then `overrides`, checked as the stages check them."""
     import yaml
 
-    from pipeline.config.params_doc import format_params
+    from pipeline.config.commands.params_doc import format_params
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     for stage, sections in params.items():

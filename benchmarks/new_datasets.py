@@ -32,7 +32,7 @@ validation splits together) and are scored on the same test split:
         [--reuters-data data/prepared/reuters] [--reuters-runs 2]
 
 It prints the CPU (lscpu's model name, and whether it has AVX-512F) first, then one table. The
-sets take about 40 minutes on 2 cores, each its own `dvc repro`. Needs scikit-learn, which is
+sets take about 50 minutes on 2 cores, each its own `dvc repro`. Needs scikit-learn, which is
 not a dependency of the project (`pip install scikit-learn`), and the Debian packages
 benchmarks/real_datasets.py lists (a set whose source is missing is skipped, saying why).
 """

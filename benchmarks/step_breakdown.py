@@ -63,7 +63,7 @@ def main() -> None:
     from pipeline import log
 
     log.configure(0)  # before TensorFlow: its C++ start-up lines filtered as in a `pipeline` command
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
 
     params = load_params(ROOT / "params.yaml", opts.dataset, opts.overrides)
     cfg = params.train

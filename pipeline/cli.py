@@ -20,9 +20,10 @@ from pathlib import Path
 import click
 
 from pipeline import errors, log
-from pipeline.config import declare, loader, params_doc
-from pipeline.config.loader import load_params
-from pipeline.config.schema import STAGES
+from pipeline.config.commands import declare, params_doc
+from pipeline.config.keys.schema import STAGES
+from pipeline.config.loading import loader
+from pipeline.config.loading.loader import load_params
 from pipeline.io import write_json
 from pipeline.kinds.known import KINDS
 from pipeline.options import data_option, dataset_option, host_option, json_option, params_option, set_option
@@ -113,7 +114,7 @@ def params_command(dataset, params_path, markdown, rewrite):
 
     Each key of the params file, the datasets' then the add section's templates (DATASET's
     alone, when given), as `dvc exp run -S` takes it, with its value and its meaning; the
-    meanings are the config types' own (pipeline/config/schema.py), which also check them."""
+    meanings are the config types' own (pipeline/config/keys/schema.py), which also check them."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 1
     click.echo(params_doc.command(params_path, dataset, markdown=markdown, rewrite=rewrite, width=width), nl=False)
 

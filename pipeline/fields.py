@@ -1,5 +1,5 @@
 """How a key of params.yaml is declared on its section's dataclass: what it means, what a value
-must be and its check (pipeline/config/build.py applies them; params_doc.py shows them). No
+must be and its check (pipeline/config/loading/build.py applies them; params_doc.py shows them). No
 default values: defaults live in params.yaml only."""
 
 from __future__ import annotations

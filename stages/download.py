@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline import log
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data.fetch import fetch_all, sources_path
 from pipeline.io import write_json
 from stages._common import dataset_argument, params_option, path_option

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from pipeline import log
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.serving import registry
 from pipeline.tracking import lineage, probe, runs
 from pipeline.training import model_folder

@@ -7,8 +7,8 @@ from __future__ import annotations
 import click
 
 from pipeline import log
-from pipeline.config import datasets
-from pipeline.config.loader import load_params
+from pipeline.config.loading import datasets
+from pipeline.config.loading.loader import load_params
 from stages._common import dataset_argument, params_option, path_option
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.training import lifecycle
 from stages._common import dataset_argument, params_option, path_option
 

@@ -168,7 +168,7 @@ def fixture_images_sha256() -> str:
 
     from fixtures import make_mnist_archive
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
     from pipeline.data import images
     from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 
@@ -188,7 +188,7 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     images digest is the test archive's (`fixture_images_sha256`) unless an override sets it."""
     import yaml
 
-    from pipeline.config.params_doc import format_params
+    from pipeline.config.commands.params_doc import format_params
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     overrides = {"preprocess.mnist.images_sha256": fixture_images_sha256(), **(overrides or {})}
@@ -403,8 +403,8 @@ def config_classes() -> list[type]:
                 if dataclasses.is_dataclass(arg):
                     visit(arg)
 
-    from pipeline.config.datasets import COMMON
-    from pipeline.config.training import TRAIN_CONFIGS
+    from pipeline.config.keys.training import TRAIN_CONFIGS
+    from pipeline.config.loading.datasets import COMMON
     from pipeline.kinds.known import KINDS
 
     for cls in COMMON.values():
@@ -423,8 +423,8 @@ def field_cases() -> list:
 
 def reuters_model(*, max_len: int, vocab_size: int, embedding_dim: int = 4):
     """The Reuters model with params.yaml's layers (models.build_model), sized for small test data."""
-    from pipeline.config.loader import load_params
-    from pipeline.config.training import TRAIN_CONFIGS
+    from pipeline.config.keys.training import TRAIN_CONFIGS
+    from pipeline.config.loading.loader import load_params
     from pipeline.training import models
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train

@@ -1,3 +1,4 @@
-"""The params file: its keys (`schema`), how it is read, overridden and checked (`loader`), the
-tuning search spaces it declares (`search_space`) and what each key means (`params_doc`). No
-TensorFlow: a config error stops any command in well under a second."""
+"""The params file, in three groups: its keys (`keys`: the sections' dataclasses and the tables
+of models), how it is loaded (`loading`: read with `-S` overrides, built once, then checked)
+and the commands that work on the file itself (`commands`: `pipeline add`, `remove` and
+`params`). No TensorFlow: a config error stops any command in well under a second."""

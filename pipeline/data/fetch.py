@@ -31,7 +31,7 @@ from pipeline.errors import DownloadError, PipelineError
 from pipeline.io import WRITE_ERRNOS, file_sha256, output_place, reading, replace_dir
 
 if TYPE_CHECKING:  # a type alone: the config is the wing above
-    from pipeline.config.schema import DownloadConfig, RemoteFile
+    from pipeline.config.keys.schema import DownloadConfig, RemoteFile
 
 CHUNK = 1 << 20
 USER_AGENT = "pipeline-fetch/1"

@@ -5,4 +5,4 @@ this package names a kind or a form; it asks the registry.
 
 A new kind is a module here with its `KIND`, one entry in `known.KINDS`, its reader in
 `pipeline.data`, its served requests' class in `pipeline.serving.forms` and its table in
-`pipeline/config/model_table.py` (docs/architecture.md)."""
+`pipeline/config/keys/model_table.py` (docs/architecture.md)."""

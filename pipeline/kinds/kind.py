@@ -34,7 +34,7 @@ class Kind:
     dtype: str  # of the prepared records' values and labels
     pictures: bool  # whether the input pipeline scales the samples and resizes them for the model
     readers: dict[str, Reader]
-    models: str  # the key of its table of models (pipeline/config/model_table.py's MODELS)
+    models: str  # the key of its table of models (pipeline/config/keys/model_table.py's MODELS)
     templates: tuple[str, ...]  # the params file's add.<template> sections a new dataset of it starts from
     served: str  # "module:class" of what reads its served requests (pipeline.serving.forms)
     # selftest's synthetic inputs: (the preprocess section, how many, a NumPy RandomState) ->

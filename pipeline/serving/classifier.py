@@ -44,7 +44,7 @@ from pipeline.tracking.store import tracked
 from pipeline.training import model_folder
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
+    from pipeline.config.keys.schema import DatasetParams
     from pipeline.data.prepared import Prepared
 
 # The distributions whose modules the served model's code (this module, pipeline.data's

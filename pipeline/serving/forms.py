@@ -196,8 +196,8 @@ class Pictures:
 class Rows:
     """A table's rows, read from JSON rows of the user's own columns (each one the model learnt
     from; one it leaves out may come along): a number or a category per column, a missing value
-    (null; in JSON rows, a key left out of one row) as preprocess took it (the training split's
-    mean, the missing category)."""
+    (null; in JSON rows, a key left out of one row of several) as preprocess took it (the
+    training split's mean, the missing category); a column absent from every row is refused."""
 
     columns: tuple[str, ...] = ()  # the user's: the served model's settings say them
 

@@ -15,7 +15,7 @@ from pipeline.tracking import store
 from pipeline.tracking.store import tracked
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import PromoteConfig
+    from pipeline.config.keys.schema import PromoteConfig
 
 CHAMPION = "champion"
 # a version's tags: the test split's digest (evaluation.test_digest: its samples and labels),

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from pipeline.config.loader import load_params, overridden, params_of
+from pipeline.config.loading.loader import load_params, overridden, params_of
 from pipeline.data.fetch import pretrained_beside
 from pipeline.errors import ConfigError
 from pipeline.runtime import environment, processes, usage
@@ -31,8 +31,8 @@ from pipeline.tracking import runs
 from pipeline.training import distribute
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
-    from pipeline.config.training import TrainConfig
+    from pipeline.config.keys.schema import DatasetParams
+    from pipeline.config.keys.training import TrainConfig
 
 # What the table shows, in order: (key, heading, format).
 COLUMNS = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from pipeline.config.loader import load_params, names
+from pipeline.config.loading.loader import load_params, names
 from pipeline.training import distribute
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from pipeline.config.loader import load_params, names
+from pipeline.config.loading.loader import load_params, names
 from pipeline.errors import PipelineError
 from pipeline.tracking import probe, store
 from pipeline.training import distribute

@@ -29,16 +29,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from pipeline.config import datasets
-from pipeline.config.loader import load_params, overridden, params_of
+from pipeline.config.loading import datasets
+from pipeline.config.loading.loader import load_params, overridden, params_of
 from pipeline.runtime import processes
 from pipeline.tools.bench import gpu_count, replica_overrides
 from pipeline.tools.doctor import Check
 from pipeline.training import distribute
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
-    from pipeline.config.training import TrainConfig
+    from pipeline.config.keys.schema import DatasetParams
+    from pipeline.config.keys.training import TrainConfig
 
 BATCH_PER_REPLICA = 4
 LEARNING_RATE = 0.001

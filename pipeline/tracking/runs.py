@@ -12,7 +12,7 @@ from pipeline.tracking import lineage, probe, store
 from pipeline.tracking.store import tracked
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
+    from pipeline.config.keys.schema import DatasetParams
     from pipeline.data.prepared import Prepared
 
 # System metrics (CPU, memory, and GPU utilisation and memory with nvidia-ml-py) every few

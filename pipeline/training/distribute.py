@@ -23,7 +23,7 @@ from pipeline.training.cluster import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.config.training import TrainConfig
+    from pipeline.config.keys.training import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import keras
 import numpy as np
 
 if TYPE_CHECKING:
-    from pipeline.config.training import EarlyStoppingConfig
+    from pipeline.config.keys.training import EarlyStoppingConfig
 
 log = logging.getLogger(__name__)
 

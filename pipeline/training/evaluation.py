@@ -13,7 +13,7 @@ from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.training import model_folder, plots
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import EvaluateConfig
+    from pipeline.config.keys.schema import EvaluateConfig
     from pipeline.data.prepared import Prepared, SplitTap
 
 

@@ -23,7 +23,7 @@ from pipeline.tracking import probe, runs
 from pipeline.training import cluster, distribute
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
+    from pipeline.config.keys.schema import DatasetParams
     from pipeline.training.trainer import TrainResult
 
 

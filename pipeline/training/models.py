@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING, Optional
 import keras
 import numpy as np
 
-from pipeline.config.model_table import MODELS
+from pipeline.config.keys.model_table import MODELS
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pipeline.config.model_table import (
+    from pipeline.config.keys.model_table import (
         Conv1DSettings,
         MlpSettings,
         MobileNetV2Settings,
         SmallConvnetSettings,
         TableMlpSettings,
     )
-    from pipeline.config.training import AnyTrainConfig, TrainConfig
+    from pipeline.config.keys.training import AnyTrainConfig, TrainConfig
     from pipeline.data.prepared import Prepared as PreparedData
 
 
 def build_model(cfg: AnyTrainConfig, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
-    """The model `cfg.model` names (its kind's table, pipeline/config/model_table.py), built from its
+    """The model `cfg.model` names (its kind's table, pipeline/config/keys/model_table.py), built from its
     settings and sized from the prepared data's description; `pretrained`: the folder of the
     weights files the download stage fetched (download.<ds>.pretrained), for a model that starts
     from them."""

@@ -25,7 +25,7 @@ from pipeline.training.models import build_model, compile_model
 from pipeline.training.resume import Backup
 
 if TYPE_CHECKING:
-    from pipeline.config.training import AnyTrainConfig, TrainConfig
+    from pipeline.config.keys.training import AnyTrainConfig, TrainConfig
     from pipeline.data.prepared import Prepared
     from pipeline.training import lifecycle
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
+    from pipeline.config.keys.schema import DatasetParams
 
-from pipeline.config import search_space
+from pipeline.config.loading import search_space
 from pipeline.errors import ConfigError
 
 ATTRS = ("dataset", "space", "metric", "direction")

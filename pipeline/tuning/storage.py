@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import TuneConfig
+    from pipeline.config.keys.schema import TuneConfig
 
 from pipeline import log
 from pipeline.errors import ConfigError, StudyError

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     import optuna
 
-    from pipeline.config.schema import DatasetParams, TuneConfig
+    from pipeline.config.keys.schema import DatasetParams, TuneConfig
 
-from pipeline.config import search_space
+from pipeline.config.loading import search_space
 from pipeline.errors import ConfigError
 from pipeline.tracking import probe, store
 from pipeline.tuning import attributes, study_runs

@@ -14,7 +14,7 @@ from pipeline.tracking.runs import device_params
 from pipeline.tracking.store import tracked
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
+    from pipeline.config.keys.schema import DatasetParams
     from pipeline.data.prepared import Prepared
 
 # Where a trial's run keeps the study's and the trial's identity (MLflow's own parent tag nests it).

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from pipeline import log
-from pipeline.config import search_space
-from pipeline.config.loader import load_params, overridden, params_of
+from pipeline.config.loading import search_space
+from pipeline.config.loading.loader import load_params, overridden, params_of
 from pipeline.data.fetch import pretrained_beside
 from pipeline.errors import ConfigError
 from pipeline.runtime import processes
@@ -29,7 +29,7 @@ from pipeline.tuning import attributes, studies, study_runs
 from pipeline.tuning.storage import check_storage_url, default_storage
 
 if TYPE_CHECKING:
-    from pipeline.config.schema import DatasetParams
+    from pipeline.config.keys.schema import DatasetParams
     from pipeline.data.prepared import Prepared
 
 

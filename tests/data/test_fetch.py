@@ -6,7 +6,7 @@ import pytest
 from fixtures import make_reuters_npz
 from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env, write_params
 
-from pipeline.config.schema import DownloadConfig, RemoteFile
+from pipeline.config.keys.schema import DownloadConfig, RemoteFile
 from pipeline.data.fetch import fetch_all, resolve_url
 from pipeline.errors import DownloadError
 

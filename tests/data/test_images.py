@@ -17,7 +17,7 @@ import yaml
 from helpers import ROOT, run_pipeline
 from PIL import Image
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import images, prepared, splits
 from pipeline.errors import DataError
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig

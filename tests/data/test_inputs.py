@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 import tensorflow as tf  # noqa: E402
 from helpers import described, reuters_model  # noqa: E402
 
-from pipeline.config.model_table import MobileNetV2Settings  # noqa: E402
+from pipeline.config.keys.model_table import MobileNetV2Settings  # noqa: E402
 from pipeline.data import prepared  # noqa: E402
 from pipeline.data.inputs import (  # noqa: E402
     image_size_for,

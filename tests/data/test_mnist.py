@@ -9,7 +9,7 @@ import pytest
 from fixtures import encode, make_mnist_archive, write_archive
 from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import images, mnist
 from pipeline.errors import DataError
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig

@@ -8,7 +8,7 @@ import pytest
 from fixtures import make_reuters_npz, make_reuters_raw
 from helpers import ROOT
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import reuters, texts
 from pipeline.errors import DataError
 from pipeline.kinds.labelled_texts import ReutersPreprocessConfig

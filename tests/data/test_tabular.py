@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import ROOT, run_pipeline
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import prepared, tabular
 from pipeline.errors import DataError
 from pipeline.kinds.tables import FIRST_CATEGORY, MISSING, UNSEEN, TablePreprocessConfig

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from helpers import ROOT, run_pipeline
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import splits, texts
 from pipeline.errors import DataError
 from pipeline.kinds.labelled_texts import TextTablePreprocessConfig

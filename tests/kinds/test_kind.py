@@ -14,7 +14,7 @@ def test_reading_the_kinds_imports_neither_numpy_nor_mlflow():
     code = (
         "import sys\n"
         "from pipeline.kinds.known import KINDS\n"
-        "from pipeline.config import datasets\n"
+        "from pipeline.config.loading import datasets\n"
         "print(sorted(m for m in ('numpy', 'PIL', 'mlflow', 'tensorflow') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

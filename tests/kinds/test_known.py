@@ -7,7 +7,7 @@ import importlib.util
 import numpy as np
 from helpers import ROOT
 
-from pipeline.config.model_table import MODELS
+from pipeline.config.keys.model_table import MODELS
 from pipeline.kinds import image_folders, labelled_texts, tables
 from pipeline.kinds.known import FORMS, KINDS, TEMPLATES
 

@@ -218,7 +218,7 @@ def test_the_checks_see_a_cycle_and_an_upward_import():
     assert layer_of("pipeline.data.prepared") > layer_of("pipeline.io")
     source = "from pipeline.training import trainer\nif TYPE_CHECKING:\n    from pipeline.config import schema\n"
     path = ROOT / "pipeline" / "data" / "prepared.py"
-    tree = {"pipeline.training.trainer": path, "pipeline.config.schema": path, "pipeline.data.prepared": path}
+    tree = {"pipeline.training.trainer": path, "pipeline.config.keys.schema": path, "pipeline.data.prepared": path}
     import unittest.mock
 
     with unittest.mock.patch.object(Path, "read_text", return_value=source):

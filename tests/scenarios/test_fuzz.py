@@ -19,7 +19,7 @@ from helpers import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import mnist, prepared, reuters
 from pipeline.errors import ConfigError, DataError
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig

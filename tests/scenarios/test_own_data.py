@@ -25,7 +25,7 @@ from PIL import Image, ImageDraw
 from pytest_codeblocks import extract_from_file
 from readme import Session, shell_blocks
 
-from pipeline.config.params_doc import format_params
+from pipeline.config.commands.params_doc import format_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

@@ -295,7 +295,7 @@ def test_one_training_across_both_nodes_is_one_run_of_two_workers(reuters_projec
             "-c",
             "import json, sys; from pathlib import Path; from pipeline.runtime import imports; "
             "imports.skip_keras_extras(); "
-            "from pipeline.training import evaluation; from pipeline.config.loader import load_params; "
+            "from pipeline.training import evaluation; from pipeline.config.loading.loader import load_params; "
             "from pipeline.data import prepared; "
             "cfg = load_params('params.yaml', 'reuters').evaluate; data = prepared.read('data/prepared/reuters'); "
             "print(json.dumps([evaluation.evaluate(Path(m), data, cfg).metrics['test_accuracy'] "
@@ -320,7 +320,7 @@ def running_trial_on(node_name: str, storage: str, study: str, client):
     import optuna
     from optuna.trial import TrialState
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
     from pipeline.tuning import storage as storages
 
     if not storages.holds_studies(storage):

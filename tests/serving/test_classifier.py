@@ -14,7 +14,7 @@ from fixtures import digit_image, encode, make_reuters_npz, make_word_index
 from helpers import ROOT
 from PIL import Image
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import images, mnist, reuters, texts
 from pipeline.errors import DataError
 from pipeline.serving.classifier import Classifier, RequestError, answers

@@ -12,7 +12,7 @@ import sys
 import pytest
 from helpers import ROOT, forget_tracking_uri, stand_in_run
 
-from pipeline.config.schema import PromoteConfig
+from pipeline.config.keys.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
 from pipeline.serving import registry
 

@@ -11,7 +11,7 @@ from typing import Final
 import pytest
 from helpers import ROOT, forget_tracking_uri, run_command, stand_in_run, subprocess_env
 
-from pipeline.config.schema import PromoteConfig
+from pipeline.config.keys.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
 from pipeline.serving import registry, server
 

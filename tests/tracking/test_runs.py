@@ -29,7 +29,7 @@ def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monk
     """The download stage warns once; the run a model is traced back to carries it too."""
     from mlflow import MlflowClient
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
 
     uri = use_sqlite(tmp_path, monkeypatch)
     data = tmp_path / "prepared"
@@ -51,7 +51,7 @@ def test_a_training_run_records_where_the_download_fetched_its_files(tmp_path, m
     is the run's tag, read from the sources file the download stage leaves beside the folder."""
     from mlflow import MlflowClient
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
     from pipeline.data.fetch import FetchResult, sources_path
     from pipeline.io import write_json
 
@@ -78,7 +78,7 @@ def test_a_model_without_its_run_json_is_evaluated_into_the_run_tagged_with_its_
     no run of the store trained gets a new run, tagged with its digest."""
     from mlflow import MlflowClient
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
     from pipeline.tracking import store
 
     uri = use_sqlite(tmp_path, monkeypatch)
@@ -113,7 +113,7 @@ def test_a_run_trained_with_balanced_class_weights_records_each_classs_weight(tm
     import pytest
     from mlflow import MlflowClient
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
     from pipeline.data import prepared
     from pipeline.errors import DataError
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, reuters_model
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 
 pytestmark = pytest.mark.slow
 

@@ -209,7 +209,7 @@ def reuters_devices(**changes):
 
     from helpers import ROOT
 
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     return dataclasses.replace(cfg.devices, **changes)
@@ -245,7 +245,7 @@ def configure_two_logical_devices(before: str):
     the ConfigError's message is the process's stdout."""
     return run_python(
         "import tensorflow as tf, dataclasses\n"
-        "from pipeline.config.loader import load_params\n"
+        "from pipeline.config.loading.loader import load_params\n"
         "from pipeline.training.distribute import configure_devices\n"
         "from pipeline.errors import ConfigError\n"
         f"{before}\n"

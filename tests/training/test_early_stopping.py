@@ -8,7 +8,7 @@ import sys
 import pytest
 from helpers import ROOT, subprocess_env
 
-from pipeline.config.training import EarlyStoppingConfig
+from pipeline.config.keys.training import EarlyStoppingConfig
 from pipeline.training.early_stopping import best_epoch, should_stop
 
 WORKER = ROOT / "tests" / "workers" / "train_case.py"

@@ -78,7 +78,7 @@ def test_evaluate_reads_each_test_shard_once(trained_project):
     data = project / "data" / "prepared" / "mnist"
     shards = prepared.read(data).shard_paths("test")
     code = (
-        "from pathlib import Path; from pipeline.config.loader import load_params; "
+        "from pathlib import Path; from pipeline.config.loading.loader import load_params; "
         "from pipeline.training import evaluation; from pipeline.data import prepared; "
         f"ev = evaluation.evaluate(Path({str(project / 'models' / 'mnist')!r}), prepared.read({str(data)!r}), "
         f"load_params(Path({str(project / 'params.yaml')!r}), 'mnist').evaluate); print(ev.test_data)"

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from helpers import ROOT, described, mobilenet_weights, reuters_model, with_settings
 
-from pipeline.config.loader import load_params
-from pipeline.config.model_table import MlpSettings, MobileNetV2Settings, SmallConvnetSettings
-from pipeline.config.training import TRAIN_CONFIGS
+from pipeline.config.keys.model_table import MlpSettings, MobileNetV2Settings, SmallConvnetSettings
+from pipeline.config.keys.training import TRAIN_CONFIGS
+from pipeline.config.loading.loader import load_params
 from pipeline.data.prepared import Prepared
 from pipeline.errors import ConfigError
 
@@ -286,7 +286,7 @@ def test_the_loss_is_on_logits_and_per_sample_without_reduction():
 
 
 def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_path):
-    from pipeline.config.model_table import TableMlpSettings
+    from pipeline.config.keys.model_table import TableMlpSettings
     from pipeline.data import prepared
 
     rng = np.random.default_rng(0)

@@ -10,7 +10,7 @@ import pytest
 from fixtures import make_reuters_raw
 from helpers import ROOT
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.data import reuters
 from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 

@@ -6,7 +6,7 @@ creator has had time to record them or once it has trials."""
 import pytest
 from helpers import ROOT
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.errors import ConfigError
 from pipeline.tuning import attributes, storage
 

@@ -6,7 +6,7 @@ and a database that cannot be reached, in one line."""
 import pytest
 from helpers import ROOT, empty_database, free_ports, run_command, use_sqlite, write_params
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.errors import StudyError
 from pipeline.tuning import storage
 

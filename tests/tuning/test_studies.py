@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, empty_database, free_ports, run_command, samples, subprocess_env, use_sqlite, write_params
 
-from pipeline.config import search_space
-from pipeline.config.loader import load_params
+from pipeline.config.loading import search_space
+from pipeline.config.loading.loader import load_params
 from pipeline.errors import ConfigError, TrackingError
 from pipeline.tuning import attributes, storage, studies
 

@@ -6,7 +6,7 @@ import dataclasses
 from helpers import ROOT, samples, use_sqlite
 from mlflow import MlflowClient
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 from pipeline.tuning import study_runs
 
 

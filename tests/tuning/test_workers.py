@@ -9,7 +9,7 @@ import json
 import pytest
 from helpers import write_params
 
-from pipeline.config import loader
+from pipeline.config.loading import loader
 from pipeline.errors import ConfigError
 from pipeline.tuning import workers
 

@@ -64,7 +64,7 @@ def small_prepared():
 
 
 def base_cfg(**changes):
-    from pipeline.config.loader import load_params
+    from pipeline.config.loading.loader import load_params
 
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     return dataclasses.replace(cfg, **changes)
@@ -130,7 +130,7 @@ def curve(loop: str, replicas: int, deterministic: bool, out: str, extra: str = 
 def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = "") -> None:
     import keras
 
-    from pipeline.config.training import EarlyStoppingConfig
+    from pipeline.config.keys.training import EarlyStoppingConfig
     from pipeline.training import trainer
     from pipeline.training.models import loss
     from pipeline.training.resume import Backup

@@ -12,7 +12,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, Optional, Union
 
-from pipeline.config import datasets
+from pipeline.config.loading import datasets
 from pipeline.errors import ConfigError
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import build, datasets, search_space, templates
-from pipeline.config.schema import DatasetParams
+from pipeline.config.keys.schema import DatasetParams
+from pipeline.config.loading import build, datasets, search_space, templates
 from pipeline.errors import ConfigError
 
 # --------------------------------------------------------------------------- loading

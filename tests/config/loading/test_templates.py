@@ -8,9 +8,9 @@ import pytest
 import yaml
 from helpers import ROOT, run_pipeline, write_params
 
-from pipeline.config import datasets, templates
-from pipeline.config.loader import apply_overrides, load_params, names, read_params, validate
-from pipeline.config.params_doc import format_params
+from pipeline.config.commands.params_doc import format_params
+from pipeline.config.loading import datasets, templates
+from pipeline.config.loading.loader import apply_overrides, load_params, names, read_params, validate
 from pipeline.errors import ConfigError
 
 

@@ -1,11 +1,11 @@
-"""pipeline/config/training.py: a kind's train section names one model of its table and holds the
+"""pipeline/config/keys/training.py: a kind's train section names one model of its table and holds the
 settings of each model it may switch to, required only of the one it names."""
 
 import dataclasses
 import typing
 
-from pipeline.config.model_table import MODELS
-from pipeline.config.training import TRAIN_CONFIGS, TrainConfig
+from pipeline.config.keys.model_table import MODELS
+from pipeline.config.keys.training import TRAIN_CONFIGS, TrainConfig
 from pipeline.kinds.known import KINDS
 
 TextsTrainConfig = TRAIN_CONFIGS["labelled_texts"]

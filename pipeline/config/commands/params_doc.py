@@ -1,6 +1,6 @@
 """The params file as its users read it: the form it is kept in (what `dvc exp run -S` writes,
 so that an override changes one line) and what each key means, as `pipeline params` prints it
-and the docs' table shows it. The keys, their types and checks are pipeline/config/schema.py's."""
+and the docs' table shows it. The keys, their types and checks are pipeline/config/keys/schema.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fields
-from pipeline.config import build, datasets, loader, templates
+from pipeline.config.loading import build, datasets, loader, templates
 from pipeline.errors import ConfigError
 from pipeline.kinds.known import TEMPLATES
 

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Optional
 
-from pipeline.config import build, datasets, search_space
+from pipeline.config.loading import build, datasets, search_space
 from pipeline.errors import ConfigError
 from pipeline.kinds.known import TEMPLATES
 

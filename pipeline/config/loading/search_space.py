@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.config import build
+from pipeline.config.loading import build
 from pipeline.errors import ConfigError
 
 # Chosen once per worker process (its devices and strategy are fixed when TensorFlow starts),

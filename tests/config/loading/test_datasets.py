@@ -1,4 +1,4 @@
-"""pipeline/config/datasets.py: the datasets are what the params file declares, each by its kind
+"""pipeline/config/loading/datasets.py: the datasets are what the params file declares, each by its kind
 and reader; each reader gives the same shape of result; a name declared in one place and not
 another is one error naming both."""
 
@@ -8,8 +8,9 @@ import yaml
 from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import datasets, training
-from pipeline.config.loader import load_params, names, read_yaml
+from pipeline.config.keys import training
+from pipeline.config.loading import datasets
+from pipeline.config.loading.loader import load_params, names, read_yaml
 from pipeline.errors import ConfigError
 from pipeline.kinds import image_folders, labelled_texts
 
@@ -282,7 +283,7 @@ def test_the_rules_device_names_are_windows_own():
 
 def renamed(tmp_path, old, new):
     """The shipped params with dataset `old` renamed `new` in every section."""
-    from pipeline.config.params_doc import format_params
+    from pipeline.config.commands.params_doc import format_params
 
     raw = yaml.safe_load(write_params(tmp_path).read_text())
     for section in datasets.STAGE_SECTIONS:

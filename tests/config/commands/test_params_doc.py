@@ -15,9 +15,11 @@ import pytest
 import yaml
 from helpers import ROOT, field_cases, run_command, run_pipeline, subprocess_env
 
-from pipeline.config import build, datasets, loader, params_doc, schema, templates
-from pipeline.config.loader import read_yaml, validate
-from pipeline.config.params_doc import describe, format_markdown, format_params
+from pipeline.config.commands import params_doc
+from pipeline.config.commands.params_doc import describe, format_markdown, format_params
+from pipeline.config.keys import schema
+from pipeline.config.loading import build, datasets, loader, templates
+from pipeline.config.loading.loader import read_yaml, validate
 
 PARAMS = ROOT / "params.yaml"
 NAMES = ["reuters", "mnist"]  # the datasets the shipped file declares, in its order

@@ -1,6 +1,6 @@
-"""pipeline/config/build.py: a params mapping built into the schema's objects, key by key, and the
+"""pipeline/config/loading/build.py: a params mapping built into the schema's objects, key by key, and the
 keys that must agree checked across; the search spaces are left to search_space, which builds
-each value a space can draw with it (tests/config/test_loader.py: the file as a whole)."""
+each value a space can draw with it (tests/config/loading/test_loader.py: the file as a whole)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import yaml
 from helpers import ROOT
 
-from pipeline.config import build, templates
-from pipeline.config.training import TRAIN_CONFIGS
+from pipeline.config.keys.training import TRAIN_CONFIGS
+from pipeline.config.loading import build, templates
 from pipeline.errors import ConfigError
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 

@@ -1,9 +1,9 @@
 """The keys of params.yaml that are alike for every dataset (download, tune, evaluate, serve,
 promote), and a dataset's sections bundled (`DatasetParams`). The preprocess and train sections
 differ by kind: pipeline/config/preprocessing.py and training.py (with models.py, the models'
-settings); pipeline/config/datasets.py says which dataset takes which. Each field says what it
+settings); pipeline/config/loading/datasets.py says which dataset takes which. Each field says what it
 means, what a value must be and its check, and has no default (defaults live in params.yaml
-only). pipeline/config/build.py reads a file into these; params_doc.py documents them."""
+only). pipeline/config/loading/build.py reads a file into these; params_doc.py documents them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from pipeline.fields import is_sha256, is_url, non_negative_int, positive_int, spec
 
 if TYPE_CHECKING:
-    from pipeline.config.training import AnyTrainConfig
+    from pipeline.config.keys.training import AnyTrainConfig
     from pipeline.kinds.known import PreprocessConfig
 
 STAGES = ("download", "preprocess", "train", "evaluate")

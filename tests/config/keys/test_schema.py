@@ -1,4 +1,4 @@
-"""pipeline/config/schema.py: every key has its meaning and check, no default; the objects are frozen
+"""pipeline/config/keys/schema.py: every key has its meaning and check, no default; the objects are frozen
 and flatten to the dotted keys MLflow logs."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from helpers import ROOT, field_cases
 
-from pipeline.config.loader import load_params
+from pipeline.config.loading.loader import load_params
 
 
 @pytest.mark.parametrize("cls,f", field_cases(), ids=lambda x: getattr(x, "__name__", getattr(x, "name", "")))
@@ -51,7 +51,7 @@ def test_the_flat_params_hold_the_settings_of_the_model_trained_only():
 def test_every_metric_a_promotion_compares_has_its_direction():
     import typing
 
-    from pipeline.config.schema import PROMOTE_METRICS, PromoteConfig
+    from pipeline.config.keys.schema import PROMOTE_METRICS, PromoteConfig
 
     metrics = typing.get_args(typing.get_type_hints(PromoteConfig)["metric"])
     assert list(metrics) == list(PROMOTE_METRICS)

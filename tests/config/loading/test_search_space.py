@@ -8,8 +8,8 @@ import pytest
 import yaml
 from helpers import ROOT, run_command, write_params
 
-from pipeline.config import datasets, search_space, templates
-from pipeline.config.loader import apply_overrides, load_params, validate
+from pipeline.config.loading import datasets, search_space, templates
+from pipeline.config.loading.loader import apply_overrides, load_params, validate
 from pipeline.errors import ConfigError
 
 
@@ -103,7 +103,7 @@ def test_loading_builds_each_section_once_and_a_train_section_per_drawable_value
     """A stage's load builds the datasets' sections once, and no template; pipeline add's and
     pipeline params' check builds each template's too (under its placeholder name); each value a
     space can draw builds its dataset's train section alone (not the file again)."""
-    from pipeline.config import build
+    from pipeline.config.loading import build
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     built: list[str] = []

@@ -1,4 +1,4 @@
-"""pipeline/config/model_table.py: every model of a kind's table names its settings and a
+"""pipeline/config/keys/model_table.py: every model of a kind's table names its settings and a
 builder that exists, without importing TensorFlow to say so."""
 
 import ast
@@ -7,7 +7,7 @@ import importlib.util
 
 from helpers import ROOT
 
-from pipeline.config.model_table import MODELS
+from pipeline.config.keys.model_table import MODELS
 
 
 def test_every_builder_named_is_a_function_of_its_module():

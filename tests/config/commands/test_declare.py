@@ -13,8 +13,8 @@ from fixtures import make_mnist_archive
 from helpers import ROOT, run_command, subprocess_env
 from pytest_codeblocks import extract_from_file
 
-from pipeline.config import loader
-from pipeline.config.params_doc import format_params
+from pipeline.config.commands.params_doc import format_params
+from pipeline.config.loading import loader
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 from pipeline.kinds.tables import TablePreprocessConfig
@@ -392,7 +392,7 @@ def test_adds_and_removes_run_at_once_keep_every_dataset(project, at_once):
 
 def test_an_edit_that_waits_too_long_for_the_lock_is_one_error_and_writes_nothing(project, monkeypatch):
     from pipeline import io as pipeline_io
-    from pipeline.config import declare
+    from pipeline.config.commands import declare
     from pipeline.errors import PipelineError
 
     monkeypatch.setattr(declare, "LOCK_SECONDS", 0.3)

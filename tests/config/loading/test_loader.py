@@ -4,8 +4,8 @@ import pytest
 import yaml
 from helpers import ROOT, run_command, subprocess_env, write_params
 
-from pipeline.config.loader import load_params, names, params_of, validate
-from pipeline.config.schema import STAGES
+from pipeline.config.keys.schema import STAGES
+from pipeline.config.loading.loader import load_params, names, params_of, validate
 from pipeline.errors import ConfigError
 from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
 
@@ -242,7 +242,7 @@ def test_a_top_k_is_judged_against_the_prepared_classes_not_by_the_params(raw):
 def test_a_top_k_past_the_prepared_classes_stops_evaluate_before_it_writes_anything(tmp_path):
     from fixtures import make_reuters_raw
 
-    from pipeline.config import datasets
+    from pipeline.config.loading import datasets
 
     params = write_params(tmp_path, {"evaluate.reuters.top_k": 47})
     cfg = load_params(params, "reuters").preprocess

@@ -25,7 +25,8 @@ import yaml
 
 from pipeline import fields
 from pipeline import io as files
-from pipeline.config import datasets, loader, params_doc, templates
+from pipeline.config.commands import params_doc
+from pipeline.config.loading import datasets, loader, templates
 from pipeline.data import fetch, survey
 from pipeline.errors import ConfigError
 from pipeline.kinds.image_folders import PHOTOS

@@ -1,5 +1,5 @@
 """The train section: the keys every dataset's takes (epochs, optimizer, devices, ...), then
-`model`, which names one of its kind's models (pipeline/config/model_table.py), beside the settings of
+`model`, which names one of its kind's models (pipeline/config/keys/model_table.py), beside the settings of
 each model the section may switch to."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from pipeline.config.model_table import MODELS
+from pipeline.config.keys.model_table import MODELS
 from pipeline.fields import non_negative_int, positive_int, spec
 from pipeline.kinds.known import KINDS
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
-from pipeline.config import schema, training
+from pipeline.config.keys import schema, training
 from pipeline.errors import ConfigError
 from pipeline.kinds.known import KINDS
 

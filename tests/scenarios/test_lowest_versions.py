@@ -31,10 +31,10 @@ TEST_TOOLS = ("pytest", "hypothesis")
 # data formats, the MLflow store and its errors; about 100 s (test_params_doc, left out, would
 # add 115 s of params files rewritten). Each module whole, but:
 UNIT_MODULES = (
-    "config/test_loader",
-    "config/test_build",
-    "config/test_schema",
-    "config/test_search_space",
+    "config/loading/test_loader",
+    "config/loading/test_build",
+    "config/keys/test_schema",
+    "config/loading/test_search_space",
     "test_options",
     "test_errors",
     "tuning/test_studies",

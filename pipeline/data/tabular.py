@@ -31,7 +31,7 @@ import numpy as np
 
 from pipeline.data import prepared
 from pipeline.data import survey as survey_
-from pipeline.data.texts import class_order, find_table, records, split_places
+from pipeline.data.texts import class_order, find_table, label_of, records, split_places
 from pipeline.errors import DataError
 from pipeline.kinds import tables
 from pipeline.kinds.tables import FIRST_CATEGORY, MISSING, UNSEEN
@@ -92,13 +92,6 @@ def number(value: Any) -> Optional[float]:
 def category(value: Any) -> str:
     """A category's name: the text of the value (a JSON or Parquet number as its text)."""
     return value.strip() if isinstance(value, str) else json.dumps(value) if isinstance(value, bool) else str(value)
-
-
-def label_of(value: Any) -> Optional[str]:
-    """A label as a class name (text or an integer), or None when there is none."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
-        return None
-    return str(value).strip()
 
 
 def labelled(path: Path, line: int, column: str, value: Any) -> str:

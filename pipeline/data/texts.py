@@ -215,12 +215,13 @@ def table_rows(path: Path, text_column: str, label_column: str) -> Iterator[tupl
         value, label = row[text_column], row[label_column]
         if not isinstance(value, str) or not words(value):
             raise DataError(f"{path}:{line}: {text_column}: expected a text of words, got {json.dumps(value)[:40]}")
-        if isinstance(label, bool) or not isinstance(label, (str, int)) or str(label).strip() == "":
+        found = label_of(label)
+        if found is None:
             raise DataError(
                 f"{path}:{line}: {label_column}: expected a label (text or integer), got {json.dumps(label)}"
             )
         empty = False
-        yield value, str(label).strip()
+        yield value, found
     if empty:
         raise DataError(f"{path}: no texts: expected a header line and a row per text")
 
@@ -297,6 +298,14 @@ def load_word_index(path: Path | str) -> dict[str, int]:
             f"{path}: expected a JSON object of words and their ranks (positive integers), as Keras publishes it"
         )
     return index
+
+
+def label_of(value: object) -> Optional[str]:
+    """A label as a class name (a text or an integer, its spaces stripped), or None when there is
+    none (empty, a boolean, a number that is not an integer, anything else)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        return None
+    return str(value).strip()
 
 
 def class_order(labels: set[str]) -> list[str]:

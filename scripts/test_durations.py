@@ -1,9 +1,9 @@
 """tests/durations.json from a run's JUnit XML: each test module's seconds (setup included), the
-order in which tests/conftest.py hands the modules out to xdist's workers, longest first; and
+order in which tests/runner/order.py hands the modules out to xdist's workers, longest first; and
 how long the container images took to build in the background (`images_seconds`, the property
-tests/conftest.py adds to the XML; the file's own when the run built none); and what each
+tests/runner/plugin.py adds to the XML; the file's own when the run built none); and what each
 module started (`census`: the processes that imported TensorFlow and the trainings,
-tests/census.py, which the end of a run compares with these seconds).
+tests/runner/census.py, which the end of a run compares with these seconds).
 
     .venv/bin/pytest --junitxml=/tmp/junit.xml && .venv/bin/python scripts/test_durations.py /tmp/junit.xml
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 def table(seconds: dict[str, float], counts: dict[str, dict[str, int]], least: float = 10.0) -> list[str]:
     """A Markdown table of the modules of `least` seconds or more, or that started TensorFlow,
     then one row for the rest; the totals last. "forked warm": the processes a warm-start
-    server forked with TensorFlow imported (tests/warm_start.py), instead of importing it."""
+    server forked with TensorFlow imported (tests/runner/warm_start.py), instead of importing it."""
     rows = ["| module | seconds | imported TensorFlow | forked warm | trainings |", "|---|---:|---:|---:|---:|"]
     keys = ("tensorflow_processes", "warm_processes", "trainings")
 

@@ -1,6 +1,8 @@
-"""Fixtures: small dataset files served from 127.0.0.1, a two-node Slurm cluster, a real MLflow
-server and the project trained once per session; the container images made in the background;
-how the tests share out between xdist's workers."""
+"""The fixtures: small dataset files served from 127.0.0.1, a two-node Slurm cluster, a real
+PostgreSQL and MLflow server, the project trained once per session, MLflow's process-wide state
+put back around every test. The helpers the tests import are in tests/support/, by topic; the
+suite's runner (the order the modules run in, the container images made in the background, the
+census, the warm starts) is the pytest plugin in tests/runner/, loaded here."""
 
 from __future__ import annotations
 
@@ -11,216 +13,17 @@ import re
 import shutil
 import signal
 import subprocess
-import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import census
-import images
 import pytest
-import warm_start
-from _pytest.junitxml import xml_key  # where pytest keeps --junitxml's writer
-from fixtures import FileServer, make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import (
-    ROOT,
-    copy_project,
-    dvc,
-    free_ports,
-    git_repo,
-    project_env,
-    reuters_files_of,
-    sh,
-    start_mlflow_server,
-    write_params,
-)
+from support.datasets import FileServer, make_mnist_archive, make_reuters_npz, make_word_index, reuters_files_of
+from support.processes import dvc, git_repo, project_env, sh
+from support.project import ROOT, copy_project, write_params
+from support.servers import free_ports, start_mlflow_server
 
-from pipeline.runtime import imports
-
-# the tests that import TensorFlow in the worker's process import it as a `pipeline` command does
-imports.skip_keras_extras()
-
-# --- sharing out between workers (pytest -n 3 --dist loadscope --no-loadscope-reorder) -----
-# A module runs on one worker, so that its module fixtures are made once. Two trainings at once
-# on 2 cores each run at about half speed: what a worker more gains is the time the others wait
-# (servers, Slurm, Docker builds); with warm starts (tests/warm_start.py) the cores are not busy
-# all the time on two workers, and a third made the run shorter (docs/testing.md). Modules are handed out
-# longest first, by their seconds in a whole run (tests/durations.json, written from a run's
-# JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and the
-# workers finish together; a module the file does not name (seconds, as a rule) comes after,
-# in path order. A module of container tests waits for the images the session builds in the
-# background: it is handed out once the modules before it add up to the images' build time (the
-# same file's `images_seconds`, per worker), so that no worker sits waiting for them.
-DURATIONS = json.loads((ROOT / "tests" / "durations.json").read_text())
-
-
-def module_of(nodeid: str) -> str:
-    return nodeid.split("::")[0]
-
-
-def module_order(seconds: dict[str, float], waiting: set[str], images_seconds: float, workers: int = 2) -> list[str]:
-    """The modules longest first, each of `waiting` as soon as those before it cover the images'
-    build (their seconds over the number of workers)."""
-    ranked = sorted(seconds, key=lambda m: (-seconds[m], m))
-    order: list[str] = []
-    pending: list[str] = []
-    elapsed = 0.0
-    for module in ranked:
-        if elapsed >= images_seconds:
-            order += pending
-            pending = []
-        if module in waiting and elapsed < images_seconds:
-            pending.append(module)
-            continue
-        order.append(module)
-        elapsed += seconds[module] / workers
-    return order + pending
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    modules = {module_of(item.nodeid) for item in items}
-    seconds = {m: DURATIONS["modules"].get(m, 0.0) for m in modules}
-    waiting = {module_of(item.nodeid) for item in items if item.get_closest_marker("container")}
-    # xdist hands out modules in the order its workers collected them, and a worker's own
-    # options say no workers (numprocesses None): how many there are is in its environment
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or getattr(config.option, "numprocesses", None) or 1)
-    order = module_order(seconds, waiting, DURATIONS["images_seconds"], workers)
-    rank = {m: i for i, m in enumerate(order)}
-    items.sort(key=lambda item: rank[module_of(item.nodeid)])
-
-
-# --- the container images, made in the background (tests/images.py) -------------------------
-
-
-def pytest_sessionstart(session):
-    # the umask Debian and most distributions give a user: what the tests of output modes
-    # expect of the session's trained project (tests/scenarios/test_e2e.py), whatever the caller's
-    os.umask(0o022)
-    # before xdist starts its workers, which inherit the variable: where the outcome will be
-    if not hasattr(session.config, "workerinput"):
-        os.environ[images.OUTCOME_VARIABLE] = str(Path(tempfile.mkdtemp(prefix="pipeline-images-")) / "made.json")
-
-
-def _start_images(config, node_ids) -> None:
-    if getattr(config, "_pipeline_images", None) is not None or config.option.collectonly:
-        return
-    if not any(module_of(nodeid) == "tests/scenarios/test_container.py" for nodeid in node_ids):
-        return
-    config._pipeline_images = images.Builder(Path(os.environ[images.OUTCOME_VARIABLE]))
-    config._pipeline_images.start()
-
-
-def pytest_collection_finish(session):
-    if not hasattr(session.config, "workerinput"):  # not an xdist worker: this process runs the tests
-        _start_images(session.config, [item.nodeid for item in session.items])
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node, ids):
-    _start_images(node.config, ids)
-
-
-# --- what each module cost, against tests/durations.json (tests/census.py) --------------------
-# The controller (the process xdist's workers report to) counts each module's seconds, setup and
-# teardown included, as the JUnit XML does; every process of the environment counts what it
-# imports and trains into the session's folder.
-
-
-def pytest_configure(config):
-    # before xdist starts its workers, which inherit the variable and run the `.pth` line
-    if not hasattr(config, "workerinput") and not config.option.collectonly:
-        config.stash[CENSUS] = census.start()
-        os.environ[census.VARIABLE] = str(config.stash[CENSUS])
-        config.stash[SECONDS] = {}
-        config.stash[COUNTS] = {}
-        config.stash[TIMELINE] = census.Timeline()
-        _CONTROLLER.append(config)
-        _start_warm(config)
-
-
-def _start_warm(config) -> None:
-    """Warm starts for the session's `pipeline` processes (tests/warm_start.py), unless the run
-    turns them off (PIPELINE_TEST_WARM set empty) or measures coverage (a process forked from a
-    server would not start coverage's tracer)."""
-    if os.environ.get(warm_start.VARIABLE) == "" or "COVERAGE_PROCESS_CONFIG" in os.environ:
-        return
-    config.stash[WARM] = warm_start.start(sysconfig.get_paths()["purelib"])
-    os.environ[warm_start.VARIABLE] = config.stash[WARM]
-    os.environ[warm_start.CONTEXT] = warm_start.context()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item):
-    """A test marked `cold_start` checks what a process does as it starts: its processes start
-    as usual (tests/warm_start.py), from its setup to its teardown."""
-    folder = os.environ.pop(warm_start.VARIABLE, None) if item.get_closest_marker("cold_start") else None
-    try:
-        yield
-    finally:
-        if folder is not None:
-            os.environ[warm_start.VARIABLE] = folder
-
-
-CENSUS = pytest.StashKey[Path]()
-WARM = pytest.StashKey[str]()
-SECONDS = pytest.StashKey[dict]()
-COUNTS = pytest.StashKey[dict]()
-TIMELINE = pytest.StashKey[census.Timeline]()
-_CONTROLLER: list = []  # the controller's config, for the hook that is not handed it
-
-
-def pytest_runtest_logreport(report):
-    if _CONTROLLER:
-        seconds = _CONTROLLER[0].stash[SECONDS]
-        module = module_of(report.nodeid)
-        seconds[module] = seconds.get(module, 0.0) + report.duration
-        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "master")  # xdist's
-        _CONTROLLER[0].stash[TIMELINE].add(worker, report.start, report.stop, report.nodeid)
-
-
-def _finish_census(config, xml) -> None:
-    """The counts read, kept for the summary and the JUnit XML; the count stopped."""
-    if CENSUS not in config.stash:
-        return
-    tests = census.read(config.stash[CENSUS], config.stash[TIMELINE])
-    counts = config.stash[COUNTS] = census.by_module(tests)
-    if xml is not None:
-        xml.add_global_property("census", json.dumps({m: c.as_json() for m, c in sorted(counts.items())}))
-        started = {t: c.as_json() for t, c in sorted(tests.items()) if c.tensorflow or c.warm or c.trainings}
-        xml.add_global_property("census_tests", json.dumps(started))
-    census.stop(config.stash[CENSUS])
-    os.environ.pop(census.VARIABLE, None)
-    if WARM in config.stash:
-        warm_start.stop(config.stash[WARM], sysconfig.get_paths()["purelib"])
-        os.environ.pop(warm_start.VARIABLE, None)
-
-
-@pytest.hookimpl(trylast=True)  # the run's last lines: a module that grew is seen at every run
-def pytest_terminal_summary(terminalreporter, config):
-    builder = getattr(config, "_pipeline_images", None)
-    if builder is not None and builder.made is not None:
-        terminalreporter.write_line(images.summary(builder.made))
-    if config.stash.get(SECONDS, None):
-        terminalreporter.section("time by module")
-        for line in census.report(config.stash[SECONDS], DURATIONS["modules"], config.stash[COUNTS]):
-            terminalreporter.write_line(line)
-
-
-@pytest.hookimpl(tryfirst=True)  # before the JUnit XML is written
-def pytest_sessionfinish(session):
-    builder = getattr(session.config, "_pipeline_images", None)
-    xml = session.config.stash.get(xml_key, None)  # --junitxml's writer: the build time, for tests/durations.json
-    if builder is not None and xml is not None and builder.made and "seconds" in builder.made:
-        xml.add_global_property("images_seconds", f"{builder.made['seconds']:.0f}")
-    if builder is not None:
-        builder.finish()
-    _finish_census(session.config, xml)
-    if not hasattr(session.config, "workerinput"):
-        shutil.rmtree(Path(os.environ.pop(images.OUTCOME_VARIABLE)).parent, ignore_errors=True)
-        _stop_cluster(session.config)
-        _stop_trained_server(session.config)
-
+pytest_plugins = ("runner.plugin",)
 
 # --- MLflow's process-wide state --------------------------------------------------------------
 # mlflow.set_tracking_uri and set_registry_uri also set MLFLOW_TRACKING_URI / MLFLOW_REGISTRY_URI
@@ -417,7 +220,7 @@ class TrainedProject:
         raw = json.loads(record.read_text())
         done = {name: subprocess.CompletedProcess(**raw[name]) for name in ("first", "second")}
         # the environment the worker that made it saved, but this worker's name: what a process
-        # started with it ran under (tests/census.py puts it down to this worker's test)
+        # started with it ran under (tests/runner/census.py puts it down to this worker's test)
         env = {**raw["env"], **{k: v for k, v in os.environ.items() if k == "PYTEST_XDIST_WORKER"}}
         return cls(Path(raw["path"]), env, raw["server"], requested=raw["requested"], **done)
 
@@ -469,3 +272,12 @@ def _stop_trained_server(config) -> None:
             os.killpg(int(pid.read_text()), signal.SIGTERM)
         except ProcessLookupError:
             pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """What the session's fixtures started for every worker, stopped once the last is done
+    (xdist's controller, or the one process that ran the tests)."""
+    if not hasattr(session.config, "workerinput"):
+        _stop_cluster(session.config)
+        _stop_trained_server(session.config)

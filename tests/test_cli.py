@@ -1,5 +1,5 @@
 import pytest
-from helpers import run_command, run_pipeline, run_python
+from support.processes import run_command, run_pipeline, run_python
 
 
 def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
@@ -107,7 +107,7 @@ def test_an_unexpected_exception_is_one_line_and_the_traceback_is_behind_verbose
 
 
 def test_missing_input_is_one_line(tmp_path):
-    from helpers import write_params
+    from support.project import write_params
 
     write_params(tmp_path)
     result = run_pipeline("preprocess", "reuters", "--raw", "nowhere", "--out", "out", cwd=tmp_path)
@@ -122,8 +122,8 @@ def test_missing_input_is_one_line(tmp_path):
 def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
     import re
 
-    from fixtures import make_reuters_npz, make_word_index
-    from helpers import write_params
+    from support.datasets import make_reuters_npz, make_word_index
+    from support.project import write_params
 
     write_params(tmp_path)
     raw = tmp_path / "raw"
@@ -145,8 +145,9 @@ def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
 @pytest.mark.cold_start  # nothing printed while TensorFlow, Keras and MLflow are imported either
 @pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_quiet_training_prints_nothing(tmp_path, loop):
-    from fixtures import make_reuters_npz, make_word_index
-    from helpers import subprocess_env, write_params
+    from support.datasets import make_reuters_npz, make_word_index
+    from support.processes import subprocess_env
+    from support.project import write_params
 
     (tmp_path / "raw").mkdir()
     make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=200)

@@ -1,7 +1,8 @@
 """Expected failures: their exit codes, and one `error:` line from the command."""
 
 import pytest
-from helpers import run_pipeline, run_python, subprocess_env, write_params
+from support.processes import run_pipeline, run_python, subprocess_env
+from support.project import write_params
 
 from pipeline import errors
 

@@ -2,7 +2,8 @@
 one format for notes, warnings and errors."""
 
 import pytest
-from helpers import run_pipeline, write_params
+from support.processes import run_pipeline
+from support.project import write_params
 
 # what a process prints while it imports TensorFlow is what these tests read
 pytestmark = pytest.mark.cold_start

@@ -2,7 +2,7 @@
 # A Docker engine of the tests' own, on a private socket: `engine.sh start DIR [DATA_ROOT]`
 # installs Debian's docker.io, docker-compose and debootstrap when missing, starts dockerd with
 # its state under DIR (its images, containers and volumes in DATA_ROOT when given: a folder
-# that outlives the session, tests/images.py) and prints the DOCKER_HOST to use;
+# that outlives the session, tests/runner/images.py) and prints the DOCKER_HOST to use;
 # `engine.sh stop DIR [DATA_ROOT]` stops it.
 #
 # overlay2 storage where the kernel can mount it on DIR's file system, else vfs (works

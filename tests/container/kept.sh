@@ -1,5 +1,5 @@
 # Sourced by standins.sh and py312-standin.sh. An engine that keeps its images from one session
-# to the next (tests/images.py) holds what a recipe made under the tag pipeline-kept/NAME:RECIPE
+# to the next (tests/runner/images.py) holds what a recipe made under the tag pipeline-kept/NAME:RECIPE
 # as well: a later session with the same recipe finds it there, and neither loads nor builds it.
 
 kept_has() {  # NAME RECIPE IMAGE...: the engine holds these images, and that recipe's mark

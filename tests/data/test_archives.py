@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fixtures import write_archive
+from support.datasets import write_archive
 
 from pipeline.data import archives
 from pipeline.errors import DataError

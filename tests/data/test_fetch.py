@@ -1,10 +1,11 @@
 import hashlib
 import json
-import sys
 
 import pytest
-from fixtures import make_reuters_npz
-from helpers import ROOT, free_ports, run_on_terminal, run_pipeline, subprocess_env, write_params
+from support.datasets import flipped, make_reuters_npz
+from support.processes import run_pipeline, subprocess_env
+from support.project import ROOT, write_params
+from support.servers import free_ports
 
 from pipeline.config.keys.schema import DownloadConfig, RemoteFile
 from pipeline.data.fetch import fetch_all, resolve_url
@@ -119,17 +120,9 @@ def test_truncated_archive_is_rejected(dataset_files, tmp_path, name):
     assert not (tmp_path / "raw").exists()
 
 
-def flipped(data: bytes) -> bytes:
-    """`data` with 64 bytes flipped a third of the way in: inside the compressed stream."""
-    out = bytearray(data)
-    for i in range(len(out) // 3, len(out) // 3 + 64):
-        out[i] ^= 0x5A
-    return bytes(out)
-
-
 @pytest.mark.parametrize("name", ["mnist_png.tar.gz", "mnist.zip", "reuters.npz"])
 def test_corrupt_compressed_data_is_rejected(tmp_path, name):
-    from fixtures import make_mnist_archive
+    from support.datasets import make_mnist_archive
 
     good = tmp_path / "good" / name
     good.parent.mkdir()
@@ -144,58 +137,6 @@ def test_corrupt_compressed_data_is_rejected(tmp_path, name):
         fetch([spec(bad.as_uri())], tmp_path / "raw")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "raw").exists()
-
-
-def test_download_stage_with_a_corrupt_archive_is_one_line(dataset_files, tmp_path):
-    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    (mirror / "mnist_png.tar.gz").write_bytes(flipped((dataset_files / "mnist_png.tar.gz").read_bytes()))
-    env = subprocess_env(PIPELINE_DATA_MIRROR=mirror.as_uri())
-    result = run_pipeline("download", "mnist", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
-    assert result.returncode == 1
-    (line,) = result.stderr.splitlines()
-    assert line.startswith(f"error: {mirror.as_uri()}/mnist_png.tar.gz: truncated or corrupt archive: ")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mirror", "params.yaml"]
-
-
-def test_download_stage_writes_a_manifest(file_server, dataset_files, tmp_path):
-    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-    env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
-    result = run_pipeline("download", "mnist", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
-    manifest = json.loads((tmp_path / "raw.json").read_text())
-    (entry,) = manifest["files"]
-    digest = sha256(dataset_files / "mnist_png.tar.gz")
-    assert entry == {
-        "name": "mnist_png.tar.gz",
-        "url": entry["url"],
-        "sha256": digest,
-        "bytes": (dataset_files / "mnist_png.tar.gz").stat().st_size,
-        "verified": False,
-    }
-    assert entry["url"].startswith("https://")
-    # where the bytes came from: the log line, and the sources file beside the folder
-    assert f"from {file_server.url}/mnist_png.tar.gz" in result.stdout
-    assert json.loads((tmp_path / "raw.sources.json").read_text()) == {
-        "dataset": "mnist",
-        "files": [
-            {"name": "mnist_png.tar.gz", "sha256": digest, "fetched_from": f"{file_server.url}/mnist_png.tar.gz"}
-        ],
-    }
-    # the archive's sha256 is not published; its images are pinned by the preprocess stage
-    assert "(its images checked by preprocess.mnist.images_sha256)" in result.stdout
-    assert "warning" not in result.stderr
-    # pinned by nothing: said once, as a warning naming the key
-    write_params(tmp_path, {"preprocess.mnist.images_sha256": None})
-    result = run_pipeline("download", "mnist", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
-    assert "(not pinned)" in result.stdout
-    assert [line for line in result.stderr.splitlines() if "warning" in line] == [
-        "warning: download.mnist.files[0] (https://github.com/myleott/mnist_png/raw/400fe88faba05ae79bbc2107071144e6f1ea2720/"
-        "mnist_png.tar.gz): no sha256 configured, so other bytes could be downloaded and trained on without a word; "
-        "pin it or preprocess.mnist.images_sha256"
-    ]
 
 
 def test_pretrained_weights_are_fetched_like_the_files_into_their_own_folder(file_server, dataset_files, tmp_path):
@@ -274,21 +215,6 @@ def test_the_manifest_is_the_same_whichever_mirror_served_the_bytes(file_server,
     assert sources == [f"{m}/mnist_png.tar.gz" for m in mirrors]
 
 
-def test_download_stage_error_is_one_line(file_server, tmp_path):
-    """A file neither the mirror nor its own URL holds: one line naming the URL, the mirror and
-    the variable that set it; nothing written."""
-    urls = [f"{file_server.url}/gone/{name}" for name in ("reuters.npz", "reuters_word_index.json")]
-    write_params(tmp_path, {"download.reuters.files": [{"url": url, "sha256": None} for url in urls]})
-    empty = (tmp_path / "empty").as_uri()
-    env = subprocess_env(PIPELINE_DATA_MIRROR=empty)
-    result = run_pipeline("download", "reuters", "--out", "raw", "--manifest", "raw.json", cwd=tmp_path, env=env)
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [
-        f"error: {urls[0]}: HTTP 404 Not Found; not in the mirror PIPELINE_DATA_MIRROR={empty} either"
-    ]
-    assert not (tmp_path / "raw").exists() and not (tmp_path / "raw.json").exists()
-
-
 def test_a_file_the_mirror_lacks_comes_from_its_url(file_server, dataset_files, tmp_path):
     """A mirror is the first place to look: what it lacks (no such file; HTTP 404) comes from
     the file's own URL, and the result says where each file came from; the manifest's lines
@@ -332,17 +258,6 @@ def test_a_mirror_holding_another_file_is_an_error_naming_it(file_server, datase
         fetch([spec(url)], tmp_path / "raw", retries=1, mirror=f"{file_server.url}/m")
     assert file_server.requests == [("m/reuters.npz", None)] * 2
     assert not (tmp_path / "raw").exists()
-
-
-def test_progress_bar_only_on_a_terminal(file_server, tmp_path):
-    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-    env = subprocess_env(PIPELINE_DATA_MIRROR=file_server.url)
-    args = [sys.executable, "-m", "pipeline", "download", "mnist", "--out", "raw", "--manifest", "m.json"]
-    code, shown = run_on_terminal(args, tmp_path, env)
-    assert code == 0
-    assert "mnist_png.tar.gz:" in shown and "B/s" in shown
-    piped = run_pipeline("download", "mnist", "--out", "raw2", "--manifest", "m2.json", cwd=tmp_path, env=env)
-    assert piped.returncode == 0 and "B/s" not in piped.stderr
 
 
 def test_a_file_url_naming_a_folder_copies_it_whole_with_its_digest(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 import tensorflow as tf  # noqa: E402
-from helpers import described, reuters_model  # noqa: E402
+from support.models import described, reuters_model  # noqa: E402
 
 from pipeline.config.keys.model_table import MobileNetV2Settings  # noqa: E402
 from pipeline.data import prepared  # noqa: E402

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures import encode, make_mnist_archive, write_archive
-from helpers import ROOT, fixture_images_sha256, run_pipeline, write_params
+from support.datasets import encode, make_mnist_archive, write_archive
+from support.processes import run_pipeline
+from support.project import ROOT, fixture_images_sha256, write_params
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import images, mnist

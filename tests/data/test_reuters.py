@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from fixtures import make_reuters_npz, make_reuters_raw
-from helpers import ROOT
+from support.datasets import make_reuters_npz, make_reuters_raw
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import reuters, texts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures import write_archive
+from support.datasets import write_archive
 
 from pipeline.data import images, survey, texts
 from pipeline.errors import DataError

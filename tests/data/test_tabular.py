@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import ROOT, run_pipeline
+from support.processes import run_pipeline
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import prepared, tabular

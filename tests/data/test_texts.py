@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import yaml
-from helpers import ROOT, run_pipeline
+from support.processes import run_pipeline
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import splits, texts
@@ -292,7 +293,7 @@ def test_labels_equal_as_numbers_are_distinct_classes_in_one_order(labels, names
 
 
 def test_the_class_order_does_not_depend_on_the_hash_seed():
-    from helpers import run_python, subprocess_env
+    from support.processes import run_python, subprocess_env
 
     code = "from pipeline.data import texts; print(texts.class_order({'1', '01', '001', '2', '02'}))"
     found = {run_python(code, env=subprocess_env(PYTHONHASHSEED=seed)).stdout for seed in ("1", "2", "3")}

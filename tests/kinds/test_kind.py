@@ -4,7 +4,7 @@ declarations."""
 import subprocess
 import sys
 
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.kinds import kind
 from pipeline.kinds.known import KINDS

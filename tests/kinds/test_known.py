@@ -5,7 +5,7 @@ import ast
 import importlib.util
 
 import numpy as np
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.config.keys.model_table import MODELS
 from pipeline.kinds import image_folders, labelled_texts, tables

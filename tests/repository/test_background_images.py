@@ -1,4 +1,4 @@
-"""tests/images.py's Builder, the thread that makes the container tests' engine and images
+"""tests/runner/images.py's Builder, the thread that makes the container tests' engine and images
 while the other tests run: when the session ends, what it waits for before it stops the engine.
 Its engine script is a stand-in here that writes down each call (tests/scenarios/test_container.py
 runs the real one)."""
@@ -6,7 +6,7 @@ runs the real one)."""
 import threading
 import time
 
-import images
+from runner import images
 
 
 def builder_with_engine_log(tmp_path, monkeypatch, make):

@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from fixtures import make_reuters_raw
-from helpers import ROOT, run_pipeline, subprocess_env, write_params
+from support.datasets import make_reuters_raw
+from support.processes import run_pipeline, subprocess_env
+from support.project import ROOT, write_params
 
 
 def run_script(*args, cwd=ROOT, timeout=900):

@@ -5,7 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import ROOT, subprocess_env
+from support.processes import subprocess_env
+from support.project import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
 GRANDCHILD = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {code!r}]).returncode)"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT
+from support.project import ROOT
 
 DOCKERFILES = [
     ROOT / "docker" / "Dockerfile",

@@ -3,8 +3,8 @@ datasets, as its readers paste them, the file validates (a key the schema gained
 too). tests/scenarios/test_own_data.py runs them; this finds a stale page in a second."""
 
 import yaml
-from helpers import ROOT
 from pytest_codeblocks import extract_from_file
+from support.project import ROOT
 
 from pipeline.config.loading import loader
 

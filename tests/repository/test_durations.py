@@ -1,4 +1,4 @@
-"""tests/durations.json, the order tests/conftest.py hands the modules out in: it names modules
+"""tests/durations.json, the order tests/runner/order.py hands the modules out in: it names modules
 that exist, every scenario among them; scripts/test_durations.py writes it from a JUnit XML."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from helpers import ROOT
+from support.project import ROOT
 
 DURATIONS = ROOT / "tests" / "durations.json"
 
@@ -60,7 +60,7 @@ def test_the_script_sums_a_junit_xml_by_module(tmp_path):
 
 
 def test_a_container_module_waits_until_the_modules_before_it_cover_the_images_build():
-    from conftest import module_order
+    from runner.order import module_order
 
     seconds = {"e2e": 800.0, "container": 700.0, "faults": 500.0, "readme": 400.0, "io": 1.0, "new": 0.0}
     # per worker: e2e 400, faults 650, readme 850 >= 800: container after readme
@@ -77,7 +77,7 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
     """The `.pth` line as site.py runs it, in a child with a stand-in TensorFlow and trainer
     (the hook sees names, not contents): one import, two trainings, its CPU time at exit, all
     under the test that was running, and summed by module."""
-    import census
+    from runner import census
 
     fake = tmp_path / "fake"
     (fake / "tensorflow").mkdir(parents=True)
@@ -139,7 +139,7 @@ def test_the_census_counts_what_each_process_imports_and_trains(tmp_path):
 
 
 def test_the_end_of_a_run_names_the_modules_that_grew_most():
-    import census
+    from runner import census
 
     seconds = {"a.py": 120.0, "b.py": 10.0, "c.py": 50.0, "new.py": 3.0}
     recorded = {"a.py": 100.0, "b.py": 30.0, "c.py": 20.0}

@@ -2,7 +2,7 @@
 on every dataset ("No such file or directory"), which only a whole run would otherwise show."""
 
 import yaml
-from helpers import ROOT
+from support.project import ROOT
 
 
 def test_every_code_dependency_of_every_stage_exists():

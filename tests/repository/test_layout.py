@@ -11,7 +11,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from helpers import ROOT
+from support.project import ROOT
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
@@ -64,10 +64,12 @@ def test_layout_names_every_part_of_the_tree_and_nothing_else():
 
 def test_the_tests_mirror_the_package():
     """The unit tests of pipeline/<wing>/<module>.py are tests/<wing>/test_<module>.py (a root
-    module's, tests/test_<module>.py), and every test module of a wing's folder is a module's;
-    the whole-system scenarios are in tests/scenarios/, the checks of the repository's own files
-    in tests/repository/. A package's __init__.py (its docstring) and __main__.py are not modules
-    of their own."""
+    module's, tests/test_<module>.py), a stage's (stages/<stage>.py) tests/stages/test_<stage>.py,
+    and every test module of a wing's folder is a module's; the whole-system scenarios are in
+    tests/scenarios/, the checks of the repository's own files in tests/repository/. A package's
+    __init__.py (its docstring), __main__.py and stages/_common.py (the stages' shared options)
+    are not modules of their own. Beside them: the helpers (support/), the runner (runner/), the
+    worker scripts (workers/) and the container stand-ins (container/)."""
     modules = [
         p.relative_to(ROOT / "pipeline")
         for p in (ROOT / "pipeline").rglob("*.py")
@@ -75,14 +77,17 @@ def test_the_tests_mirror_the_package():
     ]
     assert len(modules) > 30, "pipeline/ has lost its modules: is ROOT the repository?"
     expected = {Path("tests", *m.parent.parts, f"test_{m.name}") for m in modules}
+    stages = [p for p in (ROOT / "stages").glob("*.py") if not p.name.startswith("_")]
+    assert len(stages) == 4, "stages/ has lost its stages: is ROOT the repository?"
+    expected |= {Path("tests", "stages", f"test_{p.name}") for p in stages}
     untested = sorted(str(t) for t in expected if not (ROOT / t).is_file())
-    assert untested == [], "a module of pipeline/ without its test module"
+    assert untested == [], "a module of pipeline/ or a stage without its test module"
     found = {p.relative_to(ROOT) for p in (ROOT / "tests").rglob("test_*.py")}
     orphans = sorted(str(t) for t in found - expected if t.parts[1] not in ("scenarios", "repository"))
     assert orphans == [], "a test module in tests/ or a wing's folder that no module of pipeline/ has"
     wings = {m.parts[0] for m in modules if len(m.parts) > 1}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert sorted(folders - wings) == ["container", "repository", "scenarios", "workers"]
+    assert sorted(folders - wings) == ["container", "repository", "runner", "scenarios", "stages", "support", "workers"]
 
 
 def test_no_two_test_modules_share_a_name():
@@ -91,6 +96,28 @@ def test_no_two_test_modules_share_a_name():
     named apart from every other's for the same reason (its tests mirror it)."""
     names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
     assert sorted(name for name, n in names.items() if n > 1) == []
+
+
+def test_no_support_module_of_the_tests_is_over_300_lines():
+    """What the tests share (the helpers, the runner, conftest's fixtures, the worker scripts) is
+    split by topic: a module that grows past 300 lines holds two topics."""
+    support = [p for p in (ROOT / "tests").rglob("*.py") if not p.name.startswith("test_")]
+    assert len(support) > 15, "tests/ has lost its support modules: is ROOT the repository?"
+    long = {str(p.relative_to(ROOT)): n for p in support if (n := len(p.read_text().splitlines())) > 300}
+    assert long == {}
+
+
+def test_conftest_holds_fixtures_and_the_runner_is_a_plugin():
+    """tests/conftest.py defines fixtures (and their own helpers), and one hook: the one that
+    stops what its session fixtures shared between xdist's workers. The suite's runner, every
+    other hook, is the plugin tests/runner/plugin.py, which conftest.py loads."""
+    tree = ast.parse((ROOT / "tests" / "conftest.py").read_text())
+    hooks = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("pytest_")]
+    assert hooks == ["pytest_sessionfinish"]
+    loaded = [n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "pytest_plugins"]
+    assert [ast.literal_eval(n.value) for n in loaded] == [("runner.plugin",)]
+    plugin = ast.parse((ROOT / "tests" / "runner" / "plugin.py").read_text())
+    assert len([n for n in plugin.body if isinstance(n, ast.FunctionDef) and n.name.startswith("pytest_")]) >= 8
 
 
 # --------------------------------------------------------------------------- the import graph

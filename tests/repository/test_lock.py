@@ -10,10 +10,10 @@ import re
 
 import pytest
 import tomllib
-from helpers import ROOT, marker_env
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from support.project import ROOT, marker_env
 
 from pipeline.runtime import environment
 

@@ -5,8 +5,9 @@ splits)."""
 import subprocess
 import sys
 
-from helpers import ROOT, subprocess_env
 from PIL import Image
+from support.processes import subprocess_env
+from support.project import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
 

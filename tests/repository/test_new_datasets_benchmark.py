@@ -5,8 +5,8 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
-from helpers import ROOT
 from PIL import Image
+from support.project import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

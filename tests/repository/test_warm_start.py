@@ -1,4 +1,4 @@
-"""tests/warm_start.py: a process forked warm by a server sees what it would see started as
+"""tests/runner/warm_start.py: a process forked warm by a server sees what it would see started as
 usual (its arguments, directory, environment, umask, streams, `__main__`), ends the same way
 (exit codes, uncaught exceptions, atexit), passes signals on and dies with its client; a
 process that does not qualify starts as usual. On a server of this test's own."""
@@ -13,8 +13,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import warm_start
-from helpers import ROOT, subprocess_env, wait_for
+from runner import warm_client, warm_start
+from support.processes import subprocess_env
+from support.project import ROOT
+from support.servers import wait_for
 
 FACTS = ROOT / "tests" / "workers" / "process_facts.py"
 SITE = sysconfig.get_paths()["purelib"]
@@ -24,15 +26,15 @@ SITE = sysconfig.get_paths()["purelib"]
 def warm():
     """A folder of this module's own, its server started (the second sighting starts it) and
     ready; the environment that uses it, and the one that starts as usual."""
-    pth = Path(SITE) / warm_start.PTH
+    pth = Path(SITE) / warm_client.PTH
     wrote = not pth.exists()  # a session with warm starts turned off has none
     if wrote:
         pth.write_text(warm_start.pth_line())
     folder = tempfile.mkdtemp(prefix="pipeline-warm-test-")
     env = subprocess_env(
-        **{warm_start.VARIABLE: folder, warm_start.CONTEXT: warm_start.context(), "FACTS_VARIABLE": "set"}
+        **{warm_client.VARIABLE: folder, warm_client.CONTEXT: warm_client.context(), "FACTS_VARIABLE": "set"}
     )
-    cold = {**env, warm_start.VARIABLE: ""}
+    cold = {**env, warm_client.VARIABLE: ""}
     try:
         for _ in range(2):
             assert not facts(env).tensorflow
@@ -178,13 +180,13 @@ def test_a_forked_process_has_the_sys_path_its_pythonpath_makes(warm, tmp_path):
     without = {name: value for name, value in env.items() if name != "PYTHONPATH"}
     for pythonpath in ("", f"{tmp_path / 'helpers'}{os.pathsep}{ROOT}", f"{ROOT}{os.pathsep}..{os.sep}{ROOT.name}"):
         each = {**without, "PYTHONPATH": pythonpath} if pythonpath else without
-        made, usual = facts(each, cwd=ROOT / "tests"), facts({**each, warm_start.VARIABLE: ""}, cwd=ROOT / "tests")
+        made, usual = facts(each, cwd=ROOT / "tests"), facts({**each, warm_client.VARIABLE: ""}, cwd=ROOT / "tests")
         assert (made.tensorflow, usual.tensorflow) == (True, False), pythonpath
         assert made.seen == usual.seen, pythonpath  # sys.path among them
     (tmp_path / "shadow" / "absl").mkdir(parents=True)
     (tmp_path / "shadow" / "absl" / "__init__.py").write_text("")
     assert not facts({**env, "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{ROOT}"}).tensorflow
-    ((noted,),) = [list(Path(env[warm_start.VARIABLE]).glob(f"*.{warm_start.LOOKED_UP}"))]
+    ((noted,),) = [list(Path(env[warm_client.VARIABLE]).glob(f"*.{warm_client.LOOKED_UP}"))]
     found, missing = json.loads(noted.read_text())
     assert "absl" in found and "pipeline" not in found + missing
     (tmp_path / "portion" / min(missing)).mkdir(parents=True)  # not a package: a namespace folder
@@ -196,12 +198,12 @@ def test_what_the_imports_set_is_the_environment_they_would_make_of_its_absence(
     which the children of a process that imported them inherit: at those values, the server's
     environment; at another value, another one. And what no import reads."""
     env, _ = warm
-    noted = json.loads((Path(env[warm_start.VARIABLE]) / warm_start.SET_BY_IMPORTS).read_text())
+    noted = json.loads((Path(env[warm_client.VARIABLE]) / warm_client.SET_BY_IMPORTS).read_text())
     # whether or not the environment the server started in had them (a worker whose tests
     # imported TensorFlow in-process passes them on)
-    imports = {k: v for k, v in warm_start.IMPORT_DEFAULTS.items() if k not in warm_start.LOGGING}
-    assert {k: v for k, v in noted.items() if k not in warm_start.LOGGING} == imports
-    assert facts({**env, **warm_start.IMPORT_DEFAULTS}).tensorflow
+    imports = {k: v for k, v in warm_client.IMPORT_DEFAULTS.items() if k not in warm_client.LOGGING}
+    assert {k: v for k, v in noted.items() if k not in warm_client.LOGGING} == imports
+    assert facts({**env, **warm_client.IMPORT_DEFAULTS}).tensorflow
     assert not facts({**env, "TF2_BEHAVIOR": "0"}).tensorflow  # only noted
     assert facts({**env, "PS1": "(.venv) ", "CELERY_LOG_LEVEL": "20"}).tensorflow  # a shell's, DVC's queue's
 
@@ -211,10 +213,10 @@ def test_which_commands_a_server_can_start(tmp_path, monkeypatch):
     script = str(Path(python).parent / "pipeline")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     started = [
-        warm_start.command([python, "-m", "pipeline", "-q", "train", "x"]) or {},
-        warm_start.command([python, script, "evaluate"]) or {},
-        warm_start.command([python, str(FACTS), "exit", "3"]) or {},
-        warm_start.command([python, "-m", "pipeline.tuning.workers", "{}", "out.json"]) or {},
+        warm_client.command([python, "-m", "pipeline", "-q", "train", "x"]) or {},
+        warm_client.command([python, script, "evaluate"]) or {},
+        warm_client.command([python, str(FACTS), "exit", "3"]) or {},
+        warm_client.command([python, "-m", "pipeline.tuning.workers", "{}", "out.json"]) or {},
     ]
     assert [started[0].get("args"), started[1].get("script"), started[2].get("path0"), started[3].get("module")] == [
         ["-q", "train", "x"],
@@ -232,17 +234,17 @@ def test_which_commands_a_server_can_start(tmp_path, monkeypatch):
         [python, str(ROOT / "benchmarks" / "memory.py")],  # not a worker of the suite
         [python],
     ):
-        assert warm_start.command(other) is None, other
+        assert warm_client.command(other) is None, other
     (tmp_path / "sitecustomize.py").write_text("")  # code that runs before the command: a test's patch
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{tmp_path}")
-    assert warm_start.command([python, "-m", "pipeline", "train"]) is None
+    assert warm_client.command([python, "-m", "pipeline", "train"]) is None
 
 
 def test_the_first_start_of_an_environment_is_noted_and_the_second_starts_its_server(tmp_path, monkeypatch):
     spawned = []
-    monkeypatch.setattr(warm_start, "_spawn", lambda *args: spawned.append(args))
+    monkeypatch.setattr(warm_client, "_spawn", lambda *args: spawned.append(args))
     for expected in ({"k.seen"}, {"k.seen", "k.started"}, {"k.seen", "k.started"}):
-        warm_start._sighted(str(tmp_path), "k", "/project", "described")
+        warm_client._sighted(str(tmp_path), "k", "/project", "described")
         assert {p.name for p in tmp_path.iterdir()} == expected
     assert spawned == [(str(tmp_path), "k", "/project")]  # once: the third start waits for it
     assert (tmp_path / "k.seen").read_text() == "described"

@@ -3,17 +3,15 @@ machine a training ran on: /proc/cpuinfo read into a CPU model and its vector in
 and reports/<dataset>/machine.json written by the train stage beside its figures (an uncached
 DVC out, not a metric)."""
 
-import datetime
 import json
-import os
 import platform
 import re
 import subprocess
 
 import pytest
 import yaml
-from helpers import ROOT, run_pipeline, subprocess_env, write_params
 from packaging.utils import canonicalize_name
+from support.project import ROOT
 
 from pipeline.runtime import environment
 
@@ -75,54 +73,6 @@ def test_what_the_train_stage_measured_is_no_out_and_no_git_file_and_only_number
     assert len(ignored.stdout.split()) == 2 * len(datasets), ignored.stdout + ignored.stderr
     tracked = subprocess.run(["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     assert tracked and not [path for path in tracked if path.endswith(("/machine.json", "/measurements.json"))]
-
-
-@pytest.mark.slow
-def test_the_train_stage_names_the_machine(tmp_path):
-    from fixtures import make_reuters_raw
-
-    make_reuters_raw(tmp_path / "raw", n=120)
-    write_params(tmp_path, {"train.reuters.epochs": 1, "preprocess.reuters.max_len": 30})
-    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
-    env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    result = run_pipeline(
-        "train",
-        "reuters",
-        "--data",
-        "prepared",
-        "--model-dir",
-        "model",
-        "--history",
-        "h.csv",
-        "--summary",
-        "s.json",
-        "--curves",
-        "c.png",
-        "--machine",
-        "reports/machine.json",
-        cwd=tmp_path,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
-    text = (tmp_path / "reports" / "machine.json").read_text()
-    machine = json.loads(text)
-    assert text == json.dumps(machine, indent=2, sort_keys=True) + "\n"  # as every JSON output
-    import keras
-    import tensorflow as tf
-
-    today = datetime.datetime.now(datetime.timezone.utc).date()
-    assert machine == {
-        "cpu": environment.cpu()[0],
-        "cpu_cores": os.cpu_count(),
-        "instruction_sets": environment.cpu()[1],
-        "gpus": [],  # CUDA_VISIBLE_DEVICES=-1 in the tests
-        "tensorflow_version": tf.__version__,
-        "keras_version": keras.__version__,
-        "python_version": platform.python_version(),
-        "date": machine["date"],
-    }
-    assert machine["date"] in (today.isoformat(), (today - datetime.timedelta(days=1)).isoformat())
-    assert not list((tmp_path / "reports").glob(".*.tmp"))
 
 
 def test_this_environment_is_the_locks_and_a_run_says_so(monkeypatch):

@@ -2,7 +2,7 @@
 scikit-learn (for its wrappers) and matplotlib (for its image galleries), and both stay
 importable for anything else."""
 
-from helpers import child_json, run_python
+from support.processes import child_json, run_python
 
 # `pipeline devices` imports TensorFlow (and so Keras) in the command's own process; what
 # that process holds is read after it.

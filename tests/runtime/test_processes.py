@@ -2,7 +2,7 @@
 result as JSON; a failure there is its one `error:` line and its exit code in the parent."""
 
 import pytest
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.runtime import processes
 

@@ -1,6 +1,6 @@
 """pipeline.runtime.usage: the peak memory a stage reports, the malloc arena cap."""
 
-from helpers import run_python, subprocess_env
+from support.processes import run_python, subprocess_env
 
 from pipeline.runtime import usage
 

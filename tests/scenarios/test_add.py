@@ -9,8 +9,9 @@ import json
 import sys
 
 import pytest
-from fixtures import FileServer, make_mnist_archive
-from helpers import copy_project, dvc, git_repo, project_env, sh
+from support.datasets import FileServer, make_mnist_archive
+from support.processes import dvc, git_repo, project_env, sh
+from support.project import copy_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -81,7 +82,7 @@ def test_a_table_is_added_trained_and_served_as_rows_of_its_columns(tmp_path):
     import urllib.error
     import urllib.request
 
-    from helpers import free_ports, wait_for_url
+    from support.servers import free_ports, wait_for_url
 
     served = tmp_path / "served"
     served.mkdir()

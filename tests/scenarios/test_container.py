@@ -22,19 +22,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import (
-    ROOT,
-    child_json,
-    child_lines,
-    copy_project,
-    free_ports,
-    marker_env,
-    run_python,
-    wait_for_url,
-    write_params,
-)
-from images import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, STANDIN_PY312, STANDIN_TF, run, wait_for_images
-from readme import README, shell_blocks
+from runner.docker_builds import CUDA_IMAGE, HERE, IMAGE, MLFLOW_IMAGE, PY312_IMAGE, STANDIN_PY312, STANDIN_TF, run
+from runner.images import wait_for_images
+from support.processes import child_json, child_lines, run_python
+from support.project import ROOT, copy_project, marker_env, write_params
+from support.readme import README, shell_blocks
+from support.servers import free_ports, wait_for_url
 
 from pipeline.runtime import environment
 
@@ -61,7 +54,7 @@ def user_copy(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def made():
-    """The engine and images the session made in the background (tests/images.py)."""
+    """The engine and images the session made in the background (tests/runner/images.py)."""
     return wait_for_images()
 
 
@@ -299,7 +292,7 @@ def test_source_change_rebuilds_from_the_cached_dependency_layer(image):
 
 
 def test_the_engine_starts_with_nothing_of_an_earlier_session_but_what_it_keeps(made):
-    """The engine keeps its images from one session to the next (tests/images.py): when this
+    """The engine keeps its images from one session to the next (tests/runner/images.py): when this
     one starts, it holds no container or volume, and no image but the stand-ins and the kept
     installs (`pipeline-kept/...`), so that the project's image above is built cold."""
     found = made["found"]
@@ -355,7 +348,7 @@ def test_gpus_asked_for_on_a_host_without_any_is_one_config_line(docker, image, 
 
 def test_reuters_embedding_on_two_replicas_trains_on_tf_2_17(docker, image, tmp_path):
     """keras-team/keras#21069: Embedding + fit on two devices failed on TF 2.17/2.18."""
-    from fixtures import make_reuters_npz, make_word_index
+    from support.datasets import make_reuters_npz, make_word_index
 
     clone = user_copy(tmp_path / "clone")
     make_reuters_npz(tmp_path / "reuters.npz")

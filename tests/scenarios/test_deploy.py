@@ -5,7 +5,7 @@ import shlex
 import subprocess
 
 import yaml
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.cli import cli
 

@@ -8,8 +8,9 @@ import shutil
 import subprocess
 import sys
 
-from helpers import ROOT, subprocess_env
-from readme import README, docs_pages
+from support.processes import subprocess_env
+from support.project import ROOT
+from support.readme import README, docs_pages
 
 README_LINES = 300
 

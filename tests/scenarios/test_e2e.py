@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, dvc, sh, unlike_plain_files
+from support.processes import child_json, dvc, sh
+from support.project import unlike_plain_files
+from support.servers import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.distributed]
 

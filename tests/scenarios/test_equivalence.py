@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import ROOT, subprocess_env
+from support.processes import subprocess_env
+from support.project import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

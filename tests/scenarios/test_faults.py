@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import (
-    free_ports,
-    reuters_files_of,
-    run_pipeline,
-    start_mlflow_server,
-    subprocess_env,
-    unlike_plain_files,
-    write_params,
-)
+from support.datasets import reuters_files_of
+from support.processes import run_pipeline, subprocess_env
+from support.project import unlike_plain_files, write_params
+from support.servers import free_ports, start_mlflow_server
 
 pytestmark = [
     pytest.mark.slow,
@@ -336,7 +331,7 @@ def run_killed_when(stage, args, cwd, env, out: Path, pattern: str) -> bool:
 @pytest.fixture(scope="module")
 def large_raw(project):
     """Reuters files with 3,000 newswires: writing their arrays takes long enough to be caught."""
-    from fixtures import make_reuters_npz, make_word_index
+    from support.datasets import make_reuters_npz, make_word_index
 
     root, _ = project
     raw = root / "raw-large"
@@ -349,7 +344,7 @@ def large_raw(project):
 @pytest.mark.cold_start  # the SIGKILL reaches the stage's own process at that moment
 @pytest.mark.parametrize("stage", list(KILL_WHEN))
 def test_sigkill_at_the_moment_that_matters_then_rerun(project, large_raw, dataset_files, tmp_path, stage):
-    from fixtures import FileServer
+    from support.datasets import FileServer
 
     root, base_env = project
     store = tmp_path / "mlflow.db"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.datasets import make_mnist_archive, make_reuters_npz, make_word_index
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import mnist, prepared, reuters

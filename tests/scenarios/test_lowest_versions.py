@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_command, sh, write_params
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from support.processes import run_command, sh
+from support.project import ROOT, write_params
 
 pytestmark = [pytest.mark.slow]
 
@@ -265,8 +266,8 @@ def test_a_training_its_evaluation_and_a_tuning_trial_run_at_the_lowest_versions
 def test_a_postgresql_study_without_the_postgres_extra_is_one_line(tmp_path):
     """psycopg is the postgres extra's: where it is not installed, a study in PostgreSQL says
     which extra to install, exit 2, before TensorFlow or MLflow is imported."""
-    from fixtures import make_reuters_raw
-    from helpers import run_pipeline
+    from support.datasets import make_reuters_raw
+    from support.processes import run_pipeline
 
     write_params(tmp_path)
     make_reuters_raw(tmp_path / "raw", n=100)
@@ -274,7 +275,7 @@ def test_a_postgresql_study_without_the_postgres_extra_is_one_line(tmp_path):
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text("import sys\nsys.modules['psycopg'] = None  # as if not installed\n")
-    from helpers import subprocess_env
+    from support.processes import subprocess_env
 
     env = subprocess_env(PYTHONPATH=f"{hide}{os.pathsep}{ROOT}")
     result, code, imported = run_command(

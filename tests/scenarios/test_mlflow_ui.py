@@ -7,7 +7,8 @@ import json
 import urllib.parse
 
 import pytest
-from helpers import CHROMIUM, CHROMIUM_ARGS, child_json, free_ports, run_python, start_mlflow_server, subprocess_env
+from support.processes import child_json, run_python, subprocess_env
+from support.servers import CHROMIUM, CHROMIUM_ARGS, free_ports, start_mlflow_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

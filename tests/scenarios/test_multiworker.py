@@ -6,7 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from helpers import free_ports, prepared_reuters, run_pipeline, subprocess_env, write_params
+from support.datasets import prepared_reuters
+from support.processes import run_pipeline, subprocess_env
+from support.project import write_params
+from support.servers import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -112,7 +115,7 @@ def test_a_lost_worker_is_one_line_and_both_resume_together(prepared):
     import signal
     import time
 
-    from fixtures import make_reuters_npz as make
+    from support.datasets import make_reuters_npz as make
 
     make(prepared / "raw" / "reuters.npz", n=3000)
     write_params(

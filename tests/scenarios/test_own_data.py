@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, free_ports, project_env, sh, wait_for_url
 from PIL import Image, ImageDraw
 from pytest_codeblocks import extract_from_file
-from readme import Session, shell_blocks
+from support.processes import project_env, sh
+from support.project import ROOT
+from support.readme import Session, shell_blocks
+from support.servers import free_ports, wait_for_url
 
 from pipeline.config.commands.params_doc import format_params
 
@@ -119,8 +121,8 @@ def ask(url: str, row: dict) -> dict:
 
 
 def test_a_dataset_of_each_kind_is_added_by_the_docs_steps_and_served(trained_project, tmp_path):
-    from fixtures import FileServer
     from mlflow import MlflowClient
+    from support.datasets import FileServer
 
     served = tmp_path / "served"
     served.mkdir()

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CHROMIUM, CHROMIUM_ARGS, GIT_IDENTITY, ROOT, child_json, dvc, subprocess_env
+from support.processes import GIT_IDENTITY, child_json, dvc, subprocess_env
+from support.project import ROOT
+from support.servers import CHROMIUM, CHROMIUM_ARGS
 
 TEMPLATE = ROOT / ".dvc" / "plots" / "offline.html"
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")

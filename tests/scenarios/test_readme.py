@@ -1,7 +1,7 @@
 """README.md and the docs site's pages, run as a new user would: every ```bash and ```console
 block, README.md's first and then each page's in the order of mkdocs.yml's nav, in one shell
 session in a fresh copy of the project, checking exit codes and the lines a page says a command
-prints. A block the session cannot run says why in the page (tests/readme.py has the
+prints. A block the session cannot run says why in the page (tests/support/readme.py has the
 conventions).
 
 The copy is of the session's trained project (tests/conftest.py: a clone whose `dvc repro` ran
@@ -13,8 +13,9 @@ import re
 import time
 
 import pytest
-from helpers import GIT_IDENTITY, ROOT, subprocess_env
-from readme import (
+from support.processes import GIT_IDENTITY, subprocess_env
+from support.project import ROOT
+from support.readme import (
     DOCS,
     Session,
     console_steps,
@@ -63,7 +64,7 @@ def test_console_output_matching():
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory, dataset_files, trained_project):
-    from fixtures import FileServer
+    from support.datasets import FileServer
 
     home = tmp_path_factory.mktemp("readme")
     project = trained_project.copy(home / "pipeline")

@@ -6,7 +6,9 @@ host of one kind with the same lock (see docs/reproducibility.md)."""
 import json
 
 import pytest
-from helpers import reuters_files_of, run_pipeline, subprocess_env, write_params
+from support.datasets import reuters_files_of
+from support.processes import run_pipeline, subprocess_env
+from support.project import write_params
 
 # cold_start: each training's process starts as a user's does, with a hash seed of its own
 pytestmark = [pytest.mark.slow, pytest.mark.cold_start]
@@ -95,7 +97,7 @@ def test_the_committed_results_are_this_codes():
     import sys
     from pathlib import Path
 
-    from helpers import ROOT
+    from support.project import ROOT
 
     dvc = Path(sys.executable).with_name("dvc")
     result = subprocess.run(
@@ -121,7 +123,7 @@ def test_every_module_the_training_runs_is_a_dependency_of_the_train_stage():
     import ast
 
     import yaml
-    from helpers import ROOT
+    from support.project import ROOT
 
     def module_file(name: str):
         for path in (ROOT / f"{name.replace('.', '/')}.py", ROOT / name.replace(".", "/") / "__init__.py"):

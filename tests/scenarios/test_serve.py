@@ -22,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, child_json, free_ports, project_env, wait_for_url
 from PIL import Image
+from support.processes import child_json, project_env
+from support.project import ROOT
+from support.servers import free_ports, wait_for_url
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import child_json, copy_project, dvc, git_repo, project_env, reuters_files_of, sh, write_params
-from readme import shell_blocks
+from support.datasets import reuters_files_of
+from support.processes import child_json, dvc, git_repo, project_env, sh
+from support.project import copy_project, write_params
+from support.readme import shell_blocks
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -59,7 +61,7 @@ def a_worker_left_behind_stopped(repo, env):
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory, dataset_files):
-    from fixtures import FileServer
+    from support.datasets import FileServer
 
     repo = copy_project(tmp_path_factory.mktemp("sweep") / "project")
     write_params(

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_json, dvc, run_command, sh
+from support.processes import child_json, dvc, run_command, sh
 
 pytestmark = [pytest.mark.slow]
 

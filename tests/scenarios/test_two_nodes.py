@@ -17,22 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (
-    ROOT,
-    SHORT_CUSTOM_REUTERS,
-    child_json,
-    copy_project,
-    dvc,
-    git_repo,
-    prepared_reuters,
-    project_env,
-    reuters_files_of,
-    run_pipeline,
-    sh,
-    subprocess_env,
-    wait_for,
-    write_params,
-)
+from support.datasets import SHORT_CUSTOM_REUTERS, prepared_reuters, reuters_files_of
+from support.processes import child_json, dvc, git_repo, project_env, run_pipeline, sh, subprocess_env
+from support.project import ROOT, copy_project, write_params
+from support.servers import wait_for
 
 SCRIPT = ROOT / "deploy" / "slurm" / "sweep.sbatch"
 # as a user writes one: a comment and a blank line, which are not experiments
@@ -497,7 +485,7 @@ def swept(tmp_path_factory, dataset_files, cluster):
     """The project with its prepared data on the DVC remote and its commit on the git remote,
     then `sbatch --wait --array=0-1 deploy/slurm/sweep.sbatch grid.txt` from it; the tasks'
     logs and what a fresh clone of the git remote shows after `dvc exp pull origin`."""
-    from fixtures import FileServer
+    from support.datasets import FileServer
 
     root = tmp_path_factory.mktemp("slurm-sweep")
     env = project_env()

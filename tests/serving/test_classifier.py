@@ -10,9 +10,9 @@ import io
 
 import numpy as np
 import pytest
-from fixtures import digit_image, encode, make_reuters_npz, make_word_index
-from helpers import ROOT
 from PIL import Image
+from support.datasets import digit_image, encode, make_reuters_npz, make_word_index
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import images, mnist, reuters, texts

@@ -3,7 +3,8 @@ the model, and gets the pyfunc class of pipeline.serving.classifier (not a pickl
 
 from __future__ import annotations
 
-from helpers import ROOT, run_python
+from support.processes import run_python
+from support.project import ROOT
 
 
 def test_the_file_defines_the_classifier_for_mlflow():

@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, forget_tracking_uri, stand_in_run
+from support.project import ROOT
+from support.tracking import forget_tracking_uri, stand_in_run
 
 from pipeline.config.keys.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError
@@ -139,7 +140,7 @@ def test_what_is_not_there_is_one_error(tmp_path, monkeypatch):
 def test_a_registry_apart_from_the_tracking_store_is_the_one_named(tmp_path, monkeypatch):
     """MLFLOW_REGISTRY_URI is MLflow's own variable: models go there, and when it does not
     answer the error names it, not the tracking store that does."""
-    from helpers import free_ports
+    from support.servers import free_ports
 
     from pipeline.errors import TrackingError
 

@@ -9,7 +9,9 @@ import sys
 from typing import Final
 
 import pytest
-from helpers import ROOT, forget_tracking_uri, run_command, stand_in_run, subprocess_env
+from support.processes import run_command, subprocess_env
+from support.project import ROOT
+from support.tracking import forget_tracking_uri, stand_in_run
 
 from pipeline.config.keys.schema import PromoteConfig
 from pipeline.errors import ConfigError, DataError

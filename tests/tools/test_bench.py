@@ -4,8 +4,9 @@ import json
 import re
 
 import pytest
-from fixtures import make_reuters_npz, make_word_index
-from helpers import run_pipeline, subprocess_env, write_params
+from support.datasets import make_reuters_npz, make_word_index
+from support.processes import run_pipeline, subprocess_env
+from support.project import write_params
 
 pytestmark = pytest.mark.slow
 
@@ -187,7 +188,8 @@ def test_the_step_breakdown_times_each_part_of_a_step(prepared):
     arithmetic a third of a training step's."""
     import sys
 
-    from helpers import ROOT, sh
+    from support.processes import sh
+    from support.project import ROOT
 
     result = sh(
         sys.executable,

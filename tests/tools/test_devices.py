@@ -1,7 +1,7 @@
 """pipeline/tools/devices.py: `pipeline devices` on the repository's params, as text and as JSON."""
 
 import pytest
-from helpers import child_json, run_pipeline
+from support.processes import child_json, run_pipeline
 
 from pipeline.tools import devices
 

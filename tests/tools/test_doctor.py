@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import child_json, free_ports, run_pipeline, subprocess_env, write_params
+from support.processes import child_json, run_pipeline, subprocess_env
+from support.project import write_params
+from support.servers import free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +149,7 @@ def test_an_experiment_whose_artifacts_dvc_deleted_is_reported_with_a_repair_tha
 
 @pytest.mark.distributed
 def test_train_stage_with_a_dead_tracking_server_stops_in_one_line_and_writes_nothing(tmp_path):
-    from fixtures import make_reuters_npz, make_word_index
+    from support.datasets import make_reuters_npz, make_word_index
 
     raw = tmp_path / "raw"
     raw.mkdir()

@@ -4,7 +4,8 @@ values or a loss turns NaN (each fault put into every process of the selftest by
 sitecustomize module on PYTHONPATH: TensorFlow's and the project's own code, patched)."""
 
 import pytest
-from helpers import run_pipeline, subprocess_env, write_params
+from support.processes import run_pipeline, subprocess_env
+from support.project import write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

@@ -5,7 +5,8 @@ import csv
 import io
 
 import pytest
-from helpers import child_json, free_ports, run_pipeline, run_python, start_mlflow_server, subprocess_env
+from support.processes import child_json, run_pipeline, run_python, subprocess_env
+from support.servers import free_ports, start_mlflow_server
 
 PARAMS = {"train.reuters.learning_rate": "0.001", "train.reuters.epochs": "10", "distribute.replicas": "1"}
 

@@ -1,7 +1,7 @@
 """pipeline/tracking/probe.py: a store that cannot take a run is one line naming it, before any work."""
 
 import pytest
-from helpers import run_pipeline
+from support.processes import run_pipeline
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_a_store_that_cannot_be_opened_is_a_tracking_error_naming_it(tmp_path, m
 
 
 def test_a_store_that_cannot_be_opened_stops_a_command_in_one_line(tmp_path):
-    from helpers import subprocess_env
+    from support.processes import subprocess_env
 
     (tmp_path / "notes.db").write_text("notes, not a database\n")
     result = run_pipeline(

@@ -5,7 +5,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from helpers import fixture_images_sha256, samples, use_sqlite, write_params
+from support.models import samples
+from support.project import fixture_images_sha256, write_params
+from support.tracking import use_sqlite
 
 from pipeline.tracking import runs
 

@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures import make_reuters_raw
-from helpers import run_pipeline, subprocess_env, use_sqlite, write_params
+from support.datasets import make_reuters_raw
+from support.processes import run_pipeline, subprocess_env
+from support.project import write_params
+from support.tracking import use_sqlite
 
 from pipeline.tracking import store
 

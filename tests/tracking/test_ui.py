@@ -4,7 +4,8 @@ URL; a port another program holds, or a store that cannot be opened, is one line
 import os
 import socket
 
-from helpers import free_ports, run_pipeline, subprocess_env
+from support.processes import run_pipeline, subprocess_env
+from support.servers import free_ports
 
 
 def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):

@@ -4,7 +4,8 @@ will read it, and Slurm's variables."""
 import json
 
 import pytest
-from helpers import free_ports, run_python
+from support.processes import run_python
+from support.servers import free_ports
 
 
 def test_cluster_detection():
@@ -142,7 +143,8 @@ def test_the_start_watch_names_the_workers_that_do_not_answer(tmp_path):
     import subprocess
     import sys
 
-    from helpers import ROOT, subprocess_env
+    from support.processes import subprocess_env
+    from support.project import ROOT
 
     listening = socket.create_server(("127.0.0.1", 0))
     closed = free_ports(1)[0]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, reuters_model
+from support.models import reuters_model
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 

@@ -1,7 +1,8 @@
 """Device configuration and strategies; each case runs in its own process (tensorflow#61314)."""
 
 import pytest
-from helpers import child_json, run_command, run_pipeline, run_python, subprocess_env, write_params
+from support.processes import child_json, run_command, run_pipeline, run_python, subprocess_env
+from support.project import write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -207,7 +208,7 @@ def test_steps_per_execution_on_replicas_is_for_the_custom_loop(tmp_path):
 def reuters_devices(**changes):
     import dataclasses
 
-    from helpers import ROOT
+    from support.project import ROOT
 
     from pipeline.config.loading.loader import load_params
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, subprocess_env
+from support.processes import subprocess_env
+from support.project import ROOT
 
 from pipeline.config.keys.training import EarlyStoppingConfig
 from pipeline.training.early_stopping import best_epoch, should_stop

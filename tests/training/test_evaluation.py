@@ -70,7 +70,8 @@ def opens_of(paths, run) -> dict:
 def test_evaluate_reads_each_test_shard_once(trained_project):
     """Its shards' sha256, its digest, its labels and the predictions from one read of each
     test shard of MNIST (the trained project's model and prepared data)."""
-    from helpers import ROOT, subprocess_env
+    from support.processes import subprocess_env
+    from support.project import ROOT
 
     from pipeline.data import prepared
 

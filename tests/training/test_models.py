@@ -5,7 +5,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, described, mobilenet_weights, reuters_model, with_settings
+from support.configs import with_settings
+from support.models import described, mobilenet_weights, reuters_model
+from support.project import ROOT
 
 from pipeline.config.keys.model_table import MlpSettings, MobileNetV2Settings, SmallConvnetSettings
 from pipeline.config.keys.training import TRAIN_CONFIGS

@@ -8,8 +8,9 @@ import sys
 import time
 
 import pytest
-from fixtures import make_reuters_raw
-from helpers import run_on_terminal, run_pipeline, subprocess_env, write_params
+from support.datasets import make_reuters_raw
+from support.processes import run_on_terminal, run_pipeline, subprocess_env
+from support.project import write_params
 
 pytestmark = [pytest.mark.slow]
 

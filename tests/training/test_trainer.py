@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 import pytest
-from fixtures import make_reuters_raw
-from helpers import ROOT
+from support.datasets import make_reuters_raw
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import reuters
@@ -230,7 +230,7 @@ def weighted_case(tmp_path, loop: str, replicas: int, class_weight: str) -> dict
     import subprocess
     import sys
 
-    from helpers import subprocess_env
+    from support.processes import subprocess_env
 
     out = tmp_path / f"{loop}-{replicas}-{class_weight}.json"
     worker = ROOT / "tests" / "workers" / "train_case.py"

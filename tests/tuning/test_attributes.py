@@ -4,7 +4,7 @@ direction first, then the project's records, a study that records none of them r
 creator has had time to record them or once it has trials."""
 
 import pytest
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.errors import ConfigError

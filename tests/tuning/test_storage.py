@@ -4,7 +4,10 @@ found without making it (a journal file, a sqlite file, Optuna's tables in a rea
 and a database that cannot be reached, in one line."""
 
 import pytest
-from helpers import ROOT, empty_database, free_ports, run_command, use_sqlite, write_params
+from support.processes import run_command
+from support.project import ROOT, write_params
+from support.servers import empty_database, free_ports
+from support.tracking import use_sqlite
 
 from pipeline.config.loading.loader import load_params
 from pipeline.errors import StudyError

@@ -8,7 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, empty_database, free_ports, run_command, samples, subprocess_env, use_sqlite, write_params
+from support.models import samples
+from support.processes import run_command, subprocess_env
+from support.project import ROOT, write_params
+from support.servers import empty_database, free_ports
+from support.tracking import use_sqlite
 
 from pipeline.config.loading import search_space
 from pipeline.config.loading.loader import load_params

@@ -3,8 +3,10 @@ trials nested under it with their params, curves, state and epochs."""
 
 import dataclasses
 
-from helpers import ROOT, samples, use_sqlite
 from mlflow import MlflowClient
+from support.models import samples
+from support.project import ROOT
+from support.tracking import use_sqlite
 
 from pipeline.config.loading.loader import load_params
 from pipeline.tuning import study_runs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import write_params
+from support.project import write_params
 
 from pipeline.config.loading import loader
 from pipeline.errors import ConfigError

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fixtures import make_mnist_archive
-from helpers import ROOT, run_command, subprocess_env
 from pytest_codeblocks import extract_from_file
+from support.datasets import make_mnist_archive
+from support.processes import run_command, subprocess_env
+from support.project import ROOT
 
 from pipeline.config.commands.params_doc import format_params
 from pipeline.config.loading import loader

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, field_cases, run_command, run_pipeline, subprocess_env
+from support.configs import field_cases
+from support.processes import run_command, run_pipeline, subprocess_env
+from support.project import ROOT
 
 from pipeline.config.commands import params_doc
 from pipeline.config.commands.params_doc import describe, format_markdown, format_params

@@ -5,7 +5,7 @@ import ast
 import dataclasses
 import importlib.util
 
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.config.keys.model_table import MODELS
 

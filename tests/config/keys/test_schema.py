@@ -4,7 +4,8 @@ and flatten to the dotted keys MLflow logs."""
 import dataclasses
 
 import pytest
-from helpers import ROOT, field_cases
+from support.configs import field_cases
+from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import yaml
-from helpers import ROOT
+from support.project import ROOT
 
 from pipeline.config.keys.training import TRAIN_CONFIGS
 from pipeline.config.loading import build, templates

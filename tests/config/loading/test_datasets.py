@@ -5,8 +5,9 @@ another is one error naming both."""
 import numpy as np
 import pytest
 import yaml
-from fixtures import make_mnist_archive, make_reuters_npz, make_word_index
-from helpers import ROOT, run_command, write_params
+from support.datasets import make_mnist_archive, make_reuters_npz, make_word_index
+from support.processes import run_command
+from support.project import ROOT, write_params
 
 from pipeline.config.keys import training
 from pipeline.config.loading import datasets

@@ -2,7 +2,8 @@ import copy
 
 import pytest
 import yaml
-from helpers import ROOT, run_command, subprocess_env, write_params
+from support.processes import run_command, subprocess_env
+from support.project import ROOT, write_params
 
 from pipeline.config.keys.schema import STAGES
 from pipeline.config.loading.loader import load_params, names, params_of, validate
@@ -240,7 +241,7 @@ def test_a_top_k_is_judged_against_the_prepared_classes_not_by_the_params(raw):
 
 
 def test_a_top_k_past_the_prepared_classes_stops_evaluate_before_it_writes_anything(tmp_path):
-    from fixtures import make_reuters_raw
+    from support.datasets import make_reuters_raw
 
     from pipeline.config.loading import datasets
 

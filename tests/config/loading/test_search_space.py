@@ -6,7 +6,8 @@ import copy
 
 import pytest
 import yaml
-from helpers import ROOT, run_command, write_params
+from support.processes import run_command
+from support.project import ROOT, write_params
 
 from pipeline.config.loading import datasets, search_space, templates
 from pipeline.config.loading.loader import apply_overrides, load_params, validate

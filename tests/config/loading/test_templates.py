@@ -6,7 +6,8 @@ import copy
 
 import pytest
 import yaml
-from helpers import ROOT, run_pipeline, write_params
+from support.processes import run_pipeline
+from support.project import ROOT, write_params
 
 from pipeline.config.commands.params_doc import format_params
 from pipeline.config.loading import datasets, templates

@@ -1,4 +1,5 @@
-"""Small datasets in the real formats, and an HTTP server to serve them from 127.0.0.1.
+"""Small datasets in the real formats, and an HTTP server to serve them from 127.0.0.1; a
+short Reuters training's params and its prepared folder; the download params of served files.
 
 The server speaks enough HTTP for the real download code: Content-Length, Range requests
 (206), and faults on demand (a dropped connection after N bytes, a 500) to test resume and
@@ -17,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
+from support.processes import run_pipeline
+from support.project import ROOT, write_params
 
 REUTERS_CLASSES = 46
 
@@ -185,3 +188,43 @@ class FileServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# a short custom-loop Reuters training on fixture data: what the multi-worker tests train
+SHORT_CUSTOM_REUTERS = {
+    "preprocess.reuters.max_len": 60,
+    "train.reuters.loop": "custom",
+    "train.reuters.epochs": 2,
+    "train.reuters.batch_size_per_replica": 8,
+}
+
+
+def prepared_reuters(folder: Path, out: str = "prepared", n: int = 240, **overrides) -> Path:
+    """Fixture Reuters (`n` newswires) in folder/raw, params.yaml for SHORT_CUSTOM_REUTERS and
+    `overrides` (param keys with `.` written `__`), and the preprocess stage's folder/`out`."""
+    make_reuters_raw(folder / "raw", n=n)
+    write_params(folder, {**SHORT_CUSTOM_REUTERS, **{k.replace("__", "."): v for k, v in overrides.items()}})
+    done = run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", out, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def reuters_files_of(served: Path) -> list:
+    """params' download.reuters.files with the sha256 of the fixtures in `served`, so that the
+    real check runs on them."""
+    import hashlib
+
+    import yaml
+
+    files = yaml.safe_load((ROOT / "params.yaml").read_text())["download"]["reuters"]["files"]
+    for entry in files:
+        entry["sha256"] = hashlib.sha256((Path(served) / Path(entry["url"]).name).read_bytes()).hexdigest()
+    return files
+
+
+def flipped(data: bytes) -> bytes:
+    """`data` with 64 bytes flipped a third of the way in: inside the compressed stream."""
+    out = bytearray(data)
+    for i in range(len(out) // 3, len(out) // 3 + 64):
+        out[i] ^= 0x5A
+    return bytes(out)

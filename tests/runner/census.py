@@ -1,8 +1,8 @@
 """What each test and test module costs: its seconds against tests/durations.json, the Python
-processes it starts that import TensorFlow and the trainings it starts (tests/census_hook.py
+processes it starts that import TensorFlow and the trainings it starts (tests/runner/census_hook.py
 counts them in every process of the suite's environment).
 
-tests/conftest.py starts the count when a session begins (`start`: a `.pth` line in the
+tests/runner/plugin.py starts the count when a session begins (`start`: a `.pth` line in the
 environment's site-packages that runs the hook while PIPELINE_TEST_CENSUS names a folder), reads
 it by test when the session ends (`read`, then `by_module`) and prints `report`'s lines last, so
 that a module that grew shows at every run; both go into the JUnit XML, and
@@ -31,7 +31,7 @@ class Count:
     tensorflow: int = 0  # processes that imported TensorFlow
     trainings: int = 0
     cpu: float = 0.0  # CPU seconds of those processes and the warm ones that exited (a killed one says nothing)
-    warm: int = 0  # processes forked by a server that had imported it (tests/warm_start.py)
+    warm: int = 0  # processes forked by a server that had imported it (tests/runner/warm_start.py)
 
     def as_json(self) -> dict:
         return {"tensorflow_processes": self.tensorflow, "warm_processes": self.warm, "trainings": self.trainings}
@@ -40,7 +40,7 @@ class Count:
 def pth_line(hook: Path = HOOK, variable: str = VARIABLE, name: str = "census_hook") -> str:
     """The line site.py runs at every start of the environment's Python: the hook (as module
     `name`), while `variable` is set and the hook's file is there (a clone's `.pth` outlives the
-    clone). tests/warm_start.py's hook runs through one too."""
+    clone). tests/runner/warm_start.py's hook runs through one too."""
     return (
         f"import os; os.environ.get({variable!r}) and os.path.isfile({str(hook)!r}) and "
         f"exec(compile(open({str(hook)!r}).read(), {str(hook)!r}, 'exec'), "
@@ -50,7 +50,7 @@ def pth_line(hook: Path = HOOK, variable: str = VARIABLE, name: str = "census_ho
 
 def start(site_packages: Path | None = None) -> Path:
     """The `.pth` line in place, and the folder the processes will write to while VARIABLE names
-    it in their environment (tests/conftest.py sets it in the session's, which they inherit)."""
+    it in their environment (tests/runner/plugin.py sets it in the session's, which they inherit)."""
     site_packages = site_packages or Path(sysconfig.get_paths()["purelib"])
     (site_packages / PTH).write_text(pth_line())
     return Path(tempfile.mkdtemp(prefix="pipeline-census-"))

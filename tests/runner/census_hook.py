@@ -1,11 +1,11 @@
 """Run at the start of every Python process of the suite's environment while a session counts
-(tests/census.py writes the `.pth` line that runs it, and sets PIPELINE_TEST_CENSUS to a folder):
+(tests/runner/census.py writes the `.pth` line that runs it, and sets PIPELINE_TEST_CENSUS to a folder):
 it writes to that folder, as JSON lines, when the process imports TensorFlow, each training it
 starts (a call of `pipeline.training.trainer.train`, which both loops, the tuning trials and
 the suite's worker cases go through) and, when it exits, its own CPU seconds. Each event says
 when it happened and under which xdist worker (PYTEST_XDIST_WORKER, which a child process
 inherits even through an environment a fixture copied long before), from which
-tests/census.py finds the test that worker was running then; and the test its environment
+tests/runner/census.py finds the test that worker was running then; and the test its environment
 names (PYTEST_CURRENT_TEST), for a run without those times. Standard library
 only, and nothing imported that the process would not import anyway: it runs in every
 `pipeline`, `dvc` and MLflow process of the session."""

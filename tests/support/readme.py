@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 from pytest_codeblocks import extract_from_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MKDOCS = ROOT / "mkdocs.yml"

@@ -180,7 +180,7 @@ def fixture_images_sha256() -> str:
         found = images.prepare(
             Path(tmp) / "raw", Path(tmp) / "out", dataclasses.replace(cfg, images_sha256=None), "preprocess.mnist"
         )
-    return found.details["images_sha256"]
+    return found.facts.images_sha256
 
 
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
@@ -449,9 +449,10 @@ def samples(**counts: int):
 def described(max_len: int, vocab_size: int, num_classes: int = 46):
     """The description of a prepared dataset of texts that has no files: what a model is sized from."""
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.labelled_texts import full_length_facts
 
     names = [str(c) for c in range(num_classes)]
-    return Prepared(Path(), "sequences", (max_len,), names, {}, {"vocab_size": vocab_size})
+    return Prepared(Path(), "sequences", (max_len,), names, {}, full_length_facts(max_len, vocab_size))
 
 
 def marker_env(python: str, machine: str) -> dict:

@@ -30,13 +30,18 @@ def test_a_prepared_shard_cut_short_stops_train_in_one_line(tmp_path):
     import numpy as np
 
     from pipeline.data.prepared import write_arrays
+    from pipeline.kinds.labelled_texts import full_length_facts
 
     write_params(tmp_path)
     prepared = tmp_path / "prepared"
     x, y = np.ones((40, 30), np.int32), np.arange(40, dtype=np.int32) % 46
     names = [str(c) for c in range(46)]
     found = write_arrays(
-        prepared, {"train": (x, y), "val": (x, y)}, input_="sequences", class_names=names, details={"vocab_size": 10}
+        prepared,
+        {"train": (x, y), "val": (x, y)},
+        input_="sequences",
+        class_names=names,
+        facts=full_length_facts(30, 10),
     )
     shard = found.shard_paths("train")[0]
     whole = shard.read_bytes()

@@ -43,6 +43,7 @@ from pipeline.data.splits import split_validation, training_order
 from pipeline.errors import DataError
 from pipeline.io import reading
 from pipeline.kinds import image_folders
+from pipeline.kinds.image_folders import ImageFoldersFacts
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
@@ -302,7 +303,7 @@ def prepare(
             input_=image_folders.FORM,
             shape=shape,
             class_names=listing.classes,
-            details={"image_size": cfg.image_size, "color": cfg.color, "reader": cfg.reader, "images_sha256": digest},
+            facts=ImageFoldersFacts(cfg.image_size, cfg.color, cfg.reader, images_sha256=digest),
         )
 
 

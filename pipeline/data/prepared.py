@@ -17,13 +17,15 @@ in the split, are spilled to one file per shard, and each shard is put in order 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
+import typing
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -33,6 +35,9 @@ from pipeline.kinds.known import FORMS
 
 if TYPE_CHECKING:
     from pipeline.kinds.kind import Kind
+
+# the class of a kind's facts (`Kind.facts`), which a description holds
+F = TypeVar("F")
 
 SPLITS = ("train", "val", "test")
 DESCRIPTION = "stats.json"
@@ -60,17 +65,18 @@ class Split:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class Prepared(Generic[F]):
     """A prepared folder's description: what its samples are (`input`: its kind's form, as
     `pipeline.kinds.FORMS` has it; their shape and dtype), the classes, each split's shards, and
-    the kind's own facts (`details`: an image size and colour, or a vocabulary and encoding)."""
+    the kind's own facts (`facts`, of its kind's class, `Kind.facts`: a vocabulary and encoding,
+    an image size and colour, a table's columns)."""
 
     folder: Path
     input: str
     shape: tuple[int, ...]
     class_names: list[str]
     splits: dict[str, Split]
-    details: dict = field(default_factory=dict)
+    facts: F
 
     @property
     def num_classes(self) -> int:
@@ -200,13 +206,14 @@ class Prepared:
 
     def to_json(self) -> dict:
         """stats.json: the description, with the kind's facts beside the common keys."""
+        facts: Any = self.facts  # an instance of the kind's dataclass
         return {
             "format": FORMAT,
             "input": self.input,
             "shape": list(self.shape),
             "num_classes": self.num_classes,
             "class_names": self.class_names,
-            **self.details,
+            **dataclasses.asdict(facts),
             "samples": {k: s.samples for k, s in self.splits.items()},
             "class_counts": {k: s.class_counts for k, s in self.splits.items()},
             "shards": {k: [vars(shard) for shard in s.shards] for k, s in self.splits.items()},
@@ -216,9 +223,10 @@ class Prepared:
 COMMON_KEYS = ("format", "input", "shape", "num_classes", "class_names", "samples", "class_counts", "shards")
 
 
-def read(folder: Path | str) -> Prepared:
+def read(folder: Path | str) -> Prepared[Any]:
     """The description of a prepared folder (stats.json), checked for what it must hold: a
-    DataError naming the file otherwise (an older format among them)."""
+    DataError naming the file otherwise (an older format among them), or naming the key of its
+    kind's facts that is missing, unknown or not of its type."""
     folder = Path(folder)
     path = folder / DESCRIPTION
     if not path.is_file():
@@ -239,22 +247,77 @@ def read(folder: Path | str) -> Prepared:
             )
             for name, shards in raw["shards"].items()
         }
-        prepared = Prepared(
-            folder=folder,
-            input=str(raw["input"]),
-            shape=tuple(int(d) for d in raw["shape"]),
-            class_names=[str(c) for c in raw["class_names"]],
-            splits=splits,
-            details={k: v for k, v in raw.items() if k not in COMMON_KEYS},
-        )
+        input_ = str(raw["input"])
+        shape = tuple(int(d) for d in raw["shape"])
+        class_names = [str(c) for c in raw["class_names"]]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"{path}: not a prepared folder's description ({type(exc).__name__}: {exc})") from None
-    if prepared.input not in FORMS:
-        raise DataError(f"{path}: input: expected {' or '.join(map(repr, FORMS))}, got {prepared.input!r}")
+    if input_ not in FORMS:
+        raise DataError(f"{path}: input: expected {' or '.join(map(repr, FORMS))}, got {input_!r}")
     for name, split in splits.items():
         if sum(s.samples for s in split.shards) != split.samples:
             raise DataError(f"{path}: {name}: its shards hold another number of samples than {split.samples}")
-    return prepared
+    facts = _facts(FORMS[input_].facts, {k: v for k, v in raw.items() if k not in COMMON_KEYS}, path)
+    return Prepared(folder, input_, shape, class_names, splits, facts)
+
+
+def _facts(cls: type, raw: Any, path: Path, where: str = "") -> Any:
+    """`raw`, the description's facts (or a mapping in them, at `where`), as `cls`, a frozen
+    dataclass of the kind's module: every field's key there, of the field's type, and no other."""
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: {where[:-1]}: expected a mapping, got {raw!r:.60}; run the preprocess stage again")
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in raw:
+        if key not in names:
+            raise DataError(
+                f"{path}: {where}{key}: unknown (expected {', '.join(names)}); run the preprocess stage again"
+            )
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name in names:
+        if name not in raw:
+            raise DataError(f"{path}: {where}{name}: missing; run the preprocess stage again")
+        values[name] = _fact(hints[name], raw[name], path, where + name)
+    return cls(**values)
+
+
+# what a fact of each type is, as an error says it
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list"}
+
+
+def _fact(hint: Any, value: Any, path: Path, key: str) -> Any:
+    """`value`, the fact at `key`, as it is when it is of the type `hint` (a nested dataclass's
+    mapping as that class), else a DataError naming the key: so a description is written again
+    as it was read, byte for byte."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _facts(hint, value, path, key + ".")
+    if origin is Union:  # Optional, or classes told apart by their `type` (a table's columns)
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) > 1:
+            tag = value.get("type") if isinstance(value, dict) else None
+            options = [a for a in options if tag in typing.get_args(typing.get_type_hints(a)["type"])]
+        if len(options) == 1:
+            return _fact(options[0], value, path, key)
+        expected = "a mapping whose type is known"
+    elif origin is typing.Literal:
+        if value in args:
+            return value
+        expected = " or ".join(map(repr, args))
+    elif origin in (list, dict):
+        if isinstance(value, list) and origin is list:
+            return [_fact(args[0], v, path, f"{key}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, dict) and origin is dict:
+            return {k: _fact(args[1], v, path, f"{key}.{k}") for k, v in value.items()}
+        expected = _EXPECTED.get(origin, "a mapping")
+    else:
+        # a whole number where a number is expected is kept as it is (true is no number)
+        if isinstance(value, (int, float) if hint is float else hint) and isinstance(value, bool) == (hint is bool):
+            return value
+        expected = _EXPECTED[hint]
+    raise DataError(f"{path}: {key}: expected {expected}, got {value!r:.60}; run the preprocess stage again")
 
 
 class SplitTap:
@@ -385,8 +448,9 @@ class SplitWriter:
 
 
 class Writer:
-    """A prepared folder, written atomically: `split(...)` gives each split's writer, `close`
-    writes the description and the kind's assets, then the folder appears whole."""
+    """A prepared folder, written atomically: `split(...)` gives each split's writer, `finish`
+    writes the description (the kind's facts among it) and the kind's assets, then the folder
+    appears whole."""
 
     def __init__(self, out: Path | str):
         self.out = Path(out)
@@ -411,10 +475,10 @@ class Writer:
         input_: str,
         shape: tuple[int, ...],
         class_names: list[str],
-        details: dict,
+        facts: F,
         assets: Optional[dict] = None,
-    ) -> Prepared:
-        prepared = Prepared(self.out, input_, tuple(shape), list(class_names), splits, details)
+    ) -> Prepared[F]:
+        prepared = Prepared(self.out, input_, tuple(shape), list(class_names), splits, facts)
         write_json(self.tmp / DESCRIPTION, prepared.to_json())
         for name, document in (assets or {}).items():
             write_json(self.tmp / name, document)
@@ -427,9 +491,9 @@ def write_arrays(
     *,
     input_: str,
     class_names: list[str],
-    details: dict,
+    facts: F,
     assets: Optional[dict] = None,
-) -> Prepared:
+) -> Prepared[F]:
     """A prepared folder from splits in memory ({split: (x, y)}), each in its order: for a
     reader whose source is itself one array file (Keras' Reuters), and for tests."""
     with Writer(out) as writer:
@@ -441,4 +505,4 @@ def write_arrays(
             for place, (sample, label) in enumerate(zip(x, y)):
                 split.add(place, int(label), sample)
             done[name] = split.close()
-        return writer.finish(done, input_=input_, shape=shape, class_names=class_names, details=details, assets=assets)
+        return writer.finish(done, input_=input_, shape=shape, class_names=class_names, facts=facts, assets=assets)

@@ -26,7 +26,7 @@ from pipeline.data.texts import (
     index_sequence,
     load_word_index,
     pad,
-    sequence_details,
+    sequence_facts,
 )
 from pipeline.errors import DataError
 from pipeline.io import reading
@@ -34,7 +34,7 @@ from pipeline.kinds import labelled_texts
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
-    from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
+    from pipeline.kinds.labelled_texts import LabelledTextsFacts, ReutersPreprocessConfig
 
 NPZ_NAME = "reuters.npz"
 WORD_INDEX_NAME = "reuters_word_index.json"
@@ -81,20 +81,20 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: ReutersPreprocessConfig, 
     if not path.is_file():
         raise DataError(f"{path}: missing; run the download stage first")
     word_index = load_word_index(path)
-    splits, classes, details = split_and_pad(*load_raw(raw_dir), cfg)
+    splits, classes, facts = split_and_pad(*load_raw(raw_dir), cfg)
     return prepared.write_arrays(
         out,
         splits,
         input_=labelled_texts.FORM,
         class_names=classes,
-        details=details,
+        facts=facts,
         assets={WORD_INDEX_NAME: word_index},
     )
 
 
 def split_and_pad(
     sequences: list[np.ndarray], labels: np.ndarray, cfg: ReutersPreprocessConfig
-) -> tuple[dict, list[str], dict]:
+) -> tuple[dict, list[str], LabelledTextsFacts]:
     """Split, index, cap and pad. Returns ({split: (x, y)}, class names, the facts of texts)."""
     n = len(sequences)
     order, n_train_all, train_idx, val_idx = split_order(n, cfg)
@@ -108,4 +108,4 @@ def split_and_pad(
     splits = splits_of(x, labels[order], n_train_all, train_idx, val_idx)
     num_classes = int(labels.max()) + 1 if n else 0
     classes = list(LABELS) if num_classes == len(LABELS) else [str(c) for c in range(num_classes)]
-    return splits, classes, sequence_details(lengths, cfg, vocab_size, word_index=WORD_INDEX_NAME)
+    return splits, classes, sequence_facts(lengths, cfg, vocab_size, WORD_INDEX_NAME)

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from pipeline.data import survey as survey_
 from pipeline.data.texts import class_order, find_table, label_of, records, split_places
 from pipeline.errors import DataError
 from pipeline.kinds import tables
-from pipeline.kinds.tables import FIRST_CATEGORY, MISSING, UNSEEN
+from pipeline.kinds.tables import FIRST_CATEGORY, MISSING, UNSEEN, CategoricalColumn, NumericColumn, TableFacts
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
@@ -240,19 +240,17 @@ class _Encoder:
                 self.missing[name] += number_ is None
         return values
 
-    def described(self) -> list[dict]:
-        """Each feature column as the description holds it: its type, mean or categories, and counts."""
-        out = []
+    def described(self) -> list[Union[NumericColumn, CategoricalColumn]]:
+        """Each feature column as the description holds it: its mean or categories, and counts."""
+        out: list[Union[NumericColumn, CategoricalColumn]] = []
         for name in self.features:
-            entry: dict[str, Any] = {"name": name}
+            missing_ = int(self.missing[name])
             if name in self.categorical:
                 j = self.categorical.index(name)
-                entry.update(type="categorical", categories=self.kept[j], seen=self.seen[j])
-                entry["unseen"] = {split: int(self.unseen[split][name]) for split in prepared.SPLITS}
+                unseen = {split: int(self.unseen[split][name]) for split in prepared.SPLITS}
+                out.append(CategoricalColumn(name, self.kept[j], self.seen[j], unseen, missing_))
             else:
-                entry.update(type="numeric", mean=self.means[self.numeric.index(name)])
-            entry["missing"] = int(self.missing[name])
-            out.append(entry)
+                out.append(NumericColumn(name, self.means[self.numeric.index(name)], missing_))
         return out
 
 
@@ -287,7 +285,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TablePreprocessConfig, wh
             input_=tables.FORM,
             shape=(len(columns.features),),
             class_names=classes,
-            details={"columns": encoder.described(), "label_column": cfg.label_column, "ignored": list(cfg.ignore)},
+            facts=TableFacts(encoder.described(), cfg.label_column, list(cfg.ignore)),
         )
 
 

@@ -39,11 +39,11 @@ from pipeline.data.splits import Splitting, split_order
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
 from pipeline.kinds import labelled_texts
-from pipeline.kinds.labelled_texts import INDEX_FROM
+from pipeline.kinds.labelled_texts import INDEX_FROM, LabelledTextsFacts, TextEncoding
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
-    from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
+    from pipeline.kinds.labelled_texts import Side, TextTablePreprocessConfig
 
 PAD, START, OOV = 0, 1, 2
 # Keras' `text_to_word_sequence` filters: what separates words besides whitespace
@@ -77,9 +77,9 @@ class Encoding(Protocol):
     @property
     def max_len(self) -> int: ...
     @property
-    def padding(self) -> str: ...
+    def padding(self) -> Side: ...
     @property
-    def truncating(self) -> str: ...
+    def truncating(self) -> Side: ...
 
 
 def index_sequence(ranks: np.ndarray, cfg: Encoding, vocab_size: int) -> np.ndarray:
@@ -148,22 +148,15 @@ class Lengths:
         }
 
 
-def sequence_details(lengths: Lengths, enc: Encoding, vocab_size: int, **more) -> dict:
-    """The facts stats.json holds of a dataset of texts besides the common ones: the vocabulary
-    and encoding (`encode_texts`'s keys, besides vocab_size and max_len), the lengths, and the
-    word index's file name."""
-    return {
-        "vocab_size": int(vocab_size),
-        "max_len": enc.max_len,
-        **lengths.stats(),
-        "encoding": {
-            "index_from": enc.index_from,
-            "skip_top": enc.skip_top,
-            "padding": enc.padding,
-            "truncating": enc.truncating,
-        },
-        **more,
-    }
+def sequence_facts(lengths: Lengths, enc: Encoding, vocab_size: int, word_index: str) -> LabelledTextsFacts:
+    """The facts the description holds of a dataset of texts besides the common ones: the
+    vocabulary and encoding (`encode_texts`'s keys), the lengths, and the word index's file name."""
+    encoding = TextEncoding(
+        index_from=enc.index_from, padding=enc.padding, skip_top=enc.skip_top, truncating=enc.truncating
+    )
+    return LabelledTextsFacts(
+        vocab_size=int(vocab_size), max_len=enc.max_len, **lengths.stats(), encoding=encoding, word_index=word_index
+    )
 
 
 # --------------------------------------------------------------------------- a table of texts
@@ -376,7 +369,7 @@ def prepare(raw_dir: Path | str, out: Path | str, cfg: TextTablePreprocessConfig
             input_=labelled_texts.FORM,
             shape=(cfg.max_len,),
             class_names=classes,
-            details=sequence_details(lengths, enc, vocab_size, word_index=WORD_INDEX_NAME),
+            facts=sequence_facts(lengths, enc, vocab_size, WORD_INDEX_NAME),
             assets={WORD_INDEX_NAME: word_index},
         )
 

@@ -1,6 +1,7 @@
 """Kind `image_folders`: pictures in a folder per class, prepared as uint8 pictures of one
 side, grey or colour. Two readers: `folders` (pipeline/data/images.py) and `digits`, MNIST's
-(pipeline/data/mnist.py). Its models are the table `pictures`; its templates `add.image_folders`
+(pipeline/data/mnist.py). Its facts (`ImageFoldersFacts`): the side, colour, reader and the
+pictures' digest. Its models are the table `pictures`; its templates `add.image_folders`
 (small pictures) and `add.photos` (photos, fine-tuned from ImageNet); its served requests a PNG
 or JPEG, or an array of pixels."""
 
@@ -16,12 +17,15 @@ NAME = "image_folders"
 FORM = "images"
 # the template for pictures learnt from scratch, and the one for photos (fine-tuned from ImageNet)
 SMALL, PHOTOS = "image_folders", "photos"
+# the section's reader and colour, as the prepared folder's description says them too
+PictureReader = Literal["folders", "digits"]
+Color = Literal["grey", "rgb"]
 
 
 @dataclass(frozen=True)
 class ImageFoldersPreprocessConfig:
     kind: str = kind_key()
-    reader: Literal["folders", "digits"] = reader_key(
+    reader: PictureReader = reader_key(
         "folders: train|training and test|testing folders of a folder per class named by its label; "
         "digits: the same, whose classes are the digits 0-9 (MNIST), and a served picture is read as "
         "MNIST's digits are drawn (a light digit on a dark ground)."
@@ -29,7 +33,7 @@ class ImageFoldersPreprocessConfig:
     image_size: int = positive_int(
         help="The side every picture is resized to in pixels (square; bilinear) when it is not that size already."
     )
-    color: Literal["grey", "rgb"] = spec(help="Pictures are kept grey (one channel) or in colour (RGB).")
+    color: Color = spec(help="Pictures are kept grey (one channel) or in colour (RGB).")
     validation_split: float = validation_split()
     validation_seed: int = non_negative_int(
         help="Seed of the validation hold-out, and of the order the training split is written in."
@@ -48,10 +52,23 @@ class ImageFoldersPreprocessConfig:
     )
 
 
-def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, dict]:
-    """`n` pictures of random pixels of the section's side and colour; no details."""
+@dataclass(frozen=True)
+class ImageFoldersFacts:
+    """What the description of prepared pictures holds of them besides the common keys: their side
+    and colour, the reader that read them (a served picture is read as it read them), and the
+    pictures' digest (`pipeline.data.images.images_digest`; None: none, selftest's random pixels)."""
+
+    image_size: int
+    color: Color
+    reader: PictureReader
+    images_sha256: Optional[str]
+
+
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, ImageFoldersFacts]:
+    """`n` pictures of random pixels of the section's side and colour, and their facts."""
     channels = (3,) if cfg.color == "rgb" else ()
-    return rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype("uint8"), {}
+    x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype("uint8")
+    return x, ImageFoldersFacts(cfg.image_size, cfg.color, cfg.reader, images_sha256=None)
 
 
 KIND = Kind(
@@ -67,5 +84,6 @@ KIND = Kind(
     models="pictures",
     templates=(SMALL, PHOTOS),
     served="pipeline.serving.forms:Pictures",
+    facts=ImageFoldersFacts,
     samples=samples,
 )

@@ -37,9 +37,12 @@ class Kind:
     models: str  # the key of its table of models (pipeline/config/keys/model_table.py's MODELS)
     templates: tuple[str, ...]  # the params file's add.<template> sections a new dataset of it starts from
     served: str  # "module:class" of what reads its served requests (pipeline.serving.forms)
+    # the class of its own facts, which its prepared folder's description holds besides the common
+    # keys (`pipeline.data.prepared.Prepared.facts`): a frozen dataclass of its module
+    facts: type
     # selftest's synthetic inputs: (the preprocess section, how many, a NumPy RandomState) ->
-    # (the inputs, the prepared description's details)
-    samples: Callable[[Any, int, Any], tuple[Any, dict]]
+    # (the inputs, their facts)
+    samples: Callable[[Any, int, Any], tuple[Any, Any]]
 
     def reader_module(self, reader: str) -> Any:
         # imported when asked: NumPy and Pillow stay off the paths that only read the config

@@ -1,8 +1,9 @@
 """Kind `labelled_texts`: texts and their labels, prepared as padded int32 sequences of word
 ids. Two readers: `table` (a CSV or JSON Lines file of a text and a label column,
 pipeline/data/texts.py) and `keras` (Keras' Reuters arrays and word index,
-pipeline/data/reuters.py). Its models are the table `texts`; its template `add.labelled_texts`;
-its served requests a text or a sequence of word ids."""
+pipeline/data/reuters.py). Its facts (`LabelledTextsFacts`): the vocabulary, the lengths, the
+encoding and the word index's file. Its models are the table `texts`; its template
+`add.labelled_texts`; its served requests a text or a sequence of word ids."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ NAME = "labelled_texts"
 FORM = "sequences"
 # the ids below a table's words: 0 padding, 1 the start mark, 2 out-of-vocabulary, as Keras' Reuters'
 INDEX_FROM = 3
+# the side of a sequence padding is added on, or a long text cut on
+Side = Literal["pre", "post"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,8 @@ class _TextsPreprocessConfig:
     max_len: int = positive_int(
         help="Sequence length: shorter texts are padded, longer ones truncated (never dropped)."
     )
-    padding: Literal["pre", "post"] = spec(help="The side padding is added on.")
-    truncating: Literal["pre", "post"] = spec(help="The side long texts are cut on.")
+    padding: Side = spec(help="The side padding is added on.")
+    truncating: Side = spec(help="The side long texts are cut on.")
     test_split: float = fraction(help="The share of the texts held out for testing.", low_open=True)
     split_seed: int = non_negative_int(help="Shuffle seed of the train/test split.")
     validation_split: float = validation_split()
@@ -71,14 +74,52 @@ class TextTablePreprocessConfig(_TextsPreprocessConfig):
     )
 
 
-def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, dict]:
+@dataclass(frozen=True)
+class TextEncoding:
+    """How a text's word ranks became the ids of its sequence (`pipeline.data.texts.encode_texts`'s
+    keys besides the vocabulary and the length): the words' first id, the most frequent words
+    marked out-of-vocabulary, the sides padding is added and long texts are cut on (in the order a
+    served model's settings list them)."""
+
+    index_from: int
+    padding: Side
+    skip_top: int
+    truncating: Side
+
+
+@dataclass(frozen=True)
+class LabelledTextsFacts:
+    """What the description of prepared texts holds of them besides the common keys: the
+    vocabulary (the ids below `vocab_size`), the sequences' length, the texts' lengths in ids (the
+    start mark included: their mean and longest, and the share cut to `max_len`), the encoding,
+    and the word index's file in the prepared folder (None: none, selftest's random ids)."""
+
+    vocab_size: int
+    max_len: int
+    length_mean: float
+    length_max: int
+    truncated_fraction: float
+    encoding: TextEncoding
+    word_index: Optional[str]
+
+
+def full_length_facts(max_len: int, vocab_size: int, encoding: Optional[TextEncoding] = None) -> LabelledTextsFacts:
+    """The facts of sequences of `max_len` word ids below `vocab_size` each, none padded or cut,
+    with no word index: selftest's random ones (`encoding`: by default a table's, its words from
+    INDEX_FROM on, none skipped, padded and cut before)."""
+    encoding = encoding or TextEncoding(index_from=INDEX_FROM, padding="pre", skip_top=0, truncating="pre")
+    return LabelledTextsFacts(vocab_size, max_len, float(max_len), max_len, 0.0, encoding, word_index=None)
+
+
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, LabelledTextsFacts]:
     """`n` sequences of random word ids of the section's length and vocabulary (10,000 words when
-    it keeps every word), and the description's details the models read."""
+    it keeps every word), and their facts."""
     vocab = cfg.num_words or 10000
-    # the words' first id, as the reader shifts them: Reuters' own key, a table's INDEX_FROM
-    index_from = getattr(cfg, "index_from", INDEX_FROM)
-    details = {"max_len": cfg.max_len, "vocab_size": vocab, "encoding": {"index_from": index_from}}
-    return rng.randint(1, vocab, (n, cfg.max_len)).astype("int32"), details
+    # encoded as the reader encodes texts: Reuters' own index_from and skip_top, a table's INDEX_FROM and 0
+    encoding = TextEncoding(
+        getattr(cfg, "index_from", INDEX_FROM), cfg.padding, getattr(cfg, "skip_top", 0), cfg.truncating
+    )
+    return rng.randint(1, vocab, (n, cfg.max_len)).astype("int32"), full_length_facts(cfg.max_len, vocab, encoding)
 
 
 KIND = Kind(
@@ -94,5 +135,6 @@ KIND = Kind(
     models="texts",
     templates=("labelled_texts",),
     served="pipeline.serving.forms:Texts",
+    facts=LabelledTextsFacts,
     samples=samples,
 )

@@ -2,14 +2,15 @@
 spreadsheet (a CSV, Parquet or JSON Lines file): a label column, numeric columns and
 categorical ones, prepared as float32 records (a number as it is, a missing one as the training
 split's mean; a category as its id in the training split's values, 0 missing, 1 unseen). Its
-reader is `file` (pipeline/data/tabular.py); its models the table `tables`, whose model encodes
-the columns with Keras' FeatureSpace; its template `add.tables`; its served requests JSON rows
-of the user's own columns."""
+reader is `file` (pipeline/data/tabular.py); its facts (`TableFacts`) each feature column's
+(`NumericColumn`, `CategoricalColumn`), the label column and those ignored; its models the table
+`tables`, whose model encodes the columns with Keras' FeatureSpace; its template `add.tables`;
+its served requests JSON rows of the user's own columns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 from pipeline.fields import fraction, non_negative_int, positive_int, spec
 from pipeline.kinds.kind import Kind, Reader, kind_key, reader_key, stratify, validation_split
@@ -70,23 +71,61 @@ class TablePreprocessConfig:
     )
 
 
+@dataclass(frozen=True)
+class NumericColumn:
+    """A column of numbers, as the description of a prepared table holds it: its mean in the
+    training split (what a missing number is), and its missing values in the table."""
+
+    name: str
+    mean: float
+    missing: int
+    type: Literal["numeric"] = "numeric"
+
+
+@dataclass(frozen=True)
+class CategoricalColumn:
+    """A column of categories, as the description of a prepared table holds it: its categories
+    (each one's id FIRST_CATEGORY + its place), the distinct values the training split holds, the
+    values of each split no category is (counted as unseen), and its missing values in the table."""
+
+    name: str
+    categories: list[str]
+    seen: int
+    unseen: dict[str, int]
+    missing: int
+    type: Literal["categorical"] = "categorical"
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What the description of a prepared table holds of it besides the common keys: each feature
+    column in the records' order, the label column, and the columns not learnt from."""
+
+    columns: list[Union[NumericColumn, CategoricalColumn]]
+    label_column: str
+    ignored: list[str]
+
+
 # selftest's synthetic tables: this many numeric columns besides the section's categorical ones
 SAMPLE_NUMBERS = 4
 
 
-def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, dict]:
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, TableFacts]:
     """`n` rows of SAMPLE_NUMBERS numbers (standard normal) and the section's categorical columns
-    (ids of five categories), and the description's columns."""
+    (ids of five categories), and their facts."""
     import numpy as np  # NumPy: only once selftest runs
 
     numbers = rng.standard_normal((n, SAMPLE_NUMBERS))
     categories = rng.randint(FIRST_CATEGORY, FIRST_CATEGORY + 5, (n, len(cfg.categorical)))
-    columns = [{"name": f"x{i}", "type": "numeric", "mean": 0.0, "missing": 0} for i in range(SAMPLE_NUMBERS)]
+    columns: list[Union[NumericColumn, CategoricalColumn]] = [
+        NumericColumn(f"x{i}", mean=0.0, missing=0) for i in range(SAMPLE_NUMBERS)
+    ]
     columns += [
-        {"name": name, "type": "categorical", "categories": [f"c{j}" for j in range(5)], "missing": 0}
+        CategoricalColumn(name, [f"c{j}" for j in range(5)], seen=5, unseen={"train": 0}, missing=0)
         for name in cfg.categorical
     ]
-    return np.concatenate([numbers, categories], axis=1).astype("float32"), {"columns": columns}
+    facts = TableFacts(columns, cfg.label_column, list(cfg.ignore))
+    return np.concatenate([numbers, categories], axis=1).astype("float32"), facts
 
 
 KIND = Kind(
@@ -99,5 +138,6 @@ KIND = Kind(
     models="tabular",
     templates=(NAME,),
     served="pipeline.serving.forms:Rows",
+    facts=TableFacts,
     samples=samples,
 )

@@ -156,14 +156,14 @@ def example(prepared: Prepared):
     return pd.DataFrame([forms.of(prepared).example(row)])
 
 
-def settings(dataset: str, model, data: Prepared, top_k: int) -> dict:
+def settings(dataset: str, model, prepared: Prepared, top_k: int) -> dict:
     """What `Classifier` reads at load time besides the model."""
     return {
         "dataset": dataset,
-        "input": data.input,
-        "labels": data.class_names,
-        "top_k": min(top_k, data.num_classes),
-        **forms.of(data).settings(data, model),
+        "input": prepared.input,
+        "labels": prepared.class_names,
+        "top_k": min(top_k, prepared.num_classes),
+        **forms.of(prepared).settings(prepared, model),
     }
 
 

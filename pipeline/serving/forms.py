@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import io
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,9 +31,13 @@ from mlflow.types.schema import AnyType, Array
 from pipeline.data import images, mnist, tabular, texts
 from pipeline.errors import DataError
 from pipeline.kinds.known import FORMS
+from pipeline.kinds.tables import NumericColumn
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.image_folders import ImageFoldersFacts
+    from pipeline.kinds.labelled_texts import LabelledTextsFacts
+    from pipeline.kinds.tables import TableFacts
 
 # the first bytes of a PNG and of a JPEG file
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
@@ -72,16 +77,24 @@ class Texts:
             ColSpec(Array(DataType.long), "ids", required=False),
         ]
 
-    def settings(self, data: Prepared, model) -> dict:
-        details = data.details
-        return {"encoding": {**details["encoding"], "max_len": details["max_len"], "vocab_size": details["vocab_size"]}}
+    def settings(self, prepared: Prepared[LabelledTextsFacts], model) -> dict:
+        facts = prepared.facts
+        return {
+            "encoding": {**dataclasses.asdict(facts.encoding), "max_len": facts.max_len, "vocab_size": facts.vocab_size}
+        }
 
-    def artifacts(self, data: Prepared) -> dict:
+    def artifacts(self, prepared: Prepared[LabelledTextsFacts]) -> dict:
         """The files the served model carries besides the Keras model: the word index, read
         (checked) first."""
-        path = data.folder / data.details["word_index"]
+        path = self._word_index(prepared)
         texts.load_word_index(path)
         return {WORD_INDEX_ARTIFACT: str(path)}
+
+    def _word_index(self, prepared: Prepared[LabelledTextsFacts]) -> Path:
+        """The word index's file in the prepared folder (random ids, selftest's, have none)."""
+        if prepared.facts.word_index is None:
+            raise DataError(f"{prepared.folder}: its texts have no word index, which a served model reads")
+        return prepared.folder / prepared.facts.word_index
 
     def inputs(self, rows: list, settings: dict, word_index: Optional[dict]) -> np.ndarray:
         enc = settings["encoding"]
@@ -108,10 +121,10 @@ class Texts:
                 out[i] = texts.encode_sequences([ids], cfg, enc["vocab_size"])[0]
         return out
 
-    def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
+    def raw_rows(self, x: np.ndarray, prepared: Prepared[LabelledTextsFacts]) -> list[dict]:
         """Prepared samples as a user has them: texts."""
-        index = texts.load_word_index(data.folder / data.details["word_index"])
-        return [{"text": text} for text in texts.texts(x, index, data.details["encoding"]["index_from"])]
+        index = texts.load_word_index(self._word_index(prepared))
+        return [{"text": text} for text in texts.texts(x, index, prepared.facts.encoding.index_from)]
 
     def example(self, row: dict) -> dict:
         return {"text": " ".join(row["text"].split()[:60])}  # 60 words of it
@@ -131,16 +144,16 @@ class Pictures:
             ColSpec(Array(Array(DataType.long)), "pixels", required=False),
         ]
 
-    def settings(self, data: Prepared, model) -> dict:
-        details = data.details
+    def settings(self, prepared: Prepared[ImageFoldersFacts], model) -> dict:
+        facts = prepared.facts
         return {
-            "image_size": details["image_size"],
-            "color": details["color"],
-            "reader": details["reader"],
+            "image_size": facts.image_size,
+            "color": facts.color,
+            "reader": facts.reader,
             "model_image_size": int(model.input_shape[1]),
         }
 
-    def artifacts(self, data: Prepared) -> dict:
+    def artifacts(self, prepared: Prepared[ImageFoldersFacts]) -> dict:
         return {}
 
     def inputs(self, rows: list, settings: dict, word_index: Optional[dict]) -> np.ndarray:
@@ -178,7 +191,7 @@ class Pictures:
         except DataError as exc:
             raise RequestError(str(exc)) from None
 
-    def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
+    def raw_rows(self, x: np.ndarray, prepared: Prepared[ImageFoldersFacts]) -> list[dict]:
         """Prepared samples as a user has them: PNG files."""
         from PIL import Image
 
@@ -206,12 +219,17 @@ class Rows:
         line naming the row and column (MLflow's own refusal quotes the whole request)."""
         return [ColSpec(AnyType(), column["name"], required=False) for column in settings["columns"]]
 
-    def settings(self, data: Prepared, model) -> dict:
+    def settings(self, prepared: Prepared[TableFacts], model) -> dict:
+        """Each column's name, type and mean or categories (its keys sorted, as the description
+        holds them), and the columns not learnt from."""
         kept = ("name", "type", "mean", "categories")
-        columns = [{k: v for k, v in column.items() if k in kept} for column in data.details["columns"]]
-        return {"columns": columns, "ignored": data.details["ignored"]}
+        columns = [
+            {k: v for k, v in sorted(dataclasses.asdict(column).items()) if k in kept}
+            for column in prepared.facts.columns
+        ]
+        return {"columns": columns, "ignored": prepared.facts.ignored}
 
-    def artifacts(self, data: Prepared) -> dict:
+    def artifacts(self, prepared: Prepared[TableFacts]) -> dict:
         return {}
 
     def read(self, frame, settings: dict, word_index: Optional[dict]) -> np.ndarray:
@@ -253,19 +271,18 @@ class Rows:
                     out[i, j] = tabular.MISSING if missing_ else ids.get(tabular.category(value), tabular.UNSEEN)
         return out
 
-    def raw_rows(self, x: np.ndarray, data: Prepared) -> list[dict]:
+    def raw_rows(self, x: np.ndarray, prepared: Prepared[TableFacts]) -> list[dict]:
         """Prepared rows as a user has them: each column's number or category (the missing and
         unseen categories as null)."""
-        columns = data.details["columns"]
         rows = []
         for values in x:
             row: dict[str, Any] = {}
-            for column, value in zip(columns, values.tolist()):
-                if column["type"] == "numeric":
-                    row[column["name"]] = value
+            for column, value in zip(prepared.facts.columns, values.tolist()):
+                if isinstance(column, NumericColumn):
+                    row[column.name] = value
                 else:
                     k = int(value) - tabular.FIRST_CATEGORY
-                    row[column["name"]] = column["categories"][k] if 0 <= k < len(column["categories"]) else None
+                    row[column.name] = column.categories[k] if 0 <= k < len(column.categories) else None
             rows.append(row)
         return rows
 

@@ -231,7 +231,7 @@ class TrainingRun:
             return
         import mlflow
 
-        lineage.log_inputs(dataset, evaluation.data, ("test",))
+        lineage.log_inputs(dataset, evaluation.prepared, ("test",))
         mlflow.log_metrics({k: v for k, v in evaluation.metrics.items() if k != "test_samples"})
         report = evaluation.report
         mlflow.log_table({k: [r[k] for r in report] for k in report[0]}, "evaluation/per_class.json")

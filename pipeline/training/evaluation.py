@@ -22,7 +22,7 @@ class Evaluation:
     metrics: dict  # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
     report: list[dict]  # per class: precision, recall, support, predicted
     matrix: np.ndarray  # counts[actual, predicted]
-    data: Prepared  # the prepared folder's description
+    prepared: Prepared  # the prepared folder's description
     y_true: np.ndarray
     y_pred: np.ndarray
     test_data: str  # the test split's digest: versions compare on the same data
@@ -66,13 +66,13 @@ def write_outputs(
 
 
 def predict_logits(
-    model, data: Prepared, *, batch_size: int, image_size: Optional[int] = None, tap: Optional[SplitTap] = None
+    model, prepared: Prepared, *, batch_size: int, image_size: Optional[int] = None, tap: Optional[SplitTap] = None
 ) -> np.ndarray:
     """Logits for every test sample, in order, through the same input pipeline as training
     (which shows `tap` the records it reads)."""
     from pipeline.data.inputs import make_dataset  # TensorFlow: only when this runs
 
-    ds = make_dataset(data, "test", batch_size=batch_size, shuffle=False, image_size=image_size, tap=tap)
+    ds = make_dataset(prepared, "test", batch_size=batch_size, shuffle=False, image_size=image_size, tap=tap)
     return np.asarray(model.predict(ds.map(lambda features, _: features), verbose=0))
 
 

@@ -23,18 +23,21 @@ if TYPE_CHECKING:
         TableMlpSettings,
     )
     from pipeline.config.keys.training import AnyTrainConfig, TrainConfig
-    from pipeline.data.prepared import Prepared as PreparedData
+    from pipeline.data.prepared import Prepared
+    from pipeline.kinds.image_folders import ImageFoldersFacts
+    from pipeline.kinds.labelled_texts import LabelledTextsFacts
+    from pipeline.kinds.tables import TableFacts
 
 
-def build_model(cfg: AnyTrainConfig, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+def build_model(cfg: AnyTrainConfig, prepared: Prepared, pretrained: Optional[Path] = None) -> keras.Model:
     """The model `cfg.model` names (its kind's table, pipeline/config/keys/model_table.py), built from its
     settings and sized from the prepared data's description; `pretrained`: the folder of the
     weights files the download stage fetched (download.<ds>.pretrained), for a model that starts
     from them."""
-    table = MODELS[data.kind.models]
+    table = MODELS[prepared.kind.models]
     module, _, function = table[cfg.model].builder.partition(":")
     builder = getattr(importlib.import_module(module), function)
-    return builder(cfg.settings, data, pretrained)
+    return builder(cfg.settings, prepared, pretrained)
 
 
 def _logits(h, num_classes: int):
@@ -42,33 +45,37 @@ def _logits(h, num_classes: int):
     return keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
 
 
-def conv1d(settings: Conv1DSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+def conv1d(
+    settings: Conv1DSettings, prepared: Prepared[LabelledTextsFacts], pretrained: Optional[Path] = None
+) -> keras.Model:
     """The text model: Embedding, then per block a Conv1D (ReLU) and a MaxPool, Flatten, Dense."""
-    inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
-    h = keras.layers.Embedding(data.details["vocab_size"], settings.embedding_dim, name="embedding")(inputs)
+    inputs = keras.Input(shape=(prepared.shape[0],), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(prepared.facts.vocab_size, settings.embedding_dim, name="embedding")(inputs)
     for i, (filters, kernel) in enumerate(zip(settings.conv_filters, settings.conv_kernel_sizes), start=1):
         h = keras.layers.Conv1D(filters, kernel, activation="relu", name=f"conv{i}")(h)
         h = keras.layers.MaxPooling1D(settings.pool_size, name=f"pool{i}")(h)
     h = keras.layers.Flatten(name="flatten")(h)
-    return keras.Model(inputs, _logits(h, data.num_classes), name="conv1d")
+    return keras.Model(inputs, _logits(h, prepared.num_classes), name="conv1d")
 
 
-def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+def mlp(
+    settings: MlpSettings, prepared: Prepared[LabelledTextsFacts], pretrained: Optional[Path] = None
+) -> keras.Model:
     """A bag of words and Dense layers. The bag is Keras' IntegerLookup over the word index's
     first num_words indices (the padding 0 dropped, a rarer word counted as one
     out-of-vocabulary word) and, with ngrams 2, over the num_words most frequent pairs of
     adjacent words of the training split (`_pair_vocabulary`): present or not, counts, or
     counts weighted by the inverse document frequency of the training split (smoothed as
     scikit-learn's: ln((1 + n) / (1 + df)) + 1)."""
-    vocab_size = data.details["vocab_size"]
+    vocab_size = prepared.facts.vocab_size
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
     pairs, first = np.zeros(0, dtype=np.int64), 0
     if settings.ngrams == 2:
-        first = data.details["encoding"]["index_from"]  # below it: the padding and the marks
-        pairs = _pair_vocabulary(data, first, top, top - 1)
+        first = prepared.facts.encoding.index_from  # below it: the padding and the marks
+        pairs = _pair_vocabulary(prepared, first, top, top - 1)
     vocabulary = np.concatenate((np.arange(1, top, dtype=np.int64), pairs))
-    idf = _idf(data, first, top, pairs) if settings.output_mode == "tf_idf" else None
-    inputs = keras.Input(shape=(data.shape[0],), dtype="int32", name="tokens")
+    idf = _idf(prepared, first, top, pairs) if settings.output_mode == "tf_idf" else None
+    inputs = keras.Input(shape=(prepared.shape[0],), dtype="int32", name="tokens")
     tokens = _with_pairs(inputs, first, top) if settings.ngrams == 2 else inputs
     bag = keras.layers.IntegerLookup(
         vocabulary=vocabulary,
@@ -83,7 +90,7 @@ def mlp(settings: MlpSettings, data: PreparedData, pretrained: Optional[Path] = 
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
         if settings.dropout:
             h = keras.layers.Dropout(settings.dropout, name=f"dropout{i}")(h)
-    return keras.Model(inputs, _logits(h, data.num_classes), name="mlp")
+    return keras.Model(inputs, _logits(h, prepared.num_classes), name="mlp")
 
 
 def pair_keys(x, first_word: int, top: int):
@@ -107,11 +114,11 @@ def _with_pairs(tokens, first_word: int, top: int):
 PAIRS_HELD = 1_000_000
 
 
-def _pair_vocabulary(data: PreparedData, first_word: int, top: int, most: int) -> np.ndarray:
+def _pair_vocabulary(prepared: Prepared, first_word: int, top: int, most: int) -> np.ndarray:
     """The keys (`pair_keys`) of the `most` most frequent pairs of adjacent words of the training
     split that it holds twice or more, by falling count (ties by key), streamed (`PAIRS_HELD`)."""
     counts: dict[int, int] = {}
-    for x, _ in data.chunks("train"):
+    for x, _ in prepared.chunks("train"):
         keys, found = np.unique(pair_keys(x, first_word, top), return_counts=True)
         for key, n in zip(keys.tolist(), found.tolist()):
             if key:
@@ -122,14 +129,14 @@ def _pair_vocabulary(data: PreparedData, first_word: int, top: int, most: int) -
     return np.array(kept, dtype=np.int64)
 
 
-def _idf(data: PreparedData, first_word: int, top: int, pairs: np.ndarray) -> np.ndarray:
+def _idf(prepared: Prepared, first_word: int, top: int, pairs: np.ndarray) -> np.ndarray:
     """The inverse document frequency of the words 1 .. top-1, then of the pairs `pairs` (their
     keys, `pair_keys`), in the training split, streamed."""
     order = np.argsort(pairs)
     known = pairs[order]
     df = np.zeros(top + len(pairs), dtype=np.int64)
     n = 0
-    for x, _ in data.chunks("train"):
+    for x, _ in prepared.chunks("train"):
         present = np.zeros((len(x), top + len(pairs)), dtype=bool)
         rows = np.repeat(np.arange(len(x)), x.shape[1])
         words = x.reshape(-1)
@@ -145,7 +152,9 @@ def _idf(data: PreparedData, first_word: int, top: int, pairs: np.ndarray) -> np
     return np.log((1.0 + n) / (1.0 + df[1:])) + 1.0
 
 
-def table_mlp(settings: TableMlpSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+def table_mlp(
+    settings: TableMlpSettings, prepared: Prepared[TableFacts], pretrained: Optional[Path] = None
+) -> keras.Model:
     """A table's columns (one float32 vector per row, pipeline/data/tabular.py) encoded by Keras'
     FeatureSpace, adapted to the training split as it streams by: each number normalised by the
     split's mean and variance, each category one-hot over the ids the split holds (the missing and
@@ -153,24 +162,24 @@ def table_mlp(settings: TableMlpSettings, data: PreparedData, pretrained: Option
     import tensorflow as tf  # the adapting dataset's
 
     FeatureSpace = keras.utils.FeatureSpace
-    columns = data.details["columns"]
+    columns = prepared.facts.columns
     keys = [f"column_{i}" for i in range(len(columns))]  # the user's names may be no layer names
     features = {
         key: FeatureSpace.float_normalized()
-        if column["type"] == "numeric"
+        if column.type == "numeric"
         else FeatureSpace.integer_categorical(max_tokens=None, num_oov_indices=1, output_mode="one_hot")
         for key, column in zip(keys, columns)
     }
     space = FeatureSpace(features, output_mode="concat")
     signature = {
-        key: tf.TensorSpec((None, 1), tf.float32 if column["type"] == "numeric" else tf.int64)
+        key: tf.TensorSpec((None, 1), tf.float32 if column.type == "numeric" else tf.int64)
         for key, column in zip(keys, columns)
     }
 
     def training_split():
-        for x, _ in data.chunks("train"):
+        for x, _ in prepared.chunks("train"):
             yield {
-                key: x[:, i : i + 1] if column["type"] == "numeric" else x[:, i : i + 1].astype(np.int64)
+                key: x[:, i : i + 1] if column.type == "numeric" else x[:, i : i + 1].astype(np.int64)
                 for i, (key, column) in enumerate(zip(keys, columns))
             }
 
@@ -179,7 +188,7 @@ def table_mlp(settings: TableMlpSettings, data: PreparedData, pretrained: Option
     encoder = keras.Model([space.get_inputs()[key] for key in keys], space.get_encoded_features(), name="feature_space")
     inputs = keras.Input(shape=(len(columns),), name="columns")
     parts = [
-        inputs[:, i : i + 1] if column["type"] == "numeric" else keras.ops.cast(inputs[:, i : i + 1], "int64")
+        inputs[:, i : i + 1] if column.type == "numeric" else keras.ops.cast(inputs[:, i : i + 1], "int64")
         for i, column in enumerate(columns)
     ]
     h = encoder(parts)
@@ -187,19 +196,21 @@ def table_mlp(settings: TableMlpSettings, data: PreparedData, pretrained: Option
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
         if settings.dropout:
             h = keras.layers.Dropout(settings.dropout, name=f"dropout{i}")(h)
-    return keras.Model(inputs, _logits(h, data.num_classes), name="table_mlp")
+    return keras.Model(inputs, _logits(h, prepared.num_classes), name="table_mlp")
 
 
-def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+def small_convnet(
+    settings: SmallConvnetSettings, prepared: Prepared[ImageFoldersFacts], pretrained: Optional[Path] = None
+) -> keras.Model:
     """For pictures of 8 to 128 pixels a side, grey or colour, learnt from scratch: the
     augmentation of `augmentation` (training only), then per block two 3x3 convolutions
     (batch-normalised, ReLU) and a 2x2 max pooling while the picture is larger than 4 pixels a
     side; global average pooling (a head of the last block's filters, whatever the picture's
     size), dropout, Dense dense_units, dropout, the logits. The pictures are taken at their
     prepared size, scaled to [-1, 1] by the input pipeline."""
-    side = data.shape[0]
+    side = prepared.shape[0]
     inputs = keras.Input(shape=(side, side, 3), name="image")
-    colour = len(data.shape) == 3
+    colour = len(prepared.shape) == 3
     h = augmentation(inputs, settings.shift, settings.zoom, settings.flip, settings.greyscale if colour else 0.0)
     for i, filters in enumerate(settings.filters, start=1):
         for j in (1, 2):
@@ -215,7 +226,7 @@ def small_convnet(settings: SmallConvnetSettings, data: PreparedData, pretrained
     h = keras.layers.Dense(settings.dense_units, activation="relu", name="dense")(h)
     if settings.dropout:
         h = keras.layers.Dropout(settings.dropout, name="dropout2")(h)
-    return keras.Model(inputs, _logits(h, data.num_classes), name="small_convnet")
+    return keras.Model(inputs, _logits(h, prepared.num_classes), name="small_convnet")
 
 
 def augmentation(h, shift: float, zoom: float, flip: str, greyscale: float = 0.0):
@@ -236,7 +247,9 @@ def augmentation(h, shift: float, zoom: float, flip: str, greyscale: float = 0.0
     return h
 
 
-def mobilenet_v2(settings: MobileNetV2Settings, data: PreparedData, pretrained: Optional[Path] = None) -> keras.Model:
+def mobilenet_v2(
+    settings: MobileNetV2Settings, prepared: Prepared[ImageFoldersFacts], pretrained: Optional[Path] = None
+) -> keras.Model:
     """MobileNetV2 (no top), from scratch or from ImageNet weights, global pooling, Dense, Dense.
 
     Keras builds MobileNetV2's BatchNormalization layers with momentum 0.999, made for long
@@ -266,7 +279,7 @@ def mobilenet_v2(settings: MobileNetV2Settings, data: PreparedData, pretrained: 
             layer.momentum = settings.batchnorm_momentum
     h = converted(inputs)
     h = keras.layers.Dense(settings.dense_units, activation="relu", name="dense")(h)
-    return keras.Model(inputs, _logits(h, data.num_classes), name="mobilenet_v2")
+    return keras.Model(inputs, _logits(h, prepared.num_classes), name="mobilenet_v2")
 
 
 def _pointwise_as_dense(layer: keras.layers.Layer) -> keras.layers.Layer:

@@ -36,21 +36,23 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Target:
     """What a worker works on: a dataset's params (the file read once, with the `-S` overrides),
-    a study and its storage, the prepared data."""
+    a study and its storage, the prepared data's folder."""
 
     params: DatasetParams
     source: str  # the params file, as messages name it
     overrides: tuple  # the `-S` given, which the DVC line of the best trial repeats
     study: str
     storage: str
-    data: str
+    prepared_dir: str
 
     @property
     def dataset(self) -> str:
         return self.params.dataset
 
     @classmethod
-    def make(cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], data) -> Target:
+    def make(
+        cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], prepared_dir
+    ) -> Target:
         params = load_params(params_path, dataset, overrides)
         if storage:  # a usage error before the data, the store or a driver is asked
             check_storage_url(storage)
@@ -60,7 +62,7 @@ class Target:
             tuple(overrides),
             study or params.tune.study,
             storage or default_storage(),
-            str(data),
+            str(prepared_dir),
         )
 
     def spec(self) -> dict:
@@ -72,7 +74,7 @@ class Target:
             "overrides": list(self.overrides),
             "study": self.study,
             "storage": self.storage,
-            "data": self.data,
+            "prepared_dir": self.prepared_dir,
         }
 
     @classmethod
@@ -83,7 +85,7 @@ class Target:
             tuple(spec["overrides"]),
             spec["study"],
             spec["storage"],
-            spec["data"],
+            spec["prepared_dir"],
         )
 
     def trial_params(self, values: dict) -> DatasetParams:
@@ -101,7 +103,7 @@ def prepare(target: Target) -> studies.Opened:
             "pipeline tune: a worker trains its trials in one process; under Slurm or with "
             "TF_CONFIG, start one `pipeline tune` per task (deploy/slurm/tune.sbatch)"
         )
-    prepared.read(target.data).check("train", "val")
+    prepared.read(target.prepared_dir).check("train", "val")
     return studies.open_study(target.params, target.study, target.storage)
 
 
@@ -157,9 +159,9 @@ def work(target: Target, opened: Optional[studies.Opened] = None) -> None:
             time.sleep(min(cfg.heartbeat_seconds, 2))
             continue
         if setup is None:
-            data = prepared.read(target.data)
+            description = prepared.read(target.prepared_dir)
             setup = distribute.setup(params.train, where=f"train.{target.dataset}")
-        Trial(target, opened, setup, data).run()
+        Trial(target, opened, setup, description).run()
     _record(target, opened)
 
 
@@ -260,7 +262,7 @@ class Trial:
                     strategy=self.setup.strategy,
                     on_epoch=on_epoch,
                     verbose=0,
-                    pretrained=pretrained_beside(self.target.data),
+                    pretrained=pretrained_beside(self.target.prepared_dir),
                 )
         finally:
             keras.backend.clear_session()

@@ -48,7 +48,7 @@ def read_splits(raw: Path, size: int, color: typing.Literal["grey", "rgb"]) -> t
         x, y = found.head(split, 10**6)
         order = np.argsort(y, kind="stable")
         out[split] = (x[order], y[order])
-    return found.details["images_sha256"], out, found.class_names
+    return found.facts.images_sha256, out, found.class_names
 
 
 def prepare(raw: Path, cfg: ImageFoldersPreprocessConfig):

@@ -19,7 +19,12 @@ from pipeline.data.inputs import (  # noqa: E402
     prepare_images,
     worker_ranges,
 )
+from pipeline.kinds.image_folders import ImageFoldersFacts  # noqa: E402
+from pipeline.kinds.labelled_texts import full_length_facts  # noqa: E402
 from pipeline.training import models  # noqa: E402
+
+# the facts of the grey pictures of 28 pixels a side these tests write
+GREY = ImageFoldersFacts(28, "grey", "folders", images_sha256=None)
 
 
 def numbers(folder, n=100, shard_records=None, monkeypatch=None):
@@ -28,8 +33,9 @@ def numbers(folder, n=100, shard_records=None, monkeypatch=None):
         monkeypatch.setattr(prepared, "SHARD_BYTES", shard_records * 12)
     x = np.repeat(np.arange(n, dtype=np.int32)[:, None], 2, axis=1)
     return prepared.write_arrays(
-        folder, {"train": (x, x[:, 0] % 4)}, input_="sequences", class_names=list("abcd"), details={}
-    )
+        folder, {"train": (x, x[:, 0] % 4)}, input_="sequences", class_names=list("abcd"),
+        facts=full_length_facts(2, n),
+    )  # fmt: skip
 
 
 def samples(ds) -> list[int]:
@@ -90,7 +96,7 @@ def test_images_are_scaled_resized_and_expanded_in_the_pipeline(tmp_path):
     assert out.min() == -1.0 and out.max() <= 1.0 and out.max() > 0
     data = prepared.write_arrays(
         tmp_path / "img", {"test": (x, np.array([0, 1, 2, 1], np.uint8))}, input_="images",
-        class_names=list("abc"), details={},
+        class_names=list("abc"), facts=GREY,
     )  # fmt: skip
     ((batch, labels),) = list(make_dataset(data, "test", batch_size=4, shuffle=False, image_size=32))
     assert np.allclose(batch.numpy(), out) and labels.numpy().tolist() == [0, 1, 2, 1]
@@ -98,10 +104,10 @@ def test_images_are_scaled_resized_and_expanded_in_the_pipeline(tmp_path):
 
 def test_the_prepared_description_says_whether_a_dataset_is_images():
     images = models.mobilenet_v2(
-        MobileNetV2Settings(32, 1.0, 8, 0.9, None), prepared.Prepared(Path(), "images", (28, 28), list("ab"), {})
+        MobileNetV2Settings(32, 1.0, 8, 0.9, None), prepared.Prepared(Path(), "images", (28, 28), list("ab"), {}, GREY)
     )
     sequences = reuters_model(max_len=20, vocab_size=50)
-    pictures = prepared.Prepared(described(20, 50).folder, "images", (28, 28), list("ab"), {})
+    pictures = prepared.Prepared(described(20, 50).folder, "images", (28, 28), list("ab"), {}, GREY)
     assert image_size_for(pictures, images) == 32
     assert image_size_for(described(20, 50), sequences) is None
     digits = np.full((2, 28, 28), 255, np.uint8)

@@ -77,7 +77,7 @@ def test_layouts_and_formats(tmp_path, cfg, name, splits, top, ext):
     assert x[y == 1][0][7:11, 2:12].min() > 150
     # the classes are the digits, label i the digit i
     assert stats.class_names == mnist.DIGITS and stats.num_classes == 10
-    assert (stats.input, stats.shape, stats.details["color"], stats.details["reader"]) == (
+    assert (stats.input, stats.shape, stats.facts.color, stats.facts.reader) == (
         "images",
         (28, 28),
         "grey",
@@ -247,7 +247,7 @@ def test_the_images_digest_is_what_the_archive_holds_not_how_it_is_packed(tmp_pa
     (tmp_path / "b").mkdir()
     write_archive(tmp_path / "b" / "b.zip", members)
     repacked = read(tmp_path / "b", CFG)[0]
-    assert digest(repacked) == digest(packed) == read(tmp_path / "b", CFG)[1].details["images_sha256"]
+    assert digest(repacked) == digest(packed) == read(tmp_path / "b", CFG)[1].facts.images_sha256
     x, y = packed["train"]
     flipped = x.copy()
     flipped[0, 0, 0] ^= 1
@@ -271,7 +271,7 @@ def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing
     assert out.stderr.strip().splitlines() == [
         "error: raw/mnist_png.tar.gz: its images are not the ones preprocess.mnist.images_sha256 "
         f"pins (expected {fixture_images_sha256()}, got "
-        f"{read(tmp_path / 'raw', CFG)[1].details['images_sha256']}): "
+        f"{read(tmp_path / 'raw', CFG)[1].facts.images_sha256}): "
         "another archive was downloaded"
     ]
     assert not (tmp_path / "prepared").exists()
@@ -279,5 +279,5 @@ def test_other_images_than_the_params_pin_end_the_stage_in_one_line_with_nothing
     write_params(tmp_path, {"preprocess.mnist.images_sha256": None})
     out = run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    pinned = read(tmp_path / "raw", CFG)[1].details["images_sha256"]
+    pinned = read(tmp_path / "raw", CFG)[1].facts.images_sha256
     assert f"images sha256 {pinned} (not checked: set preprocess.mnist.images_sha256" in out.stderr

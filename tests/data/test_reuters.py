@@ -45,7 +45,7 @@ def test_pad_and_truncate_on_each_side():
 
 def test_split_follows_keras(raw, cfg):
     xs, ys = raw
-    splits, classes, stats = reuters.split_and_pad(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
+    splits, classes, facts = reuters.split_and_pad(xs, ys, with_(cfg, max_len=500, validation_split=0.0))
     n_train = int(len(ys) * (1 - cfg.test_split))
     assert {k: len(v[1]) for k, v in splits.items()} == {"train": n_train, "val": 0, "test": len(ys) - n_train}
     # Keras: shuffle indices with RandomState(113), then 1 + (w + 3) for each word.
@@ -59,7 +59,7 @@ def test_split_follows_keras(raw, cfg):
     assert len(classes) == 46
     # the 46 topics in Keras' order name the classes; the word index is the reader's own file
     assert classes == list(reuters.LABELS) and classes[3] == "earn"
-    assert stats["word_index"] == reuters.WORD_INDEX_NAME
+    assert facts.word_index == reuters.WORD_INDEX_NAME
 
 
 def test_prepare_gives_the_splits_the_stats_and_keras_word_index(tmp_path, cfg):
@@ -82,34 +82,34 @@ def test_prepare_gives_the_splits_the_stats_and_keras_word_index(tmp_path, cfg):
 
 def test_fewer_labels_than_the_topics_are_named_by_their_number(cfg):
     xs = [np.array([5, 6, 7]), np.array([8, 9]), np.array([10]), np.array([11, 12])] * 5
-    _, classes, stats = reuters.split_and_pad(xs, np.array([0, 1, 2, 1] * 5), cfg)
+    _, classes, facts = reuters.split_and_pad(xs, np.array([0, 1, 2, 1] * 5), cfg)
     assert classes == ["0", "1", "2"]
 
 
 def test_validation_is_held_out_of_train_and_nothing_is_dropped(raw, cfg):
     xs, ys = raw
-    splits, classes, stats = reuters.split_and_pad(xs, ys, cfg)
+    splits, classes, facts = reuters.split_and_pad(xs, ys, cfg)
     assert sum(len(v[1]) for v in splits.values()) == len(ys)
     assert len(splits["val"][1]) == round(int(len(ys) * 0.8) * cfg.validation_split)
     train_rows = {tuple(r) for r in splits["train"][0]}
     assert not any(tuple(r) in train_rows for r in splits["val"][0])
     assert all(x.shape[1] == cfg.max_len for x, _ in splits.values())
-    assert stats["truncated_fraction"] > 0  # the fixture has sequences longer than max_len
+    assert facts.truncated_fraction > 0  # the fixture has sequences longer than max_len
 
 
 def test_vocabulary_cap_marks_out_of_vocabulary(raw, cfg):
     xs, ys = raw
-    splits, classes, stats = reuters.split_and_pad(xs, ys, with_(cfg, num_words=50))
+    splits, classes, facts = reuters.split_and_pad(xs, ys, with_(cfg, num_words=50))
     everything = np.concatenate([x.ravel() for x, _ in splits.values()])
     assert everything.max() < 50
     assert (everything == texts.OOV).any()
-    assert stats["vocab_size"] == 50
+    assert facts.vocab_size == 50
 
 
 def test_whole_vocabulary_when_uncapped(raw, cfg):
     xs, ys = raw
-    _, classes, stats = reuters.split_and_pad(xs, ys, cfg)
-    assert stats["vocab_size"] == max(int(x.max()) for x in xs) + 3 + 1
+    _, classes, facts = reuters.split_and_pad(xs, ys, cfg)
+    assert facts.vocab_size == max(int(x.max()) for x in xs) + 3 + 1
 
 
 def test_npz_without_expected_keys(tmp_path):

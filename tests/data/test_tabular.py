@@ -103,20 +103,18 @@ def test_numbers_and_categories_are_encoded_from_the_training_split(tmp_path, cf
     rows[0]["colour"] = "purple"  # one row: fewer than min_count (2) in any split, so unseen wherever it is
     write(tmp_path / "raw", rows, "csv")
     data = tabular.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
-    age, colour = data.details["columns"]
-    assert age["name"] == "age" and age["type"] == "numeric" and age["missing"] == 10
-    assert colour["name"] == "colour" and colour["type"] == "categorical" and colour["missing"] == 14
-    assert data.details["ignored"] == ["id", "joined"] and data.details["label_column"] == "label"
+    age, colour = data.facts.columns
+    assert age.name == "age" and age.type == "numeric" and age.missing == 10
+    assert colour.name == "colour" and colour.type == "categorical" and colour.missing == 14
+    assert data.facts.ignored == ["id", "joined"] and data.facts.label_column == "label"
     _, y = data.head("train", 10**6)
     assert y.dtype == np.int32 and set(y.tolist()) == {0, 1}
     # ids: 0 missing, 1 unseen, then the training split's categories by falling count
-    assert colour["categories"][0] == "red" and colour["categories"] == sorted(
-        colour["categories"], key=lambda c: c != "red"
-    )
+    assert colour.categories[0] == "red" and colour.categories == sorted(colour.categories, key=lambda c: c != "red")
     ids = np.concatenate([arrays(data)[s][0][:, 1] for s in prepared.SPLITS])
-    assert set(ids.tolist()) <= {MISSING, UNSEEN, *range(FIRST_CATEGORY, FIRST_CATEGORY + len(colour["categories"]))}
+    assert set(ids.tolist()) <= {MISSING, UNSEEN, *range(FIRST_CATEGORY, FIRST_CATEGORY + len(colour.categories))}
     assert (ids == MISSING).sum() == 14
-    assert "purple" not in colour["categories"] and sum(colour["unseen"].values()) == 1
+    assert "purple" not in colour.categories and sum(colour.unseen.values()) == 1
 
 
 def test_the_mean_fills_a_missing_number_and_is_the_training_splits(tmp_path, cfg):
@@ -125,11 +123,11 @@ def test_the_mean_fills_a_missing_number_and_is_the_training_splits(tmp_path, cf
     write(tmp_path / "raw", rows, "jsonl")
     data = tabular.prepare(tmp_path / "raw", tmp_path / "out", cfg, "preprocess.shop")
     x, _ = data.head("train", 10**6)
-    mean = data.details["columns"][0]["mean"]
+    mean = data.facts.columns[0].mean
     # the training split's ages average to it, the filled one (when it is a training row) included
     assert mean == pytest.approx(float(x[:, 0].mean()), rel=1e-6)
     assert not mean == pytest.approx(np.mean([r["age"] for r in rows if r["age"] is not None]), rel=1e-6)
-    assert data.details["columns"][0]["missing"] == 1
+    assert data.facts.columns[0].missing == 1
 
 
 def test_max_categories_keeps_the_most_frequent_of_those_seen_min_count_times(tmp_path, cfg):
@@ -141,8 +139,8 @@ def test_max_categories_keeps_the_most_frequent_of_those_seen_min_count_times(tm
     ]
     write(tmp_path / "raw", rows, "csv")
     data = tabular.prepare(tmp_path / "raw", tmp_path / "out", dataclasses.replace(cfg, max_categories=1), "w")
-    colour = data.details["columns"][1]
-    assert colour["categories"] == ["common"] and colour["seen"] > 1
+    colour = data.facts.columns[1]
+    assert colour.categories == ["common"] and colour.seen > 1
     x, _ = data.head("train", 10**6)
     assert set(x[:, 1].tolist()) == {UNSEEN, FIRST_CATEGORY}
 

@@ -2,6 +2,7 @@
 says; and no code outside pipeline/kinds/ names a kind, a form or a template."""
 
 import ast
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -53,16 +54,25 @@ def test_the_selftest_samples_are_of_the_kinds_form():
     rng = np.random.RandomState(0)
 
     class Texts:
-        num_words, max_len = 50, 7
+        num_words, max_len, padding, truncating = 50, 7, "post", "pre"
 
     class Pictures:
-        image_size, color = 9, "rgb"
+        image_size, color, reader = 9, "rgb", "folders"
 
-    x, details = labelled_texts.samples(Texts(), 4, rng)
+    x, facts = labelled_texts.samples(Texts(), 4, rng)
     assert x.shape == (4, 7) and x.dtype == np.int32 and 1 <= x.min() and x.max() < 50
-    assert details == {"max_len": 7, "vocab_size": 50, "encoding": {"index_from": labelled_texts.INDEX_FROM}}
-    x, details = image_folders.samples(Pictures(), 3, rng)
-    assert x.shape == (3, 9, 9, 3) and x.dtype == np.uint8 and details == {}
+    encoding = labelled_texts.TextEncoding(labelled_texts.INDEX_FROM, "post", 0, "pre")
+    assert facts == labelled_texts.LabelledTextsFacts(50, 7, 7.0, 7, 0.0, encoding, word_index=None)
+    x, pictures = image_folders.samples(Pictures(), 3, rng)
+    assert x.shape == (3, 9, 9, 3) and x.dtype == np.uint8
+    assert pictures == image_folders.ImageFoldersFacts(9, "rgb", "folders", images_sha256=None)
+
+
+def test_each_kind_names_its_facts_a_frozen_dataclass_of_its_module():
+    """The class of what a prepared folder's description holds of the kind's samples."""
+    for kind in KINDS.values():
+        assert dataclasses.is_dataclass(kind.facts) and vars(kind.facts)["__dataclass_params__"].frozen, kind.name
+        assert kind.facts.__module__ == f"pipeline.kinds.{kind.name}"
 
 
 def _named(path) -> list[str]:

@@ -16,12 +16,14 @@ def test_every_column_but_the_label_and_ignore_is_a_feature_the_section_says_whi
 
 def test_the_samples_have_the_sections_categories_after_the_numbers():
     class Section:
-        categorical = ("plan", "region")
+        categorical, label_column, ignore = ("plan", "region"), "churned", ("id",)
 
-    x, details = tables.samples(Section(), 6, np.random.RandomState(0))
+    x, facts = tables.samples(Section(), 6, np.random.RandomState(0))
     assert x.shape == (6, tables.SAMPLE_NUMBERS + 2) and x.dtype == np.float32
-    kinds = [c["type"] for c in details["columns"]]
+    kinds = [c.type for c in facts.columns]
     assert kinds == ["numeric"] * tables.SAMPLE_NUMBERS + ["categorical"] * 2
+    assert [c.name for c in facts.columns[tables.SAMPLE_NUMBERS :]] == ["plan", "region"]
+    assert (facts.label_column, facts.ignored) == ("churned", ["id"])
     ids = x[:, tables.SAMPLE_NUMBERS :]
     assert ids.min() >= tables.FIRST_CATEGORY and np.all(ids == np.round(ids))
     assert tables.KIND.dtype == "float32" and not tables.KIND.pictures and tables.KIND.templates == ("tables",)

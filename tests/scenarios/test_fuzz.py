@@ -23,7 +23,7 @@ from pipeline.config.loading.loader import load_params
 from pipeline.data import mnist, prepared, reuters
 from pipeline.errors import ConfigError, DataError
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
-from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig, full_length_facts
 
 EXAMPLES = int(os.environ.get("PIPELINE_FUZZ_EXAMPLES") or "40")
 fuzz = settings(
@@ -144,8 +144,9 @@ def fixture_bytes(name):
         elif name == "prepared":
             x, y = np.arange(60, dtype=np.int32).reshape(20, 3), np.arange(20, dtype=np.int32) % 4
             found = prepared.write_arrays(
-                folder / name, {"train": (x, y)}, input_="sequences", class_names=list("abcd"), details={}
-            )
+                folder / name, {"train": (x, y)}, input_="sequences", class_names=list("abcd"),
+                facts=full_length_facts(3, 60),
+            )  # fmt: skip
             return (found.shard_paths("train")[0]).read_bytes()
         else:
             make_mnist_archive(folder / name, per_class=(2, 1))
@@ -199,7 +200,7 @@ def test_a_damaged_shard_is_checked_or_fails_in_one_line(tmp_path_factory, cut, 
     folder = tmp_path_factory.mktemp("prepared")
     x, y = np.arange(60, dtype=np.int32).reshape(20, 3), np.arange(20, dtype=np.int32) % 4
     found = prepared.write_arrays(
-        folder / "p", {"train": (x, y)}, input_="sequences", class_names=list("abcd"), details={}
+        folder / "p", {"train": (x, y)}, input_="sequences", class_names=list("abcd"), facts=full_length_facts(3, 60)
     )
     shard = found.shard_paths("train")[0]
     data = damaged(FIXTURES["prepared"], cut, flips)

@@ -208,7 +208,7 @@ def test_a_training_its_evaluation_and_a_tuning_trial_run_at_the_lowest_versions
     sh(
         lowest / "python",
         "-c",
-        "import sys; from pathlib import Path; from fixtures import make_reuters_raw; "
+        "import sys; from pathlib import Path; from support.datasets import make_reuters_raw; "
         "make_reuters_raw(Path(sys.argv[1]), n=200)",
         tmp_path / "raw",
         cwd=tmp_path,

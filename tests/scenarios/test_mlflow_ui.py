@@ -23,13 +23,15 @@ from types import SimpleNamespace
 import numpy as np
 import mlflow
 from pipeline.data import prepared
+from pipeline.kinds.labelled_texts import full_length_facts
 from pipeline.tracking import lineage, runs
 
 lineage.framework_tags = lambda: {}
 data = Path("data/prepared/reuters")
 x, y = np.zeros((8, 4), dtype="int32"), (np.arange(8) % 2).astype("int32")
 found = prepared.write_arrays(
-    data, {"train": (x, y), "val": (x, y), "test": (x, y)}, input_="sequences", class_names=["a", "b"], details={}
+    data, {"train": (x, y), "val": (x, y), "test": (x, y)}, input_="sequences", class_names=["a", "b"],
+    facts=full_length_facts(4, 10),
 )
 ids = {}
 for rate in json.loads(sys.argv[1]):

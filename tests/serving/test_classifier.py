@@ -48,21 +48,19 @@ def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     sequences, labels = reuters.load_raw(raw)
     index = texts.load_word_index(raw / reuters.WORD_INDEX_NAME)
     cfg_nosplit = dataclasses.replace(cfg, test_split=0.5, validation_split=0.0)
-    splits, _, stats = reuters.split_and_pad(sequences, labels, cfg_nosplit)
+    splits, _, facts = reuters.split_and_pad(sequences, labels, cfg_nosplit)
     order = np.arange(len(sequences))
     np.random.RandomState(cfg.split_seed).shuffle(order)
     test_rows = order[int(len(sequences) * 0.5) :]
     written = [text_of(sequences[i], index) for i in test_rows]
-    encoded = texts.encode_texts(written, index, cfg_nosplit, stats["vocab_size"])
+    encoded = texts.encode_texts(written, index, cfg_nosplit, facts.vocab_size)
     np.testing.assert_array_equal(encoded, splits["test"][0])
     # and Keras' own sequences as load_data gives them (start mark, shifted ids; capped by
     # load_data's num_words, or not: the model caps them as the splits were)
     keras_form = [np.concatenate(([texts.START], sequences[i] + cfg.index_from)) for i in test_rows]
+    np.testing.assert_array_equal(texts.encode_sequences(keras_form, cfg_nosplit, facts.vocab_size), splits["test"][0])
     np.testing.assert_array_equal(
-        texts.encode_sequences(keras_form, cfg_nosplit, stats["vocab_size"]), splits["test"][0]
-    )
-    np.testing.assert_array_equal(
-        texts.encode_sequences(list(splits["test"][0]), cfg_nosplit, stats["vocab_size"]), splits["test"][0]
+        texts.encode_sequences(list(splits["test"][0]), cfg_nosplit, facts.vocab_size), splits["test"][0]
     )
 
 

@@ -30,9 +30,10 @@ def samples(**counts: int):
 def described(max_len: int, vocab_size: int, num_classes: int = 46):
     """The description of a prepared dataset of texts that has no files: what a model is sized from."""
     from pipeline.data.prepared import Prepared
+    from pipeline.kinds.labelled_texts import full_length_facts
 
     names = [str(c) for c in range(num_classes)]
-    return Prepared(Path(), "sequences", (max_len,), names, {}, {"vocab_size": vocab_size})
+    return Prepared(Path(), "sequences", (max_len,), names, {}, full_length_facts(max_len, vocab_size))
 
 
 def mobilenet_weights(path: Path, alpha: float) -> Path:

@@ -73,7 +73,7 @@ def fixture_images_sha256() -> str:
         found = images.prepare(
             Path(tmp) / "raw", Path(tmp) / "out", dataclasses.replace(cfg, images_sha256=None), "preprocess.mnist"
         )
-    return found.details["images_sha256"]
+    return found.facts.images_sha256
 
 
 def unlike_plain_files(root: Path, names: typing.Iterable[str], umask: int) -> list[str]:

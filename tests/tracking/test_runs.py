@@ -118,14 +118,17 @@ def test_a_run_trained_with_balanced_class_weights_records_each_classs_weight(tm
     from pipeline.config.loading.loader import load_params
     from pipeline.data import prepared
     from pipeline.errors import DataError
+    from pipeline.kinds.image_folders import ImageFoldersFacts
 
     uri = use_sqlite(tmp_path, monkeypatch)
     y = np.array([0] * 6 + [1] * 3 + [2] * 1, dtype=np.uint8)
     x = np.zeros((len(y), 28, 28), np.uint8)
     names = ["cat", "dog", "rare bird"]
+    grey = ImageFoldersFacts(28, "grey", "folders", images_sha256=None)
     data = prepared.write_arrays(
-        tmp_path / "prepared", {"train": (x, y), "val": (x[:2], y[:2])}, input_="images", class_names=names, details={}
-    )
+        tmp_path / "prepared", {"train": (x, y), "val": (x[:2], y[:2])}, input_="images", class_names=names,
+        facts=grey,
+    )  # fmt: skip
     found = {}
     for choice in ("balanced", "none"):
         params = load_params(write_params(tmp_path, {"train.mnist.class_weight": choice}), "mnist")
@@ -143,7 +146,7 @@ def test_a_run_trained_with_balanced_class_weights_records_each_classs_weight(tm
     assert recorded["classes"]["rare bird"] == {"train_samples": 1, "weight": pytest.approx(10 / 3)}
     assert [c["weight"] for c in recorded["classes"].values()] == pytest.approx(data.class_weights("train"))
     lacking = prepared.write_arrays(
-        tmp_path / "lacking", {"train": (x[:9], y[:9])}, input_="images", class_names=names, details={}
+        tmp_path / "lacking", {"train": (x[:9], y[:9])}, input_="images", class_names=names, facts=grey
     )
     params = load_params(write_params(tmp_path, {"train.mnist.class_weight": "balanced"}), "mnist")
     with runs.TrainingRun.open("mnist", "mnist-run") as run, pytest.raises(DataError, match="class 'rare bird'"):

@@ -18,6 +18,7 @@ import tensorflow as tf  # noqa: E402
 
 from pipeline.data import prepared  # noqa: E402
 from pipeline.data.inputs import make_dataset  # noqa: E402
+from pipeline.kinds.labelled_texts import full_length_facts  # noqa: E402
 from pipeline.training import models  # noqa: E402
 from pipeline.training.custom_loop import CustomLoop  # noqa: E402
 
@@ -52,7 +53,7 @@ def small_loop(folder: Path, seed=0):
         {"train": (x, y), "val": (x[:16], y[:16])},
         input_="sequences",
         class_names=[str(c) for c in range(46)],
-        details={"vocab_size": 50},
+        facts=full_length_facts(12, 50),
     )
     train = make_dataset(data, "train", batch_size=8, shuffle=True, seed=seed, shuffle_buffer=40)
     val = make_dataset(data, "val", batch_size=8, shuffle=False)

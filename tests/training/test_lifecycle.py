@@ -7,6 +7,7 @@ import numpy as np
 
 from pipeline.data import prepared
 from pipeline.errors import DataError
+from pipeline.kinds.labelled_texts import full_length_facts
 from pipeline.training import lifecycle
 
 FACTS = {"replicas": 2, "workers": 1, "strategy": "MirroredStrategy"}
@@ -32,7 +33,7 @@ def test_a_prepared_shard_missing_stops_the_run_before_tensorflow(tmp_path, monk
     x = np.zeros((4, 3), np.int32)
     data = prepared.write_arrays(
         tmp_path / "p", {"train": (x, np.zeros(4, np.int32)), "val": (x, np.zeros(4, np.int32))},
-        input_="sequences", class_names=["a", "b"], details={"vocab_size": 5},
+        input_="sequences", class_names=["a", "b"], facts=full_length_facts(3, 5),
     )  # fmt: skip
     data.shard_paths("val")[0].unlink()
     params = SimpleNamespace(dataset="notes", train=SimpleNamespace())

@@ -14,12 +14,16 @@ from pipeline.config.keys.training import TRAIN_CONFIGS
 from pipeline.config.loading.loader import load_params
 from pipeline.data.prepared import Prepared
 from pipeline.errors import ConfigError
+from pipeline.kinds.image_folders import ImageFoldersFacts
+from pipeline.kinds.labelled_texts import full_length_facts
 
 pytestmark = pytest.mark.slow
 
 
 def pictures(classes: int, side: int = 28, colour: bool = True) -> Prepared:
-    return Prepared(Path(), "images", (side, side, 3) if colour else (side, side), [str(d) for d in range(classes)], {})
+    shape = (side, side, 3) if colour else (side, side)
+    facts = ImageFoldersFacts(side, "rgb" if colour else "grey", "folders", images_sha256=None)
+    return Prepared(Path(), "images", shape, [str(d) for d in range(classes)], {}, facts)
 
 
 from pipeline.training import models  # noqa: E402
@@ -100,7 +104,7 @@ def test_mobilenet_pointwise_dense_layers_compute_what_keras_mobilenet_computes(
 def test_the_mnist_model_follows_its_width_multiplier():
     cfg = load_params(ROOT / "params.yaml", "mnist").train
     assert isinstance(cfg, TRAIN_CONFIGS["image_folders"])
-    stats = Prepared(Path(), "images", (28, 28), [str(d) for d in range(10)], {})
+    stats = pictures(10, colour=False)
     widths = {}
     for alpha in (1.0, 0.5):
         model = models.build_model(with_settings(cfg, alpha=alpha, dense_units=16), stats)
@@ -151,7 +155,7 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
     y = np.array([0, 1])
     splits = {"train": (x, y), "val": (x, y), "test": (x, y)}
     data = prepared.write_arrays(
-        tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], details={"vocab_size": 13}
+        tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], facts=full_length_facts(6, 13)
     )
     model = models.mlp(MlpSettings(8, features, 1, (4,), 0.0), data)
     out = np.asarray(models.keras.Model(model.input, model.get_layer("bag_of_words").output)(x))
@@ -239,7 +243,7 @@ def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):
         {s: (x, y) for s in ("train", "val", "test")},
         input_="sequences",
         class_names=["a", "b"],
-        details={"vocab_size": 8, "encoding": {"index_from": 3}},
+        facts=full_length_facts(7, 8),  # the words from 3 on
     )
     model = models.mlp(MlpSettings(None, "count", 2, (4,), 0.0), data)
     bag = models.keras.Model(model.input, model.get_layer("bag_of_words").output)
@@ -290,19 +294,20 @@ def test_the_loss_is_on_logits_and_per_sample_without_reduction():
 def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_path):
     from pipeline.config.keys.model_table import TableMlpSettings
     from pipeline.data import prepared
+    from pipeline.kinds.tables import CategoricalColumn, NumericColumn, TableFacts
 
     rng = np.random.default_rng(0)
     ages = rng.normal(40, 10, 200).astype(np.float32)
     colours = rng.integers(2, 5, 200).astype(np.float32)  # category ids 2..4
     x = np.stack([ages, colours], axis=1)
     y = (ages > 40).astype(np.int32)
-    columns = [
-        {"name": "age", "type": "numeric", "mean": float(ages.mean()), "missing": 0},
-        {"name": "colour", "type": "categorical", "categories": ["a", "b", "c"], "missing": 0},
+    columns: list[NumericColumn | CategoricalColumn] = [
+        NumericColumn("age", float(ages.mean()), missing=0),
+        CategoricalColumn("colour", ["a", "b", "c"], seen=3, unseen={"train": 0}, missing=0),
     ]
     data = prepared.write_arrays(
         tmp_path / "p", {s: (x, y) for s in ("train", "val", "test")}, input_="table_rows",
-        class_names=["no", "yes"], details={"columns": columns, "ignored": [], "label_column": "label"},
+        class_names=["no", "yes"], facts=TableFacts(columns, "label", ignored=[]),
     )  # fmt: skip
     model = models.table_mlp(TableMlpSettings((8,), 0.0), data)
     encoder = model.get_layer("feature_space")

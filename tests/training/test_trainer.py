@@ -12,7 +12,7 @@ from support.project import ROOT
 
 from pipeline.config.loading.loader import load_params
 from pipeline.data import reuters
-from pipeline.kinds.labelled_texts import ReutersPreprocessConfig
+from pipeline.kinds.labelled_texts import ReutersPreprocessConfig, full_length_facts
 
 pytestmark = pytest.mark.slow
 
@@ -211,7 +211,7 @@ def test_the_class_weights_are_the_training_splits_or_none(tmp_path):
         {"train": (np.zeros((4, 2), np.int32), y)},
         input_="sequences",
         class_names=["a", "b"],
-        details={},
+        facts=full_length_facts(2, 10),
     )
     cfg = load_params(ROOT / "params.yaml", "reuters").train
     assert cfg.class_weight == "none" and trainer.class_weights(cfg, data) is None

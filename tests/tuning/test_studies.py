@@ -372,12 +372,13 @@ def test_pipeline_tune_refuses_another_direction_in_one_line_and_writes_nothing(
     import numpy as np
 
     from pipeline.data import prepared
+    from pipeline.kinds.labelled_texts import full_length_facts
 
     uri = use_sqlite(tmp_path, monkeypatch)
     x, y = np.ones((4, 3), dtype=np.int32), np.zeros(4, dtype=np.int32)
     data = tmp_path / "prepared"
     prepared.write_arrays(
-        data, {"train": (x, y), "val": (x, y)}, input_="sequences", class_names=["a"], details={"vocab_size": 5}
+        data, {"train": (x, y), "val": (x, y)}, input_="sequences", class_names=["a"], facts=full_length_facts(3, 5)
     )
     write_params(tmp_path)
     journal = tmp_path / "optuna.journal"

@@ -38,11 +38,11 @@ def test_a_worker_process_gets_the_params_not_the_file(tmp_path):
     (tmp_path / "params.yaml").write_text("not: the params\n")
     again = workers.Target.from_spec(spec)
     assert again.params.tune == made.params.tune and again.params.train == made.params.train
-    assert (again.overrides, again.study, again.storage, again.data) == (
+    assert (again.overrides, again.study, again.storage, again.prepared_dir) == (
         made.overrides,
         made.study,
         made.storage,
-        made.data,
+        made.prepared_dir,
     )
 
 

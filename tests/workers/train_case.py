@@ -56,11 +56,13 @@ def small_prepared():
     """A prepared folder (in a temporary folder) of `small_data`: 96 training and 32 validation
     sequences of 40 ids, as a training reads its shards."""
     from pipeline.data import prepared
+    from pipeline.kinds.labelled_texts import full_length_facts
 
     splits = {"train": small_data(n=96), "val": small_data(n=32, seed=2)}
     names = [str(c) for c in range(46)]
     folder = scratch_folder()
-    return prepared.write_arrays(folder, splits, input_="sequences", class_names=names, details={"vocab_size": 200})
+    facts = full_length_facts(40, 200)
+    return prepared.write_arrays(folder, splits, input_="sequences", class_names=names, facts=facts)
 
 
 def base_cfg(**changes):
@@ -175,6 +177,7 @@ def early(loop: str, replicas: int, out: str, restore: str, backup_dir: str = ""
 def imbalanced_prepared():
     """48 training sequences of 3 classes (30, 12 and 6), 12 validation ones."""
     from pipeline.data import prepared
+    from pipeline.kinds.labelled_texts import full_length_facts
 
     rng = np.random.RandomState(3)
     y = np.repeat(np.arange(3, dtype=np.int32), [30, 12, 6])
@@ -183,7 +186,7 @@ def imbalanced_prepared():
     splits = {"train": (x, y), "val": (x[:12], y[:12])}
     folder = scratch_folder()
     return prepared.write_arrays(
-        folder, splits, input_="sequences", class_names=["a", "b", "c"], details={"vocab_size": 200}
+        folder, splits, input_="sequences", class_names=["a", "b", "c"], facts=full_length_facts(40, 200)
     )
 
 

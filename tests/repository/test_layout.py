@@ -67,14 +67,18 @@ def test_the_tests_mirror_the_package():
     module's, tests/test_<module>.py), and every test module of a wing's folder is a module's;
     the whole-system scenarios are in tests/scenarios/, the checks of the repository's own files
     in tests/repository/. A package's __init__.py (its docstring) and __main__.py are not modules
-    of their own."""
+    of their own. The one exception, the commands' wing: pipeline/commands/<name>.py is named for
+    its command, which is named for what its library module does (tools/bench.py,
+    tracking/compare.py, ...), so its tests are tests/commands/test_<name>_command.py, as its
+    click function is `<name>_command`: two test modules of one name cannot both be imported
+    (test_no_two_test_modules_share_a_name)."""
     modules = [
         p.relative_to(ROOT / "pipeline")
         for p in (ROOT / "pipeline").rglob("*.py")
         if p.name not in ("__init__.py", "__main__.py")
     ]
     assert len(modules) > 30, "pipeline/ has lost its modules: is ROOT the repository?"
-    expected = {Path("tests", *m.parent.parts, f"test_{m.name}") for m in modules}
+    expected = {mirror_of(m) for m in modules}
     untested = sorted(str(t) for t in expected if not (ROOT / t).is_file())
     assert untested == [], "a module of pipeline/ without its test module"
     found = {p.relative_to(ROOT) for p in (ROOT / "tests").rglob("test_*.py")}
@@ -83,6 +87,13 @@ def test_the_tests_mirror_the_package():
     wings = {m.parts[0] for m in modules if len(m.parts) > 1}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert sorted(folders - wings) == ["container", "repository", "scenarios", "workers"]
+
+
+def mirror_of(module: Path) -> Path:
+    """The test module of `module` (a path under pipeline/)."""
+    if module.parts[0] == "commands":
+        return Path("tests", "commands", f"test_{module.stem}_command.py")
+    return Path("tests", *module.parent.parts, f"test_{module.name}")
 
 
 def test_no_two_test_modules_share_a_name():
@@ -96,7 +107,8 @@ def test_no_two_test_modules_share_a_name():
 # --------------------------------------------------------------------------- the import graph
 
 # Low to high: a module imports its own wing and the ones below it, never one above. The root's
-# errors, log and io are the floor; the command line (cli, options) and the stages the roof.
+# errors, log and io are the floor; the command line (cli, the commands, options) and the stages
+# the roof.
 LAYERS = (
     ("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline.fields", "pipeline"),
     ("pipeline.runtime",),
@@ -108,7 +120,7 @@ LAYERS = (
     ("pipeline.serving",),
     ("pipeline.tuning",),
     ("pipeline.tools",),
-    ("pipeline.cli", "pipeline.options", "pipeline.__main__", "stages"),
+    ("pipeline.cli", "pipeline.commands", "pipeline.options", "pipeline.__main__", "stages"),
 )
 
 

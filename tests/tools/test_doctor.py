@@ -1,11 +1,51 @@
-"""The tracking check the stages run first (the one `pipeline doctor` runs): the train stage
-against a port where nothing listens. `pipeline doctor` itself (real git, DVC, an `mlflow
-server`): tests/commands/test_doctor_command.py."""
+"""pipeline/tools/doctor.py's checks on their own: a DVC remote that is a folder, a server or a
+cloud store; a folder outside git; a line per check, the fix only where one is needed; and the
+tracking check the stages run first (the train stage, against a port where nothing listens).
+`pipeline doctor` as a whole (real git, DVC, an `mlflow server`): tests/commands/test_doctor_command.py."""
 
+import json
+import socket
 import time
 
 import pytest
 from helpers import free_ports, run_pipeline, subprocess_env, write_params
+
+from pipeline.tools import doctor
+
+
+def test_a_remote_is_checked_as_what_it_is(tmp_path):
+    """A folder must be there and writable (relative to .dvc/, as DVC reads it), a server must
+    answer; a cloud store is not checked here (its credentials), a warning that says how to."""
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "store").mkdir()
+    assert doctor._check_remote("local", "../store", tmp_path) == doctor.Check(
+        "dvc-remote", "pass", f"local: {tmp_path / 'store'} is writable"
+    )
+    missing = doctor._check_remote("local", (tmp_path / "gone").as_uri(), tmp_path)
+    assert (missing.status, missing.detail) == ("fail", f"local: {tmp_path / 'gone'} is missing or not writable")
+    with socket.socket() as listening:  # bound, not listening: the connection is refused
+        listening.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{listening.getsockname()[1]}/cache"
+        down = doctor._check_remote("web", url, tmp_path)
+    assert (down.status, down.fix) == ("fail", "check the network or `dvc remote modify` its url")
+    assert down.detail.startswith(f"web: {url} does not answer (")
+    cloud = doctor._check_remote("s3", "s3://bucket/cache", tmp_path)
+    assert (cloud.status, cloud.fix) == ("warn", "check it with `dvc status --cloud`")
+
+
+def test_a_folder_outside_git_fails_and_only_a_problem_shows_its_fix(tmp_path):
+    git = doctor.check_git(tmp_path)
+    assert git == doctor.Check(
+        "git", "fail", f"{tmp_path} is not in a git repository", "run from your clone of the project"
+    )
+    passed = doctor.Check("folder", "pass", "writable", "never shown")
+    assert doctor.report([git, passed], as_json=False).splitlines() == [
+        f"fail  git        {tmp_path} is not in a git repository; fix: run from your clone of the project",
+        "pass  folder     writable",
+    ]
+    assert json.loads(doctor.report([passed], as_json=True)) == [
+        {"name": "folder", "status": "pass", "detail": "writable", "fix": "never shown"}
+    ]
 
 
 @pytest.mark.slow

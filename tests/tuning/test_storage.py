@@ -8,7 +8,7 @@ import pytest
 from helpers import ROOT, empty_database, free_ports, use_sqlite
 
 from pipeline.config.loading.loader import load_params
-from pipeline.errors import StudyError
+from pipeline.errors import ConfigError, StudyError
 from pipeline.tuning import storage
 
 
@@ -32,6 +32,18 @@ def test_a_journal_in_a_folder_that_does_not_exist(tmp_path):
     assert (
         str(info.value) == f"{tmp_path / 'nowhere' / 'optuna.journal'}: no folder {tmp_path / 'nowhere'} "
         "for the study's journal file"
+    )
+
+
+def test_a_url_of_a_scheme_no_study_can_live_in_is_refused_before_any_driver():
+    for url in ("optuna.journal", "file:///srv/optuna.journal", "sqlite:///optuna.db", "postgresql://u@db/optuna"):
+        storage.check_storage_url(url)
+    with pytest.raises(ConfigError) as info:
+        storage.check_storage_url("MySQL://u:secret@db/optuna")  # the scheme read case-blind, the password masked
+    assert info.value.exit_code == 2
+    assert str(info.value) == (
+        "MySQL://u:***@db/optuna: a study cannot live in a mysql:// storage: expected a journal file (a path, or "
+        "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"
     )
 
 

@@ -1,5 +1,11 @@
+"""pipeline/cli.py, the group: its help and each stage's, without TensorFlow; the stages found
+through the package's entry points, then the commands of pipeline/commands/, each under its
+module's name; its version; every failure one line and its exit code; a stage's time and peak
+memory. Each command's own tests: tests/commands/test_<command>_command.py."""
+
 import pytest
 from support.processes import run_command, run_pipeline, run_python
+from support.project import ROOT
 
 
 def test_help_lists_every_stage_without_importing_tensorflow_or_mlflow():
@@ -38,6 +44,26 @@ def test_stage_help_is_the_stage_docstring_and_the_order_is_the_pipelines():
     assert help_text, "the evaluate stage's command has no help"
     first_line = help_text.splitlines()[0]
     assert f"evaluate    {first_line}" in result.stdout
+
+
+def test_the_group_lists_the_stages_then_a_command_per_module_of_commands():
+    """pipeline/commands/<name>.py defines `<name>_command`, and the group lists it as `<name>`
+    (cli.py's table of contents): a module left out of the group, or a command without its
+    module, fails here."""
+    import importlib
+
+    import click
+
+    from pipeline.cli import cli
+    from pipeline.config.keys.schema import STAGES
+
+    modules = sorted(p.stem for p in (ROOT / "pipeline" / "commands").glob("*.py") if p.stem != "__init__")
+    assert len(modules) == 12
+    ctx = click.Context(cli)
+    assert cli.list_commands(ctx) == [*STAGES, *modules]
+    for name in modules:
+        command = getattr(importlib.import_module(f"pipeline.commands.{name}"), f"{name}_command")
+        assert cli.get_command(ctx, name) is command and command.name == name
 
 
 def test_version_is_the_packages():

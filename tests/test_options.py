@@ -23,13 +23,20 @@ SHARED = {"--json": "as_json", "-S": "overrides", "--dataset": None, "--data": "
 
 
 def test_the_shared_options_are_defined_in_options_alone():
-    """cli.py takes each shared option from pipeline/options.py: no copy of it to drift apart."""
+    """The group (cli.py) and its commands (pipeline/commands/) take each shared option from
+    pipeline/options.py: no copy of it to drift apart."""
     import ast
 
-    import pipeline.cli
+    from support.project import ROOT
 
-    source = Path(pipeline.cli.__file__).read_text()
-    literals = [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and n.value in SHARED]
+    sources = [ROOT / "pipeline" / "cli.py", *sorted((ROOT / "pipeline" / "commands").glob("*.py"))]
+    assert len(sources) > 12, "the commands have left pipeline/commands/"
+    literals = [
+        node.value
+        for source in sources
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Constant) and node.value in SHARED
+    ]
     assert literals == ["--json"]  # bench's --json FILE, a file to write: another option
 
 

@@ -69,14 +69,18 @@ def test_the_tests_mirror_the_package():
     tests/scenarios/, the checks of the repository's own files in tests/repository/. A package's
     __init__.py (its docstring), __main__.py and stages/_common.py (the stages' shared options)
     are not modules of their own. Beside them: the helpers (support/), the runner (runner/), the
-    worker scripts (workers/) and the container stand-ins (container/)."""
+    worker scripts (workers/) and the container stand-ins (container/). The one exception, the
+    commands' wing: pipeline/commands/<name>.py is named for its command, which is named for what
+    its library module does (tools/bench.py, tracking/compare.py, ...), so its tests are
+    tests/commands/test_<name>_command.py, as its click function is `<name>_command`: two test
+    modules of one name cannot both be imported (test_no_two_test_modules_share_a_name)."""
     modules = [
         p.relative_to(ROOT / "pipeline")
         for p in (ROOT / "pipeline").rglob("*.py")
         if p.name not in ("__init__.py", "__main__.py")
     ]
     assert len(modules) > 30, "pipeline/ has lost its modules: is ROOT the repository?"
-    expected = {Path("tests", *m.parent.parts, f"test_{m.name}") for m in modules}
+    expected = {mirror_of(m) for m in modules}
     stages = [p for p in (ROOT / "stages").glob("*.py") if not p.name.startswith("_")]
     assert len(stages) == 4, "stages/ has lost its stages: is ROOT the repository?"
     expected |= {Path("tests", "stages", f"test_{p.name}") for p in stages}
@@ -88,6 +92,13 @@ def test_the_tests_mirror_the_package():
     wings = {m.parts[0] for m in modules if len(m.parts) > 1}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert sorted(folders - wings) == ["container", "repository", "runner", "scenarios", "stages", "support", "workers"]
+
+
+def mirror_of(module: Path) -> Path:
+    """The test module of `module` (a path under pipeline/)."""
+    if module.parts[0] == "commands":
+        return Path("tests", "commands", f"test_{module.stem}_command.py")
+    return Path("tests", *module.parent.parts, f"test_{module.name}")
 
 
 def test_no_two_test_modules_share_a_name():
@@ -123,7 +134,8 @@ def test_conftest_holds_fixtures_and_the_runner_is_a_plugin():
 # --------------------------------------------------------------------------- the import graph
 
 # Low to high: a module imports its own wing and the ones below it, never one above. The root's
-# errors, log and io are the floor; the command line (cli, options) and the stages the roof.
+# errors, log and io are the floor; the command line (cli, the commands, options) and the stages
+# the roof.
 LAYERS = (
     ("pipeline.errors", "pipeline.log", "pipeline.io", "pipeline.fields", "pipeline"),
     ("pipeline.runtime",),
@@ -135,7 +147,7 @@ LAYERS = (
     ("pipeline.serving",),
     ("pipeline.tuning",),
     ("pipeline.tools",),
-    ("pipeline.cli", "pipeline.options", "pipeline.__main__", "stages"),
+    ("pipeline.cli", "pipeline.commands", "pipeline.options", "pipeline.__main__", "stages"),
 )
 
 

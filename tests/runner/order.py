@@ -11,7 +11,7 @@ from support.project import ROOT
 # pytest -n 3 --dist loadscope --no-loadscope-reorder (pyproject.toml):
 # A module runs on one worker, so that its module fixtures are made once. Two trainings at once
 # on 2 cores each run at about half speed: what a worker more gains is the time the others wait
-# (servers, Slurm, Docker builds); with warm starts (tests/warm_start.py) the cores are not busy
+# (servers, Slurm, Docker builds); with warm starts (runner/warm_start.py) the cores are not busy
 # all the time on two workers, and a third made the run shorter (docs/testing.md). Modules are handed out
 # longest first, by their seconds in a whole run (tests/durations.json, written from a run's
 # JUnit XML by scripts/test_durations.py), so that the last ones handed out are short and the

@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank[module_of(item.nodeid)])
 
 
-# --- the container images, made in the background (tests/images.py) -------------------------
+# --- the container images, made in the background (runner/images.py) -------------------------
 
 
 def pytest_sessionstart(session):
@@ -69,7 +69,7 @@ def pytest_xdist_node_collection_finished(node, ids):
     _start_images(node.config, ids)
 
 
-# --- what each module cost, against tests/durations.json (tests/census.py) --------------------
+# --- what each module cost, against tests/durations.json (runner/census.py) --------------------
 # The controller (the process xdist's workers report to) counts each module's seconds, setup and
 # teardown included, as the JUnit XML does; every process of the environment counts what it
 # imports and trains into the session's folder.
@@ -88,7 +88,7 @@ def pytest_configure(config):
 
 
 def _start_warm(config) -> None:
-    """Warm starts for the session's `pipeline` processes (tests/warm_start.py), unless the run
+    """Warm starts for the session's `pipeline` processes (runner/warm_start.py), unless the run
     turns them off (PIPELINE_TEST_WARM set empty) or measures coverage (a process forked from a
     server would not start coverage's tracer)."""
     if os.environ.get(warm_client.VARIABLE) == "" or "COVERAGE_PROCESS_CONFIG" in os.environ:
@@ -101,7 +101,7 @@ def _start_warm(config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item):
     """A test marked `cold_start` checks what a process does as it starts: its processes start
-    as usual (tests/warm_start.py), from its setup to its teardown."""
+    as usual (runner/warm_start.py), from its setup to its teardown."""
     folder = os.environ.pop(warm_client.VARIABLE, None) if item.get_closest_marker("cold_start") else None
     try:
         yield

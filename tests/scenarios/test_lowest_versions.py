@@ -28,9 +28,9 @@ EXTRAS = ("postgres", "gpu")
 # what the unit tests below need of the test extra (at its ranges' low ends too)
 TEST_TOOLS = ("pytest", "hypothesis")
 # Unit tests that need no TensorFlow and do not compare output with the suite's environment: the
-# configuration, the study (a journal file and a real PostgreSQL through the postgres extra), the
-# data formats, the MLflow store and its errors; about 100 s (test_params_doc, left out, would
-# add 115 s of params files rewritten). Each module whole, but:
+# configuration, the study (a journal file and a real PostgreSQL through the postgres extra, and
+# `pipeline tune`'s refusals), the data formats, the MLflow store and its errors; about 100 s
+# (test_params_doc, left out, would add 115 s of params files rewritten). Each module whole, but:
 UNIT_MODULES = (
     "config/loading/test_loader",
     "config/loading/test_build",
@@ -42,6 +42,7 @@ UNIT_MODULES = (
     "tuning/test_storage",
     "tuning/test_attributes",
     "tuning/test_study_runs",
+    "commands/test_tune_command",
     "data/test_archives",
     "data/test_prepared",
     "test_io",

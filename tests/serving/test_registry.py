@@ -1,16 +1,14 @@
 """The model registry and `pipeline promote`'s gate, on a sqlite store and on a real MLflow
 tracking server: versions registered as evaluate registers them (tags: run, test metrics, test
 data, DVC experiment), the champion alias moved only when a version beats it by the margin on
-the same test data, --force to roll back."""
+the same test data, --force to roll back. The command's lines and exit codes:
+tests/commands/test_promote_command.py."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
-from support.project import ROOT
 from support.tracking import forget_tracking_uri, stand_in_run
 
 from pipeline.config.keys.schema import PromoteConfig
@@ -169,37 +167,3 @@ def test_the_next_test_finds_the_registry_uri_as_it_was():
 
     assert "MLFLOW_REGISTRY_URI" not in os.environ
     assert mlflow.get_registry_uri() == mlflow.get_tracking_uri()
-
-
-def test_pipeline_promote_exits_1_when_the_gate_says_no(tmp_path, monkeypatch):
-    """The command's lines and exit codes (a script or CI can gate on them); no TensorFlow."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    register("reuters", 0.60)
-    register("reuters", 0.601)
-
-    def promote(*args):
-        code = (
-            "import sys, runpy; sys.argv = ['pipeline', 'promote', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('pipeline', run_name='__main__')\n"
-            "finally:\n    print('tensorflow' in sys.modules, file=sys.stderr)"
-        )
-        return subprocess.run(
-            [sys.executable, "-c", code, "--params", str(ROOT / "params.yaml"), *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
-
-    first = promote("reuters", "1")
-    assert (
-        first.returncode == 0
-        and first.stdout == "reuters: version 1 (test_accuracy 0.6000) is the champion (there was none)\n"
-    )
-    refused = promote("reuters")
-    assert refused.returncode == 1 and "version 2 (test_accuracy 0.6010) not promoted" in refused.stdout
-    assert refused.stderr.strip().endswith("False")  # no TensorFlow
-    missing = promote("reuters", "5")
-    assert missing.returncode == 2 and missing.stderr.startswith("error: reuters: no version 5 (versions 1, 2)\n")
-    usage = promote("reuters", "0")
-    assert usage.returncode == 2 and usage.stderr.startswith("error: pipeline promote: Invalid value for '[VERSION]'")

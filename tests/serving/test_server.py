@@ -1,16 +1,14 @@
-"""`pipeline serve DATASET`: which model it serves and the command it becomes; what it says,
-without starting a server or importing TensorFlow, when there is nothing to serve or the port
-is taken. Serving for real: tests/scenarios/test_serve.py."""
+"""pipeline/serving/server.py: which registered model `pipeline serve DATASET` serves (the
+champion, a version, or a refusal that says what to do) and the `mlflow models serve` command it
+becomes. The command saying, without TensorFlow, that there is nothing to serve or the port is
+taken: tests/commands/test_serve_command.py; serving for real: tests/scenarios/test_serve.py."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from typing import Final
 
 import pytest
-from support.processes import run_command, subprocess_env
-from support.project import ROOT
 from support.tracking import forget_tracking_uri, stand_in_run
 
 from pipeline.config.keys.schema import PromoteConfig
@@ -59,20 +57,3 @@ def test_the_champion_a_version_or_a_clear_refusal(store):
         "--workers",
         "2",
     ]
-
-
-def test_nothing_to_serve_or_a_taken_port_is_one_line_without_tensorflow(store, tmp_path):
-    env = subprocess_env(MLFLOW_TRACKING_URI=store)
-    params = ["--params", str(ROOT / "params.yaml")]
-    result, code, imported = run_command(["serve", "reuters", *params], cwd=tmp_path, env=env)
-    assert code == 1 and result.stderr.startswith("error: reuters: no version has the alias 'champion' in sqlite:")
-    assert "tensorflow" not in imported
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        port = taken.getsockname()[1]
-        taken.listen()
-        result, code, _ = run_command(
-            ["serve", "reuters", "--version", "1", "--port", str(port), *params], cwd=tmp_path, env=env
-        )
-    assert code == 1, result.stderr
-    assert result.stderr.startswith(f"error: 127.0.0.1:{port}: cannot serve the model there (Address already in use)")

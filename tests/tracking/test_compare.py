@@ -1,130 +1,84 @@
-"""`pipeline compare`: runs named by id, run name or DVC experiment name, from a sqlite store
-and a real `mlflow server`; only what differs, unless --all; text, JSON and CSV."""
+"""pipeline/tracking/compare.py's table of runs as MLflow hands them over: the params and lineage
+tags that differ (all of them with show_all) and every metric but the system ones, a key a run
+lacks shown as missing; as aligned text (long values cut), CSV and JSON; fewer than two runs
+refused before MLflow is asked. The runs found by name in a real store, through the command:
+tests/commands/test_compare_command.py."""
 
-import csv
-import io
+import json
+from types import SimpleNamespace
 
 import pytest
-from support.processes import child_json, run_pipeline, run_python, subprocess_env
-from support.servers import free_ports, start_mlflow_server
 
-PARAMS = {"train.reuters.learning_rate": "0.001", "train.reuters.epochs": "10", "distribute.replicas": "1"}
-
-
-def log_runs(uri: str) -> dict:
-    """Three runs: `base` (a plain repro's), `bold-cat` (a DVC experiment: another learning
-    rate and commit) and a second run named like `base`."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient(uri)
-    experiment = client.create_experiment("reuters")
-    ids = {}
-    for key, name, params, tags, accuracy in (
-        ("base", "reuters-fit-1rep-float32-1111111", PARAMS, {"git.commit": "1" * 40}, 0.63),
-        (
-            "exp",
-            "bold-cat",
-            {**PARAMS, "train.reuters.learning_rate": "0.002"},
-            {"git.commit": "2" * 40, "dvc.exp_name": "bold-cat"},
-            0.61,
-        ),
-        ("twin", "twin", PARAMS, {"git.commit": "1" * 40}, 0.62),
-        ("twin2", "twin", PARAMS, {"git.commit": "1" * 40}, 0.60),
-    ):
-        run = client.create_run(experiment, run_name=name, tags={**tags, "host": "h", "pipeline.stage": "train"})
-        for param, value in params.items():
-            client.log_param(run.info.run_id, param, value)
-        client.log_metric(run.info.run_id, "test_accuracy", accuracy)
-        client.log_metric(run.info.run_id, "system/cpu_utilization_percentage", 50.0)
-        client.set_terminated(run.info.run_id)
-        ids[key] = run.info.run_id
-    return ids
+from pipeline.errors import ConfigError
+from pipeline.tracking import compare
 
 
-@pytest.fixture
-def store(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    return tmp_path, subprocess_env(MLFLOW_TRACKING_URI=uri), log_runs(uri)
+def run(run_id: str, name, params: dict, tags: dict, metrics: dict) -> SimpleNamespace:
+    """A run as MlflowClient returns one: its info and data."""
+    info = SimpleNamespace(run_id=run_id, run_name=name, experiment_id="1")
+    return SimpleNamespace(info=info, data=SimpleNamespace(params=params, tags=tags, metrics=metrics))
 
 
-def compare(folder, env, *args):
-    result = run_pipeline("compare", *args, cwd=folder, env=env)
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
-
-
-def test_two_runs_that_differ_in_one_param_show_that_param_only(store):
-    folder, env, ids = store
-    result = compare(folder, env, ids["base"], "bold-cat")  # by id, and by DVC experiment name
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].split() == ["reuters-fit-1rep-float32-1111111", "bold-cat"]
-    assert lines[1].split() == ["run", "id", ids["base"][:8], ids["exp"][:8]]
-    rows = {line.split()[0]: line.split()[1:] for line in lines[2:] if not line.startswith("[")}
-    assert rows["train.reuters.learning_rate"] == ["0.001", "0.002"]
-    assert rows["git.commit"] == ["1" * 40, "2" * 40]
-    assert rows["test_accuracy"] == ["0.63", "0.61"]
-    for equal in ("train.reuters.epochs", "distribute.replicas", "host"):
-        assert equal not in rows
-    assert not any(key.startswith("system/") for key in rows)
-    every = compare(folder, env, "--all", ids["base"], "bold-cat").stdout
-    assert "train.reuters.epochs" in every and "distribute.replicas" in every and "host" in every
-
-
-def test_json_and_csv_for_scripts(store):
-    folder, env, ids = store
-    data = child_json(compare(folder, env, "--json", "reuters-fit-1rep-float32-1111111", ids["exp"]))
-    assert [r["run_id"] for r in data["runs"]] == [ids["base"], ids["exp"]]
-    assert data["params"] == {"train.reuters.learning_rate": ["0.001", "0.002"]}
-    assert data["tags"] == {"git.commit": ["1" * 40, "2" * 40]}
-    assert data["metrics"] == {"test_accuracy": [0.63, 0.61]}
-    rows = list(csv.reader(io.StringIO(compare(folder, env, "--csv", ids["base"], "bold-cat").stdout)))
-    assert rows[0] == ["section", "key", ids["base"], ids["exp"]]
-    assert ["params", "train.reuters.learning_rate", "0.001", "0.002"] in rows
-    assert ["metrics", "test_accuracy", "0.63", "0.61"] in rows
-
-
-@pytest.mark.parametrize(
-    "args,expected",
-    [
-        (["nobody", "bold-cat"], "error: no run named 'nobody' in sqlite:///"),
-        (["twin", "bold-cat"], "error: 'twin' names 2 runs in sqlite:///"),
-        (["bold-cat"], "error: compare needs two runs or more"),
-        (["--json", "--csv", "twin", "bold-cat"], "error: pipeline compare: give --json or --csv, not both"),
-    ],
+BASE = run(
+    "a" * 32,
+    "reuters-fit-1rep-float32-1111111",
+    {"train.reuters.learning_rate": "0.001", "train.reuters.epochs": "10"},
+    {"git.commit": "1" * 40, "host": "h", "mlflow.user": "u", "pipeline.stage": "train"},
+    {"test_accuracy": 0.63, "system/cpu_utilization_percentage": 50.0},
 )
-def test_a_run_that_is_not_there_or_not_one_is_a_usage_error(store, args, expected):
-    folder, env, _ = store
-    result = compare(folder, env, *args)
-    assert result.returncode == 2
-    assert result.stderr.startswith(expected) and result.stderr.count("\n") == 1, result.stderr
-    assert result.stdout == ""
+UNNAMED = run(
+    "b" * 32,
+    None,
+    {"train.reuters.learning_rate": "0.002", "train.reuters.epochs": "10", "distribute.replicas": "2"},
+    {"git.commit": "2" * 40, "host": "h", "mlflow.user": "v"},
+    {"test_accuracy": 0.6123456789},
+)
 
 
-def test_no_store_here_is_a_usage_error(tmp_path):
-    result = compare(tmp_path, subprocess_env(), "a", "b")
-    assert result.returncode == 2 and "no MLflow store here yet" in result.stderr
-    assert not (tmp_path / "mlflow.db").exists()  # looking did not create one
+def test_what_differs_among_the_runs_and_every_metric_but_the_systems():
+    table = compare.table([BASE, UNNAMED])
+    assert [r["run_id"] for r in table["runs"]] == ["a" * 32, "b" * 32]
+    assert table["params"] == {"distribute.replicas": [None, "2"], "train.reuters.learning_rate": ["0.001", "0.002"]}
+    assert table["tags"] == {"git.commit": ["1" * 40, "2" * 40]}  # mlflow.user differs, but says nothing of lineage
+    assert table["metrics"] == {"test_accuracy": [0.63, 0.6123456789]}
+    every = compare.table([BASE, UNNAMED], show_all=True)
+    assert every["params"]["train.reuters.epochs"] == ["10", "10"] and every["tags"]["host"] == ["h", "h"]
+    assert "mlflow.user" not in every["tags"] and "pipeline.stage" not in every["tags"]
 
 
-def test_runs_on_a_tracking_server(tmp_path):
-    proc, url = start_mlflow_server(tmp_path, free_ports(1)[0])
-    try:
-        ids = log_runs(url)
-        result = compare(tmp_path, subprocess_env(MLFLOW_TRACKING_URI=url), "--json", ids["base"], "bold-cat")
-        assert result.returncode == 0, result.stderr
-        assert child_json(result)["params"] == {"train.reuters.learning_rate": ["0.001", "0.002"]}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def test_the_text_aligns_a_column_per_run_and_cuts_long_values():
+    text = compare.as_text(compare.table([BASE, UNNAMED]), width=12)
+    assert text.splitlines() == [
+        "                             reuters-fit~  bbbbbbbb",
+        "run id                       aaaaaaaa      bbbbbbbb",
+        "[params]",
+        "distribute.replicas          -             2",
+        "train.reuters.learning_rate  0.001         0.002",
+        "[tags]",
+        "git.commit                   11111111111~  22222222222~",
+        "[metrics]",
+        "test_accuracy                0.63          0.612346",
+    ]
+    twins = compare.as_text(compare.table([BASE, run("c" * 32, "twin", BASE.data.params, BASE.data.tags, {})]))
+    assert "[params] (none differ)" in twins.splitlines() and "[tags] (none differ)" in twins.splitlines()
+    assert twins.splitlines()[-1] == "test_accuracy           0.63                              -"  # none for twin
 
 
-def test_compare_does_not_import_tensorflow(store):
-    folder, env, ids = store
-    code = (
-        "import sys\nfrom pipeline.cli import main\ntry:\n    main(['-q', 'compare', '--json', "
-        f"{ids['base']!r}, 'bold-cat'])\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
-        "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
-    )
-    result = run_python(code, cwd=folder, env=env)
-    assert result.returncode == 0, result.stderr
+def test_csv_is_a_row_per_value_and_json_the_table_itself():
+    table = compare.table([BASE, UNNAMED])
+    assert compare.render(table, "csv").splitlines() == [
+        f"section,key,{'a' * 32},{'b' * 32}",
+        "run,run_name,reuters-fit-1rep-float32-1111111,",
+        "params,distribute.replicas,,2",
+        "params,train.reuters.learning_rate,0.001,0.002",
+        f"tags,git.commit,{'1' * 40},{'2' * 40}",
+        "metrics,test_accuracy,0.63,0.6123456789",
+    ]
+    assert json.loads(compare.render(table, "json")) == table
+    assert compare.render(table, "text") == compare.as_text(table) + "\n"
+
+
+def test_fewer_than_two_runs_is_a_usage_error():
+    with pytest.raises(ConfigError, match=r"^compare needs two runs or more$") as info:
+        compare.compare(["reuters-fit-1rep-float32-1111111"])
+    assert info.value.exit_code == 2

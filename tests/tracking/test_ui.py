@@ -1,82 +1,108 @@
-"""pipeline ui: MLflow's UI on the project's store, served until Ctrl+C; a tracking server's own
-URL; a port another program holds, or a store that cannot be opened, is one line before any URL."""
+"""pipeline/tracking/ui.py's server, started and supervised without a real one (a stand-in for
+its process): a tracking server's own URL and nothing started, whatever holds the port; the
+command line of the `mlflow server` it starts on the project's store, a link to each experiment's
+runs table, the server's start-up notice left out of what it passes on, Ctrl+C a clean stop and a
+server that stops on its own a failure. A real server, through the command:
+tests/commands/test_ui_command.py."""
 
-import os
+import signal
 import socket
+import subprocess
+import sys
+from types import SimpleNamespace
 
-from support.processes import run_pipeline, subprocess_env
-from support.servers import free_ports
+import pytest
+from support.tracking import forget_tracking_uri, use_sqlite
 
-
-def test_ui_serves_the_projects_store_and_prints_its_url(tmp_path):
-    import signal
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    (port,) = free_ports(1)
-    # Ctrl+C as a terminal sends it: a suite started in the background (`make test &`, a CI
-    # runner) ignores SIGINT, and a child inherits that, so the UI would never see it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "ui", "--port", str(port)],
-        cwd=tmp_path,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert proc.stdout is not None and proc.stderr is not None  # both PIPE
-    try:
-        first = proc.stdout.readline().strip()
-        assert first == (
-            f"MLflow UI: http://127.0.0.1:{port} (runs in sqlite:///{tmp_path / 'mlflow.db'}); Ctrl+C stops it"
-        )
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
-                time.sleep(0.5)
-        assert (tmp_path / "mlflow.db").is_file()
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=300)  # a hang guard, not a time limit: a loaded host stops the server slowly
-    assert proc.stderr.read().strip() == ""  # quiet: no access log, no notices
+from pipeline.errors import ServerError
+from pipeline.tracking import store, ui
 
 
-def test_ui_with_a_tracking_server_prints_its_url(tmp_path):
-    result = run_pipeline("ui", cwd=tmp_path, env=subprocess_env(MLFLOW_TRACKING_URI="http://127.0.0.1:5999"))
-    assert result.returncode == 0
-    assert result.stdout.strip() == "MLflow UI: http://127.0.0.1:5999 (the tracking server's own)"
+class StandIn:
+    """The server's process: the lines it writes on stderr, then its exit code (None: Ctrl+C
+    while it serves). Each one started is in `started`."""
+
+    started: list = []
+    exit_code = None
+
+    def __init__(self, args, env, **_):
+        self.args, self.env = args, env
+        StandIn.started.append(self)
+        self.stderr = iter(["[MLflow] Security middleware enabled for the UI\n", "a line of its own\n"])
+        self.terminated = False
+
+    def wait(self, timeout=None):
+        if self.terminated:
+            return -15
+        if StandIn.exit_code is None:
+            raise KeyboardInterrupt
+        return StandIn.exit_code
+
+    def terminate(self):
+        self.terminated = True
 
 
-def test_a_port_another_program_holds_is_one_line_and_no_url(tmp_path):
-    (port,) = free_ports(1)
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    """The stand-in for the server's process, and a sqlite store here (its URI)."""
+    monkeypatch.setattr(ui, "subprocess", SimpleNamespace(Popen=StandIn, PIPE=subprocess.PIPE))
+    # the suite's own SIGTERM handling stays
+    monkeypatch.setattr(ui, "signal", SimpleNamespace(signal=lambda *_: None, SIGTERM=signal.SIGTERM))
+    monkeypatch.setattr(StandIn, "started", [])
+    yield use_sqlite(tmp_path, monkeypatch)
+    forget_tracking_uri()
+
+
+def test_a_tracking_server_serves_its_own_ui_and_nothing_is_started(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    monkeypatch.setattr(ui, "subprocess", None)  # nothing may start
+    lines: list[str] = []
+    with socket.socket() as holder:  # the port it would serve on, held: nothing binds it
+        holder.bind(("127.0.0.1", 0))
+        assert ui.serve("127.0.0.1", holder.getsockname()[1], lines.append) == 0
+    assert lines == ["MLflow UI: http://127.0.0.1:5999 (the tracking server's own)"]
+
+
+def test_the_server_on_the_store_its_links_and_ctrl_c(stand_in, capsys):
+    from mlflow import MlflowClient
+
+    uri = stand_in
+    experiment = MlflowClient(uri).create_experiment("reuters")
+    capsys.readouterr()  # MLflow's own lines as it made the store
+    lines: list[str] = []
+    assert ui.serve("127.0.0.1", 5123, lines.append) == 0
+    assert lines == [
+        f"MLflow UI: http://127.0.0.1:5123 (runs in {uri}); Ctrl+C stops it",
+        f"  reuters runs: {store.RUNS_PAGE.format(base='http://127.0.0.1:5123', id=experiment)}",
+    ]
+    (server,) = StandIn.started
+    assert server.terminated  # stopped by the Ctrl+C this process got (the server has its own session)
+    args, env = server.args, server.env
+    assert args[:4] == [sys.executable, "-m", "mlflow", "server"]
+    assert dict(zip(args[4::2], args[5::2])) == {  # its options and their values
+        "--backend-store-uri": uri,
+        "--registry-store-uri": uri,
+        "--host": "127.0.0.1",
+        "--port": "5123",
+        "--workers": "1",
+        "--uvicorn-opts": "--no-access-log --log-level warning",
+    }
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false" and env["MLFLOW_LOGGING_LEVEL"] == "WARNING"
+    assert capsys.readouterr().err == "a line of its own\n"  # MLflow's notice on every start left out
+
+
+def test_a_server_that_stops_on_its_own_is_a_failure(stand_in, monkeypatch):
+    monkeypatch.setattr(StandIn, "exit_code", 3)
+    with pytest.raises(ServerError, match=r"^the MLflow server on 127.0.0.1:5123 stopped \(exit code 3\); its output"):
+        ui.serve("127.0.0.1", 5123, lambda line: None)
+
+
+def test_a_port_another_program_holds_is_refused_before_the_url(tmp_path, monkeypatch):
+    use_sqlite(tmp_path, monkeypatch)
+    lines: list[str] = []
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", port))
+        holder.bind(("127.0.0.1", 0))
         holder.listen()
-        result = run_pipeline("ui", "--port", port, cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stdout == ""  # no URL that would show the other program
-    assert result.stderr == (
-        f"error: 127.0.0.1:{port}: cannot serve the UI there (Address already in use); "
-        "stop what holds it, or pick another port with --port\n"
-    )
-
-
-def test_a_store_that_cannot_be_opened_is_one_line_and_no_url(tmp_path):
-    (tmp_path / "mlflow.db").write_text("notes, not a database\n")
-    result = run_pipeline("ui", "--port", free_ports(1)[0], cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stdout == ""
-    assert result.stderr == (
-        f"error: sqlite:///{tmp_path / 'mlflow.db'}: {tmp_path / 'mlflow.db'} is not an MLflow "
-        "store (file is not a database); set MLFLOW_TRACKING_URI to the store that holds the "
-        "runs, or move the file away\n"
-    )
+        with pytest.raises(ServerError, match=r"cannot serve the UI there \(Address already in use\)"):
+            ui.serve("127.0.0.1", holder.getsockname()[1], lines.append)
+    assert lines == [] and not (tmp_path / "mlflow.db").exists()

@@ -1,16 +1,16 @@
 """Where a study lives: the default journal beside mlflow.db, a URL's scheme checked before a
 driver is asked, a journal in a folder that is not there, whether a storage is there to read
 found without making it (a journal file, a sqlite file, Optuna's tables in a real PostgreSQL),
-and a database that cannot be reached, in one line."""
+and a database that cannot be reached, in one line. A URL's scheme refused by `pipeline tune`:
+tests/commands/test_tune_command.py."""
 
 import pytest
-from support.processes import run_command
-from support.project import ROOT, write_params
+from support.project import ROOT
 from support.servers import empty_database, free_ports
 from support.tracking import use_sqlite
 
 from pipeline.config.loading.loader import load_params
-from pipeline.errors import StudyError
+from pipeline.errors import ConfigError, StudyError
 from pipeline.tuning import storage
 
 
@@ -37,17 +37,16 @@ def test_a_journal_in_a_folder_that_does_not_exist(tmp_path):
     )
 
 
-@pytest.mark.parametrize("url", ["ftp://host/optuna", "mysql://u@db/optuna", "redis://localhost:6379"])
-def test_a_storage_no_study_can_live_in_is_a_usage_error_naming_those_that_work(tmp_path, url):
-    write_params(tmp_path)
-    result, code, imported = run_command(["tune", "reuters", "--storage", url], cwd=tmp_path)
-    scheme = url.split("://")[0]
-    assert code == 2 and "tensorflow" not in imported
-    assert result.stderr.strip().splitlines() == [
-        f"error: {url}: a study cannot live in a {scheme}:// storage: expected a journal file (a path, or "
+def test_a_url_of_a_scheme_no_study_can_live_in_is_refused_before_any_driver():
+    for url in ("optuna.journal", "file:///srv/optuna.journal", "sqlite:///optuna.db", "postgresql://u@db/optuna"):
+        storage.check_storage_url(url)
+    with pytest.raises(ConfigError) as info:
+        storage.check_storage_url("MySQL://u:secret@db/optuna")  # the scheme read case-blind, the password masked
+    assert info.value.exit_code == 2
+    assert str(info.value) == (
+        "MySQL://u:***@db/optuna: a study cannot live in a mysql:// storage: expected a journal file (a path, or "
         "file://PATH), sqlite:///PATH or postgresql://USER@HOST/DATABASE"
-    ]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+    )
 
 
 def tables(url: str) -> list[str]:

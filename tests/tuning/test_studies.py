@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.models import samples
-from support.processes import run_command, subprocess_env
-from support.project import ROOT, write_params
+from support.project import ROOT
 from support.servers import empty_database, free_ports
 from support.tracking import use_sqlite
 
@@ -364,34 +363,3 @@ def test_no_study_is_made_when_the_tracking_store_cannot_take_its_run(tmp_path, 
     with pytest.raises(TrackingError):
         studies.open_study(params(), "unrun", journal)
     assert contents(journal) in (None, b"")
-
-
-def test_pipeline_tune_refuses_another_direction_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
-    """As a user runs it: the study maximizes, the params in force minimize; one `error:` line,
-    exit 2, before TensorFlow is imported, and the journal and the MLflow store as they were."""
-    import numpy as np
-
-    from pipeline.data import prepared
-    from pipeline.kinds.labelled_texts import full_length_facts
-
-    uri = use_sqlite(tmp_path, monkeypatch)
-    x, y = np.ones((4, 3), dtype=np.int32), np.zeros(4, dtype=np.int32)
-    data = tmp_path / "prepared"
-    prepared.write_arrays(
-        data, {"train": (x, y), "val": (x, y)}, input_="sequences", class_names=["a"], facts=full_length_facts(3, 5)
-    )
-    write_params(tmp_path)
-    journal = tmp_path / "optuna.journal"
-    studies.open_study(params(), "reuters", str(journal))
-    before, tracked = journal.read_bytes(), (tmp_path / "mlflow.db").read_bytes()
-    result, code, imported = run_command(
-        ["tune", "reuters", "--data", data, "--storage", journal, "-S", "tune.reuters.direction=minimize"],
-        cwd=tmp_path,
-        env=subprocess_env(MLFLOW_TRACKING_URI=uri),
-    )
-    assert code == 2 and "tensorflow" not in imported, result.stderr
-    assert result.stderr.strip().splitlines() == [
-        f"error: study 'reuters' in {journal} has another direction (Optuna's: maximize, not minimize): "
-        "name a new study with --study, or put tune.reuters.direction back"
-    ]
-    assert journal.read_bytes() == before and (tmp_path / "mlflow.db").read_bytes() == tracked

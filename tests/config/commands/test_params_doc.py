@@ -1,5 +1,6 @@
 """params.yaml stays in the form `dvc exp run -S` writes, so an override changes one line; every
-key is documented once, in the config types, and `pipeline params` and docs/params.md show it."""
+key is documented once, in the config types, and `pipeline params` and docs/params.md show it
+(the command itself: tests/commands/test_params_command.py)."""
 
 import dataclasses
 import difflib
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.configs import field_cases
-from support.processes import run_command, run_pipeline, subprocess_env
+from support.processes import subprocess_env
 from support.project import ROOT
 
 from pipeline.config.commands import params_doc
@@ -243,56 +244,6 @@ def test_set_in_file_writes_the_same_form(tmp_path):
         f"epochs: {read_yaml(PARAMS)['train']['reuters']['epochs']}",
         "epochs: 20",
     ]
-
-
-# --------------------------------------------------------------------------- the command
-
-
-def test_params_command_prints_every_key_without_importing_tensorflow():
-    result, code, imported = run_command(["params"])
-    assert (code, "tensorflow" in imported) == (0, False), result.stderr
-    docs = describe(read_yaml(PARAMS), NAMES)
-    for doc in docs:
-        assert re.search(rf"^{re.escape(doc.key)}:", result.stdout, re.M), doc.key
-    assert "\ntrain.reuters.epochs: " in result.stdout and "\n    Passes over the training set." in result.stdout
-    assert "preprocess.reuters.num_words: null\n" in result.stdout
-    assert "PIPELINE_DATA_MIRROR" in result.stdout
-
-
-def test_params_command_for_one_dataset_and_as_markdown():
-    one = run_pipeline("params", "mnist")
-    assert one.returncode == 0, one.stderr
-    assert re.search(r"^train\.mnist\.mobilenet_v2\.img_size: ", one.stdout, re.M)
-    assert not re.search(r"^\w+\.reuters\.", one.stdout, re.M)
-    markdown = run_pipeline("params", "--markdown")
-    assert markdown.returncode == 0 and markdown.stdout == page_table()
-
-
-def test_params_command_reports_a_config_error_in_one_line(tmp_path):
-    bad = tmp_path / "params.yaml"
-    bad.write_text(PARAMS.read_text().replace("epochs: 10", "epochs: ten", 1))
-    result = run_pipeline("params", "--params", bad)
-    assert result.returncode == 2
-    assert result.stderr.strip() == f'error: {bad}: train.reuters.epochs: expected a positive integer, got "ten"'
-
-
-def test_params_rewrite_puts_a_hand_edited_file_back_in_dvcs_form(tmp_path):
-    path = tmp_path / "params.yaml"
-    # MNIST's one-epoch decay list, in flow style with a comment, as a hand edit would write it
-    path.write_text(
-        re.sub(
-            r"    lr_decay_epochs:\n    - (\d+)\n",
-            r"    lr_decay_epochs: [\1]  # a comment\n",
-            PARAMS.read_text(),
-            count=1,
-        )
-    )
-    assert path.read_text() != PARAMS.read_text()
-    result = run_pipeline("params", "--params", path, "--rewrite")
-    assert result.returncode == 0 and "rewritten" in result.stdout
-    assert path.read_text() == PARAMS.read_text()
-    again = run_pipeline("params", "--params", path, "--rewrite")
-    assert "already" in again.stdout
 
 
 # --------------------------------------------------------------------------- real DVC

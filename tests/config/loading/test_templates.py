@@ -6,10 +6,8 @@ import copy
 
 import pytest
 import yaml
-from support.processes import run_pipeline
 from support.project import ROOT, write_params
 
-from pipeline.config.commands.params_doc import format_params
 from pipeline.config.loading import datasets, templates
 from pipeline.config.loading.loader import apply_overrides, load_params, names, read_params, validate
 from pipeline.errors import ConfigError
@@ -121,7 +119,9 @@ def test_a_file_without_templates_is_valid_and_the_datasets_ignore_them(raw, tmp
     )
 
 
-def test_a_template_is_checked_by_the_commands_that_read_it_and_by_no_stage(tmp_path):
+def test_a_template_is_checked_with_the_whole_file_and_by_no_stage(tmp_path):
+    """The whole file's check, which `pipeline params` and `pipeline add` run (one error line from
+    each: tests/commands/), checks the templates; a stage's load does not."""
     path = write_params(tmp_path)
     assert (
         load_params(path, "reuters", ["add.labelled_texts.train.epochs=2"]).raw["add"]["labelled_texts"]["train"][
@@ -134,15 +134,6 @@ def test_a_template_is_checked_by_the_commands_that_read_it_and_by_no_stage(tmp_
     assert load_params(path, "reuters", [bad]).raw["add"]["labelled_texts"]["train"]["epochs"] == 0
     with pytest.raises(ConfigError, match=r"params.yaml: add.labelled_texts.train.epochs: expected a positive"):
         validate(apply_overrides(read_params(path), [bad]), "params.yaml")
-    raw = yaml.safe_load(path.read_text())
-    raw["add"]["labelled_texts"]["train"]["epochs"] = 0
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    (tmp_path / "dvc.yaml").write_bytes((ROOT / "dvc.yaml").read_bytes())  # pipeline add's other file
-    line = f"error: {path}: add.labelled_texts.train.epochs: expected a positive integer, got 0\n"
-    for args in (["params"], ["add", "topics", "--kind", "labelled_texts", "--url", "https://data.example.com/t.csv"]):
-        done = run_pipeline(*args, "--params", path, cwd=tmp_path)
-        assert (done.returncode, done.stderr) == (2, line), done.stderr
-    assert load_params(path, "reuters").train.epochs > 0
 
 
 def test_fill_makes_a_template_a_datasets_sections(raw):
@@ -163,17 +154,3 @@ def test_stages_of_leaves_the_file_alone(raw):
     stages = templates.stages_of(raw)
     assert list(stages) == list(datasets.STAGE_SECTIONS) and "add" in raw
     assert templates.stages_of([1]) == [1]
-
-
-def test_params_lists_the_templates_keys_after_the_datasets_and_rewrite_keeps_them(raw, tmp_path):
-    path = write_params(tmp_path)
-    text = run_pipeline("params", "--params", path).stdout
-    assert (
-        "\nadd.image_folders.train.epochs: " in text and "\nadd.labelled_texts.preprocess.text_column: text\n" in text
-    )
-    assert text.index("tune.mnist.study") < text.index("add.image_folders.download.files")
-    assert "add." not in run_pipeline("params", "reuters", "--params", path).stdout
-    before = path.read_text()
-    assert "\nadd:\n  image_folders:\n" in before
-    run_pipeline("params", "--params", path, "--rewrite")
-    assert path.read_text() == before == format_params(yaml.safe_load(before))

@@ -132,18 +132,6 @@ def test_an_unexpected_exception_is_one_line_and_the_traceback_is_behind_verbose
     assert verbose.stderr.splitlines()[-1].startswith("error: unexpected RuntimeError")
 
 
-def test_missing_input_is_one_line(tmp_path):
-    from support.project import write_params
-
-    write_params(tmp_path)
-    result = run_pipeline("preprocess", "reuters", "--raw", "nowhere", "--out", "out", cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [
-        "error: nowhere/reuters_word_index.json: missing; run the download stage first"
-    ]
-    assert not (tmp_path / "out").exists()
-
-
 @pytest.mark.cold_start  # the peak memory of a process that imported what it needs itself
 def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
     import re
@@ -164,82 +152,3 @@ def test_a_stage_that_succeeds_ends_with_its_time_and_peak_memory(tmp_path):
     assert 10 < int(found.group(2).replace(",", "")) < 4000  # MiB of a Python process with numpy
     quiet = run_pipeline("-q", "preprocess", "reuters", "--raw", raw, "--out", "out2", cwd=tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
-
-
-@pytest.mark.slow
-@pytest.mark.slow
-@pytest.mark.cold_start  # nothing printed while TensorFlow, Keras and MLflow are imported either
-@pytest.mark.parametrize("loop", ["fit", "custom"])
-def test_quiet_training_prints_nothing(tmp_path, loop):
-    from support.datasets import make_reuters_npz, make_word_index
-    from support.processes import subprocess_env
-    from support.project import write_params
-
-    (tmp_path / "raw").mkdir()
-    make_reuters_npz(tmp_path / "raw" / "reuters.npz", n=200)
-    make_word_index(tmp_path / "raw" / "reuters_word_index.json")
-    write_params(tmp_path, {"train.reuters.loop": loop, "train.reuters.epochs": 2, "preprocess.reuters.max_len": 40})
-    assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
-    env = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    result = run_pipeline(
-        "-q",
-        "train",
-        "reuters",
-        "--data",
-        "prepared",
-        "--model-dir",
-        "model",
-        "--history",
-        "h.csv",
-        "--summary",
-        "s.json",
-        "--curves",
-        "c.png",
-        cwd=tmp_path,
-        env=subprocess_env(**env),
-    )
-    assert result.returncode == 0, result.stderr
-    assert (result.stdout, result.stderr) == ("", "")
-    # with -v TensorFlow's own warnings show: none about how the pipeline calls Keras or tf.data
-    commands = [
-        [
-            "train",
-            "reuters",
-            "--data",
-            "prepared",
-            "--model-dir",
-            "model",
-            "--history",
-            "h.csv",
-            "--summary",
-            "s.json",
-            "--curves",
-            "c.png",
-        ]
-    ]
-    if loop == "fit":  # the evaluate stage is the same for both loops: once, quiet too (its model
-        # logged and registered without MLflow's notices)
-        evaluate = [
-            "evaluate",
-            "reuters",
-            "--data",
-            "prepared",
-            "--model-dir",
-            "model",
-            "--metrics",
-            "m.json",
-            "--per-class",
-            "p.csv",
-            "--confusion",
-            "c.csv",
-            "--confusion-png",
-            "c.png",
-        ]
-        quiet = run_pipeline("-q", *evaluate, cwd=tmp_path, env=subprocess_env(**env))
-        assert quiet.returncode == 0 and (quiet.stdout, quiet.stderr) == ("", ""), quiet.stderr
-        commands.append(evaluate)
-    for args in commands:
-        loud = run_pipeline("-v", *args, cwd=tmp_path, env=subprocess_env(**env))
-        assert loud.returncode == 0, loud.stderr
-        for noise in ("did not fully read the dataset being cached", "`shuffle=True` was passed"):
-            assert noise not in loud.stderr

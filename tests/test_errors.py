@@ -1,7 +1,7 @@
 """Expected failures: their exit codes, and one `error:` line from the command."""
 
 import pytest
-from support.processes import run_pipeline, run_python, subprocess_env
+from support.processes import run_pipeline, run_python, subprocess_env, train_args
 from support.project import write_params
 
 from pipeline import errors
@@ -47,18 +47,13 @@ def test_a_prepared_shard_cut_short_stops_train_in_one_line(tmp_path):
     whole = shard.read_bytes()
     shard.write_bytes(whole[: len(whole) // 2])  # an interrupted copy
     result = run_pipeline(
-        "train",
-        "reuters",
-        "--data",
-        prepared,
-        "--model-dir",
-        tmp_path / "model",
-        "--history",
-        tmp_path / "h.csv",
-        "--summary",
-        tmp_path / "s.json",
-        "--curves",
-        tmp_path / "c.png",
+        *train_args(
+            data=prepared,
+            model_dir=tmp_path / "model",
+            history=tmp_path / "h.csv",
+            summary=tmp_path / "s.json",
+            curves=tmp_path / "c.png",
+        ),
         cwd=tmp_path,
         env=subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}"),
     )

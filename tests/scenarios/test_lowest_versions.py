@@ -17,7 +17,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from support.processes import run_command, sh
+from support.processes import evaluate_args, run_command, sh, train_args
 from support.project import ROOT, write_params
 
 pytestmark = [pytest.mark.slow]
@@ -222,35 +222,11 @@ def test_a_training_its_evaluation_and_a_tuning_trial_run_at_the_lowest_versions
 
     pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared")
     trained = pipeline(
-        "train",
-        "reuters",
-        "--data",
-        "prepared",
-        "--model-dir",
-        "model",
-        "--history",
-        "h.csv",
-        "--summary",
-        "s.json",
-        "--curves",
-        "c.png",
+        *train_args(),
     )
     assert "best epoch" in trained.stdout + trained.stderr
     pipeline(
-        "evaluate",
-        "reuters",
-        "--data",
-        "prepared",
-        "--model-dir",
-        "model",
-        "--metrics",
-        "m.json",
-        "--per-class",
-        "p.csv",
-        "--confusion",
-        "c.csv",
-        "--confusion-png",
-        "cm.png",
+        *evaluate_args(),
     )
     import json
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from support.datasets import prepared_reuters
-from support.processes import run_pipeline, subprocess_env
+from support.processes import run_pipeline, subprocess_env, train_args
 from support.project import write_params
 from support.servers import free_ports
 
@@ -26,22 +26,13 @@ def prepared(tmp_path):
 
 
 TRAIN_ARGS = [
-    "train",
-    "reuters",
-    "--data",
-    "prepared",
-    "--model-dir",
-    "model",
-    "--history",
-    "history.csv",
-    "--summary",
-    "summary.json",
-    "--curves",
-    "curves.png",
-    "--measurements",
-    "measured.json",
-    "--backup-dir",
-    "backup",
+    *train_args(
+        history="history.csv",
+        summary="summary.json",
+        curves="curves.png",
+        measurements="measured.json",
+        backup_dir="backup",
+    ),
 ]
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from support.datasets import reuters_files_of
-from support.processes import run_pipeline, subprocess_env
+from support.processes import run_pipeline, subprocess_env, train_args
 from support.project import write_params
 
 # cold_start: each training's process starts as a user's does, with a hash seed of its own
@@ -46,22 +46,16 @@ def weights_of_a_training(root, tmp_path, dataset: str, devices: int, attempt, *
     write_params(folder, {**TRAIN[dataset], f"train.{dataset}.devices.logical_devices": devices, **changes})
     store = f"sqlite:///{folder / 'mlflow.db'}"
     result = run_pipeline(
-        "train",
-        dataset,
-        "--params",
-        folder / "params.yaml",
-        "--data",
-        f"prepared/{dataset}",
-        "--model-dir",
-        folder / "model",
-        "--history",
-        folder / "history.csv",
-        "--summary",
-        folder / "train.json",
-        "--curves",
-        folder / "curves.png",
-        "--measurements",
-        folder / "measurements.json",
+        *train_args(
+            dataset,
+            data=f"prepared/{dataset}",
+            model_dir=folder / "model",
+            history=folder / "history.csv",
+            summary=folder / "train.json",
+            curves=folder / "curves.png",
+            measurements=folder / "measurements.json",
+            params=folder / "params.yaml",
+        ),
         cwd=root,
         env=subprocess_env(MLFLOW_TRACKING_URI=store),
     )

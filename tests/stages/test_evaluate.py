@@ -7,28 +7,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.processes import run_pipeline
+from support.processes import STAGE_OUTPUTS, evaluate_args, run_pipeline
 
 pytestmark = pytest.mark.slow
 
-OUTPUTS = ("--metrics", "metrics.json", "--per-class", "per_class.csv", "--confusion", "confusion.csv")
-
 
 def evaluate(project, out: str, env: dict):
-    args = [arg if not arg.endswith((".json", ".csv", ".png")) else f"{out}/{arg}" for arg in OUTPUTS]
-    return run_pipeline(
-        "evaluate",
-        "reuters",
-        "--data",
-        "data/prepared/reuters",
-        "--model-dir",
-        "models/reuters",
-        *args,
-        "--confusion-png",
-        f"{out}/confusion.png",
-        cwd=project,
-        env=env,
-    )
+    """The evaluate stage as dvc.yaml runs it for Reuters, its outputs in `out`."""
+    outputs = {key: f"{out}/{name}" for key, name in STAGE_OUTPUTS["evaluate"].items()}
+    outputs.update(metrics=f"{out}/metrics.json", per_class=f"{out}/per_class.csv", confusion=f"{out}/confusion.csv")
+    args = evaluate_args(data="data/prepared/reuters", model_dir="models/reuters", **outputs)
+    return run_pipeline(*args, cwd=project, env=env)
 
 
 def test_the_committed_model_evaluated_again_gives_the_committed_reports_and_a_run_of_its_own(

@@ -1,5 +1,6 @@
 """`pipeline preprocess` (stages/preprocess.py) as DVC runs it: one result line whose counts are
-the prepared folder's, every sample of the raw files in one split. Each kind's reader is tested
+the prepared folder's, every sample of the raw files in one split; an input that is not there,
+one error line and nothing written. Each kind's reader is tested
 in tests/data/ (test_reuters, test_mnist, test_images, test_texts, test_tabular)."""
 
 from __future__ import annotations
@@ -36,3 +37,15 @@ def test_the_result_line_counts_each_split_of_what_it_wrote(tmp_path, dataset, m
     assert set(counts) == {"train", "val", "test"} and min(counts.values()) > 0
     if samples is not None:
         assert sum(counts.values()) == samples  # no newswire dropped
+
+
+def test_missing_input_is_one_line(tmp_path):
+    from support.project import write_params
+
+    write_params(tmp_path)
+    result = run_pipeline("preprocess", "reuters", "--raw", "nowhere", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: nowhere/reuters_word_index.json: missing; run the download stage first"
+    ]
+    assert not (tmp_path / "out").exists()

@@ -49,6 +49,32 @@ def run_pipeline(*args, cwd=None, env=None, timeout=600):
     )
 
 
+# the outputs each stage that reads a model folder must be given, and the names the tests give them
+STAGE_OUTPUTS = {
+    "train": {"history": "h.csv", "summary": "s.json", "curves": "c.png"},
+    "evaluate": {"metrics": "m.json", "per_class": "p.csv", "confusion": "c.csv", "confusion_png": "cm.png"},
+}
+
+
+def train_args(dataset: str = "reuters", data="prepared", model_dir="model", **more) -> list[str]:
+    """`pipeline train`'s arguments (`train` first) with the outputs it must be given
+    (STAGE_OUTPUTS unless `more` names them), and `more`'s options: `backup_dir="backup"` is
+    `--backup-dir backup`."""
+    return _stage_args("train", dataset, data, model_dir, more)
+
+
+def evaluate_args(dataset: str = "reuters", data="prepared", model_dir="model", **more) -> list[str]:
+    """`pipeline evaluate`'s arguments (`evaluate` first), as `train_args` makes the train stage's."""
+    return _stage_args("evaluate", dataset, data, model_dir, more)
+
+
+def _stage_args(stage: str, dataset: str, data, model_dir, more: dict) -> list[str]:
+    options = {"data": data, "model_dir": model_dir, **STAGE_OUTPUTS[stage], **more}
+    return [stage, dataset] + [
+        part for key, value in options.items() for part in (f"--{key.replace('_', '-')}", str(value))
+    ]
+
+
 def run_python(code: str, cwd=None, env=None, timeout=600, args=()):
     return subprocess.run(
         [sys.executable, "-c", code, *map(str, args)],

@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from support.processes import run_pipeline, subprocess_env
+from support.processes import run_pipeline, subprocess_env, train_args
 from support.project import write_params
 from support.servers import free_ports
 
@@ -65,20 +65,7 @@ def test_train_stage_with_a_dead_tracking_server_stops_in_one_line_and_writes_no
     env = subprocess_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{closed}")
     started = time.time()
     out = run_pipeline(
-        "train",
-        "reuters",
-        "--data",
-        "prepared",
-        "--model-dir",
-        "models",
-        "--history",
-        "h.csv",
-        "--summary",
-        "s.json",
-        "--curves",
-        "c.png",
-        "--backup-dir",
-        "backup",
+        *train_args(model_dir="models", backup_dir="backup"),
         cwd=tmp_path,
         env=env,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.datasets import make_reuters_raw
-from support.processes import run_pipeline, subprocess_env
+from support.processes import run_pipeline, subprocess_env, train_args
 from support.project import write_params
 from support.tracking import use_sqlite
 
@@ -105,18 +105,7 @@ def train_at_once(folder: Path, db: Path) -> list[str]:
             sys.executable,
             "-m",
             "pipeline",
-            "train",
-            "reuters",
-            "--data",
-            "prepared",
-            "--model-dir",
-            f"model{i}",
-            "--history",
-            f"history{i}.csv",
-            "--summary",
-            f"train{i}.json",
-            "--curves",
-            f"c{i}.png",
+            *train_args(model_dir=f"model{i}", history=f"history{i}.csv", summary=f"train{i}.json", curves=f"c{i}.png"),
         ]
         procs.append(
             subprocess.Popen(args, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,7 +1,7 @@
 """Device configuration and strategies; each case runs in its own process (tensorflow#61314)."""
 
 import pytest
-from support.processes import child_json, run_command, run_pipeline, run_python, subprocess_env
+from support.processes import child_json, run_command, run_pipeline, run_python, subprocess_env, train_args
 from support.project import write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -46,18 +46,7 @@ def test_auto_on_one_device_distributes_nothing_and_on_two_mirrors(tmp_path):
 
 TWO_WORKERS = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}'
 TRAIN = [
-    "train",
-    "reuters",
-    "--data",
-    "prepared",
-    "--model-dir",
-    "m",
-    "--history",
-    "h.csv",
-    "--summary",
-    "s.json",
-    "--curves",
-    "c.png",
+    *train_args(model_dir="m"),
 ]
 
 

@@ -9,27 +9,12 @@ import time
 
 import pytest
 from support.datasets import make_reuters_raw
-from support.processes import run_on_terminal, run_pipeline, subprocess_env
+from support.processes import run_on_terminal, run_pipeline, subprocess_env, train_args
 from support.project import write_params
 
 pytestmark = [pytest.mark.slow]
 
-TRAIN_ARGS = [
-    "train",
-    "reuters",
-    "--data",
-    "prepared",
-    "--model-dir",
-    "model",
-    "--history",
-    "history.csv",
-    "--summary",
-    "summary.json",
-    "--curves",
-    "curves.png",
-    "--backup-dir",
-    "backup",
-]
+TRAIN_ARGS = train_args(history="history.csv", summary="summary.json", curves="curves.png", backup_dir="backup")
 EPOCHS, STOPPED = 4, 3
 
 

@@ -67,16 +67,19 @@ def opens_of(paths, run) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_evaluate_reads_each_test_shard_once(trained_project):
+def test_evaluate_reads_each_test_shard_once(trained_project, tmp_path):
     """Its shards' sha256, its digest, its labels and the predictions from one read of each
-    test shard of MNIST (the trained project's model and prepared data)."""
+    test shard of MNIST (the trained project's model, and a copy of its prepared data: the
+    kernel counts every process's opens, and other tests copy the trained project meanwhile)."""
+    import shutil
+
     from support.processes import subprocess_env
     from support.project import ROOT
 
     from pipeline.data import prepared
 
     project = trained_project.path
-    data = project / "data" / "prepared" / "mnist"
+    data = shutil.copytree(project / "data" / "prepared" / "mnist", tmp_path / "mnist")
     shards = prepared.read(data).shard_paths("test")
     code = (
         "from pathlib import Path; from pipeline.config.loading.loader import load_params; "

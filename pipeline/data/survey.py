@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-# classes this much apart in size (the largest over the smallest) are weighed: class_weight balanced
-UNBALANCED = 10.0
 # the key of a choice that is not a key: which of the params file's templates the dataset starts from
 TEMPLATE = "template"
 
@@ -28,13 +26,18 @@ class Choice:
     template: Optional[str] = None
 
 
-def class_weight(counts: Mapping[str, int], samples: str) -> Choice:
-    """balanced where the largest class has `UNBALANCED` times the samples of the smallest,
-    else none; `counts`: each class's samples (`samples` says which)."""
+def class_weight(counts: Mapping[str, int], samples: str, weigh_from: Optional[float]) -> Choice:
+    """balanced where the largest class has `weigh_from` times the samples of the smallest, else
+    none; `counts`: each class's samples (`samples` says which). `weigh_from` None: none whatever
+    the spread, which the line still says (weighing trades accuracy, which counts every sample
+    alike, for the small classes' recall)."""
     largest, smallest = max(counts.values()), min(counts.values())
     ratio = largest / max(smallest, 1)
     figure = f"the classes have {smallest:,} to {largest:,} {samples} ({ratio:.1f}x)"
-    if ratio >= UNBALANCED:
+    if weigh_from is None:
+        why = "weighed alike, for accuracy; balanced would trade it for the small classes' recall"
+        return Choice("train.class_weight", "none", f"{figure}: {why}")
+    if ratio >= weigh_from:
         return Choice("train.class_weight", "balanced", f"{figure}: each weighed by its size")
     return Choice("train.class_weight", "none", f"{figure}: balanced enough to weigh alike")
 

@@ -158,7 +158,10 @@ def table_mlp(
     """A table's columns (one float32 vector per row, pipeline/data/tabular.py) encoded by Keras'
     FeatureSpace, adapted to the training split as it streams by: each number normalised by the
     split's mean and variance, each category one-hot over the ids the split holds (the missing and
-    unseen ones included); then Dense layers of `units` (ReLU) with dropout, and the logits."""
+    unseen ones included); then Dense layers of `units` (ReLU) with dropout, and the logits; with
+    `linear`, plus a Dense layer of the classes on the encoded columns themselves, whose logits are
+    added to the hidden layers' (wide and deep: the linear model a logistic regression is, and what
+    the hidden layers learn beside it)."""
     import tensorflow as tf  # the adapting dataset's
 
     FeatureSpace = keras.utils.FeatureSpace
@@ -191,12 +194,18 @@ def table_mlp(
         inputs[:, i : i + 1] if column.type == "numeric" else keras.ops.cast(inputs[:, i : i + 1], "int64")
         for i, column in enumerate(columns)
     ]
-    h = encoder(parts)
+    h = encoded = encoder(parts)
     for i, units in enumerate(settings.units, start=1):
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
         if settings.dropout:
             h = keras.layers.Dropout(settings.dropout, name=f"dropout{i}")(h)
-    return keras.Model(inputs, _logits(h, prepared.num_classes), name="table_mlp")
+    if not (settings.linear and settings.units):  # no hidden layer: the model is linear already
+        return keras.Model(inputs, _logits(h, prepared.num_classes), name="table_mlp")
+    # both halves' logits float32, as `_logits`'s, under a mixed-precision policy
+    wide = keras.layers.Dense(prepared.num_classes, name="linear_logits", dtype="float32")(encoded)
+    deep = keras.layers.Dense(prepared.num_classes, name="hidden_logits", dtype="float32")(h)
+    logits = keras.layers.Add(name="logits", dtype="float32")([wide, deep])
+    return keras.Model(inputs, logits, name="table_mlp")
 
 
 def small_convnet(

@@ -288,7 +288,8 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
     assert out.splitlines()[1:4] == [
         "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))",
         "  preprocess.topics.num_words: 19 (15 of the texts' 26 words appear twice or more: the 15 most frequent)",
-        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): balanced enough to weigh alike)",
+        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): weighed alike, for accuracy; "
+        "balanced would trade it for the small classes' recall)",
     ]
     params = loader.load_params(project / "params.yaml", "topics")
     assert isinstance(params.preprocess, TextTablePreprocessConfig)
@@ -310,7 +311,8 @@ def test_a_table_is_read_for_what_each_column_is(project):
         "  preprocess.churn.categorical: [plan] (categories: plan: 3 values; numbers: age)",
         "  preprocess.churn.ignore: [customer, signed] (what identifies a row: customer: 60 different values in 60 "
         "rows; signed: a date on every row)",
-        "  train.churn.class_weight: none (the classes have 15 to 45 rows (3.0x): balanced enough to weigh alike)",
+        "  train.churn.class_weight: none (the classes have 15 to 45 rows (3.0x): weighed alike, for accuracy; "
+        "balanced would trade it for the small classes' recall)",
     ]
     assert out.splitlines()[-1].startswith("added churn (tables) to ")
     params = loader.load_params(project / "params.yaml", "churn")

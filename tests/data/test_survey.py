@@ -133,12 +133,17 @@ def test_texts_take_the_length_most_hold_and_the_words_seen_twice(tmp_path):
     assert why["preprocess.num_words"] == "3 of the texts' 102 words appear twice or more: the 3 most frequent"
 
 
-def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed(tmp_path, monkeypatch):
+def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, monkeypatch):
     monkeypatch.setattr(texts, "MAX_WORDS", 2)
     rows = [f"one two three {i % 2},{'a' if i < 20 else 'b'}" for i in range(22)]
     choices = texts.survey(table(tmp_path, rows), config())
     assert chosen(choices)["preprocess.num_words"] == 2 + texts.INDEX_FROM + 1
-    assert chosen(choices)["train.class_weight"] == "balanced"
+    # texts are not weighed however far apart their classes: it cost accuracy on every set measured
+    assert {c.key: c.why for c in choices}["train.class_weight"] == (
+        "the classes have 2 to 20 texts (10.0x): weighed alike, for accuracy; balanced would trade it for the small "
+        "classes' recall"
+    )
+    assert chosen(choices)["train.class_weight"] == "none"
     assert "5 of the texts' 5 words appear twice or more, at most 2: the 2 most frequent" in {c.why for c in choices}
 
 
@@ -150,9 +155,10 @@ def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):
         texts.survey(table(tmp_path / "one", ["a text,x", "another,x"]), config())
 
 
-def test_class_weight_is_balanced_from_ten_times_the_smallest_class():
-    assert survey.class_weight({"a": 50, "b": 5}, "texts").value == "balanced"
-    assert survey.class_weight({"a": 49, "b": 5}, "texts").value == "none"
+def test_class_weight_is_balanced_from_the_kinds_spread_and_never_without_one():
+    assert survey.class_weight({"a": 50, "b": 5}, "pictures", 10.0).value == "balanced"
+    assert survey.class_weight({"a": 49, "b": 5}, "pictures", 10.0).value == "none"
+    assert survey.class_weight({"a": 5000, "b": 5}, "rows", None).value == "none"
 
 
 def test_spread_picks_evenly_and_all_when_fewer():

@@ -291,8 +291,8 @@ def test_the_loss_is_on_logits_and_per_sample_without_reduction():
     assert float(models.loss()(labels, logits)) == pytest.approx(per_sample.mean(), rel=1e-6)
 
 
-def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_path):
-    from pipeline.config.keys.model_table import TableMlpSettings
+def _ages_and_colours(folder):
+    """A prepared table of 200 rows: an age (a number) and a colour (a category), the label age > 40."""
     from pipeline.data import prepared
     from pipeline.kinds.tables import CategoricalColumn, NumericColumn, TableFacts
 
@@ -306,10 +306,17 @@ def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_pat
         CategoricalColumn("colour", ["a", "b", "c"], seen=3, unseen={"train": 0}, missing=0),
     ]
     data = prepared.write_arrays(
-        tmp_path / "p", {s: (x, y) for s in ("train", "val", "test")}, input_="table_rows",
+        folder, {s: (x, y) for s in ("train", "val", "test")}, input_="table_rows",
         class_names=["no", "yes"], facts=TableFacts(columns, "label", ignored=[]),
     )  # fmt: skip
-    model = models.table_mlp(TableMlpSettings((8,), 0.0), data)
+    return x, data
+
+
+def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_path):
+    from pipeline.config.keys.model_table import TableMlpSettings
+
+    x, data = _ages_and_colours(tmp_path / "p")
+    model = models.table_mlp(TableMlpSettings((8,), 0.0, linear=True), data)
     encoder = model.get_layer("feature_space")
     encoded = np.asarray(encoder([x[:, :1], x[:, 1:].astype(np.int64)]))
     # the number normalised by the training split's mean and variance, then the category one-hot
@@ -321,3 +328,19 @@ def test_table_mlp_encodes_the_columns_from_the_training_split_and_saves(tmp_pat
     model.save(path)
     again = models.keras.models.load_model(path)
     np.testing.assert_allclose(np.asarray(again(x[:5])), np.asarray(model(x[:5])), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("units", "linear", "paths"), [((8,), True, 2), ((8,), False, 1), ((), True, 1)])
+def test_table_mlp_adds_a_linear_model_of_the_columns_to_the_hidden_layers(tmp_path, units, linear, paths):
+    from pipeline.config.keys.model_table import TableMlpSettings
+
+    x, data = _ages_and_colours(tmp_path / "p")
+    model = models.table_mlp(TableMlpSettings(units, 0.0, linear=linear), data)
+    names = {layer.name for layer in model.layers}
+    if paths == 1:  # one Dense layer makes the logits: the hidden layers' or, without any, the columns'
+        assert "linear_logits" not in names and model.get_layer("logits").activation.__name__ == "linear"
+        return
+    encoded = model.get_layer("feature_space")([x[:5, :1], x[:5, 1:].astype(np.int64)])
+    wide = np.asarray(model.get_layer("linear_logits")(encoded))
+    hidden = np.asarray(model.get_layer("hidden_logits")(model.get_layer("dense1")(encoded)))
+    np.testing.assert_allclose(np.asarray(model(x[:5])), wide + hidden, rtol=1e-5, atol=1e-6)

@@ -157,6 +157,12 @@ class TableMlpSettings:
         "linear model (as a logistic regression on the same features).",
     )
     dropout: float = _dropout()
+    linear: bool = spec(
+        "true or false",
+        help="true: the encoded columns also reach the classes' logits through a Dense layer of their own, added "
+        "to the hidden layers' (wide and deep): a linear model of the columns, with the hidden layers learning "
+        "what it misses; false: the hidden layers' logits alone.",
+    )
 
 
 # --------------------------------------------------------------------------- the tables

@@ -395,10 +395,6 @@ SMALL_SIDES = (32, 48)
 # pictures whose median side is over this are photos, fine-tuned from ImageNet weights; up to it,
 # the small-picture model learns them from scratch
 PHOTO_SIDE = 128
-# classes this much apart in size (the largest over the smallest) are weighed, class_weight
-# balanced: a network learning pictures from scratch may hardly ever predict a small class
-# (docs/own-data.md: the icons, 19x apart, 0.13 weighed alike against 0.31 weighed)
-UNBALANCED = 10.0
 # a picture has colour where more than this share of its pixels have channels this far apart
 COLOUR_SHARE, COLOUR_SPREAD = 0.01, 16
 
@@ -425,7 +421,7 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     read = f"of the {len(sides):,} pictures read" if len(sides) < len(names) else f"of all {len(sides):,} pictures"
     counts = Counter(listing.classes[label] for _, label in listing.pictures["train"])
     colour = survey_.Choice("preprocess.color", "rgb" if coloured else "grey", f"{coloured:,} {read} have colour")
-    weights = survey_.class_weight(counts, "training pictures", UNBALANCED)
+    weights = survey_.class_weight(counts, "training pictures", survey_.UNBALANCED)
     if side > PHOTO_SIDE:
         why = f"the median side {read} is {side} px, over {PHOTO_SIDE}: photos, fine-tuned from ImageNet weights"
         return [survey_.Choice(survey_.TEMPLATE, image_folders.PHOTOS, why), colour, weights]

@@ -426,7 +426,7 @@ def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.
         survey_.Choice("preprocess.max_len", max_len, why),
         # ids below num_words are kept: the marks (0 to INDEX_FROM - 1), then the words by rank from INDEX_FROM + 1
         survey_.Choice("preprocess.num_words", kept + INDEX_FROM + 1, vocabulary),
-        survey_.class_weight(labels, "texts", None),  # weighing cost accuracy on the texts measured
+        survey_.class_weight(labels, "texts", survey_.UNBALANCED),
     ]
 
 

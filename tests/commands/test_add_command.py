@@ -288,8 +288,7 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
     assert out.splitlines()[1:4] == [
         "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))",
         "  preprocess.topics.num_words: 19 (15 of the texts' 26 words appear twice or more: the 15 most frequent)",
-        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): weighed alike, for accuracy; "
-        "balanced would trade it for the small classes' recall)",
+        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): balanced enough to weigh alike)",
     ]
     params = loader.load_params(project / "params.yaml", "topics")
     assert isinstance(params.preprocess, TextTablePreprocessConfig)

@@ -133,17 +133,12 @@ def test_texts_take_the_length_most_hold_and_the_words_seen_twice(tmp_path):
     assert why["preprocess.num_words"] == "3 of the texts' 102 words appear twice or more: the 3 most frequent"
 
 
-def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, monkeypatch):
+def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed(tmp_path, monkeypatch):
     monkeypatch.setattr(texts, "MAX_WORDS", 2)
     rows = [f"one two three {i % 2},{'a' if i < 20 else 'b'}" for i in range(22)]
     choices = texts.survey(table(tmp_path, rows), config())
     assert chosen(choices)["preprocess.num_words"] == 2 + texts.INDEX_FROM + 1
-    # texts are not weighed however far apart their classes: it cost accuracy on every set measured
-    assert {c.key: c.why for c in choices}["train.class_weight"] == (
-        "the classes have 2 to 20 texts (10.0x): weighed alike, for accuracy; balanced would trade it for the small "
-        "classes' recall"
-    )
-    assert chosen(choices)["train.class_weight"] == "none"
+    assert chosen(choices)["train.class_weight"] == "balanced"
     assert "5 of the texts' 5 words appear twice or more, at most 2: the 2 most frequent" in {c.why for c in choices}
 
 

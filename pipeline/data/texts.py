@@ -39,7 +39,7 @@ from pipeline.data.splits import Splitting, split_order
 from pipeline.errors import DataError
 from pipeline.io import read_json, reading
 from pipeline.kinds import labelled_texts
-from pipeline.kinds.labelled_texts import INDEX_FROM, LabelledTextsFacts, TextEncoding
+from pipeline.kinds.labelled_texts import INDEX_FROM, WORD_INDEX_NAME, LabelledTextsFacts, TextEncoding
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 PAD, START, OOV = 0, 1, 2
 # Keras' `text_to_word_sequence` filters: what separates words besides whitespace
 WORD_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'
-WORD_INDEX_NAME = "word_index.json"
 TABLE_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 log = logging.getLogger("pipeline")
 INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits: "²" is a digit to str.isdigit, not to int()

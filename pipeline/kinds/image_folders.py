@@ -64,11 +64,11 @@ class ImageFoldersFacts:
     images_sha256: Optional[str]
 
 
-def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, ImageFoldersFacts]:
-    """`n` pictures of random pixels of the section's side and colour, and their facts."""
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, ImageFoldersFacts, dict]:
+    """`n` pictures of random pixels of the section's side and colour, their facts, no assets."""
     channels = (3,) if cfg.color == "rgb" else ()
     x = rng.randint(0, 256, (n, cfg.image_size, cfg.image_size, *channels)).astype("uint8")
-    return x, ImageFoldersFacts(cfg.image_size, cfg.color, cfg.reader, images_sha256=None)
+    return x, ImageFoldersFacts(cfg.image_size, cfg.color, cfg.reader, images_sha256=None), {}
 
 
 KIND = Kind(

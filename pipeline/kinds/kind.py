@@ -41,8 +41,8 @@ class Kind:
     # keys (`pipeline.data.prepared.Prepared.facts`): a frozen dataclass of its module
     facts: type
     # selftest's synthetic inputs: (the preprocess section, how many, a NumPy RandomState) ->
-    # (the inputs, their facts)
-    samples: Callable[[Any, int, Any], tuple[Any, Any]]
+    # (the inputs, their facts, the assets their prepared folder holds: {file name: JSON document})
+    samples: Callable[[Any, int, Any], tuple[Any, Any, dict]]
 
     def reader_module(self, reader: str) -> Any:
         # imported when asked: NumPy and Pillow stay off the paths that only read the config

@@ -7,6 +7,7 @@ encoding and the word index's file. Its models are the table `texts`; its templa
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
@@ -17,6 +18,8 @@ NAME = "labelled_texts"
 FORM = "sequences"
 # the ids below a table's words: 0 padding, 1 the start mark, 2 out-of-vocabulary, as Keras' Reuters'
 INDEX_FROM = 3
+# a table's word index, in its prepared folder: {word: rank}, ranks from 1 (the most frequent)
+WORD_INDEX_NAME = "word_index.json"
 # the side of a sequence padding is added on, or a long text cut on
 Side = Literal["pre", "post"]
 
@@ -111,15 +114,28 @@ def full_length_facts(max_len: int, vocab_size: int, encoding: Optional[TextEnco
     return LabelledTextsFacts(vocab_size, max_len, float(max_len), max_len, 0.0, encoding, word_index=None)
 
 
-def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, LabelledTextsFacts]:
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, LabelledTextsFacts, dict]:
     """`n` sequences of random word ids of the section's length and vocabulary (10,000 words when
-    it keeps every word), and their facts."""
+    it keeps every word), their facts, and a word index of made-up words (`made_up_word`) for
+    the models that read the words themselves."""
     vocab = cfg.num_words or 10000
     # encoded as the reader encodes texts: Reuters' own index_from and skip_top, a table's INDEX_FROM and 0
     encoding = TextEncoding(
         getattr(cfg, "index_from", INDEX_FROM), cfg.padding, getattr(cfg, "skip_top", 0), cfg.truncating
     )
-    return rng.randint(1, vocab, (n, cfg.max_len)).astype("int32"), full_length_facts(cfg.max_len, vocab, encoding)
+    facts = dataclasses.replace(full_length_facts(cfg.max_len, vocab, encoding), word_index=WORD_INDEX_NAME)
+    index = {made_up_word(rank): rank for rank in range(1, vocab - encoding.index_from)}
+    return rng.randint(1, vocab, (n, cfg.max_len)).astype("int32"), facts, {WORD_INDEX_NAME: index}
+
+
+def made_up_word(rank: int) -> str:
+    """A word of its own for each rank: the rank's digits in base 26, as letters (1: "b", 26: "ba")."""
+    word = ""
+    while True:
+        rank, digit = divmod(rank, 26)
+        word = chr(ord("a") + digit) + word
+        if rank == 0:
+            return word
 
 
 KIND = Kind(

@@ -110,9 +110,9 @@ class TableFacts:
 SAMPLE_NUMBERS = 4
 
 
-def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, TableFacts]:
+def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, TableFacts, dict]:
     """`n` rows of SAMPLE_NUMBERS numbers (standard normal) and the section's categorical columns
-    (ids of five categories), and their facts."""
+    (ids of five categories), their facts, no assets."""
     import numpy as np  # NumPy: only once selftest runs
 
     numbers = rng.standard_normal((n, SAMPLE_NUMBERS))
@@ -125,7 +125,7 @@ def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, TableFacts]:
         for name in cfg.categorical
     ]
     facts = TableFacts(columns, cfg.label_column, list(cfg.ignore))
-    return np.concatenate([numbers, categories], axis=1).astype("float32"), facts
+    return np.concatenate([numbers, categories], axis=1).astype("float32"), facts, {}
 
 
 KIND = Kind(

@@ -324,7 +324,7 @@ def _synthetic(params: DatasetParams, n: int, folder: Path):
 
     rng = np.random.RandomState(0)
     kind = datasets.of(params.preprocess, params.dataset).of_kind
-    x, facts = kind.samples(params.preprocess, n, rng)
+    x, facts, assets = kind.samples(params.preprocess, n, rng)
     y = rng.randint(0, SYNTHETIC_CLASSES, n).astype(np.int32)
     return prepared.write_arrays(
         folder,
@@ -332,6 +332,7 @@ def _synthetic(params: DatasetParams, n: int, folder: Path):
         input_=kind.form,
         class_names=[str(c) for c in range(SYNTHETIC_CLASSES)],
         facts=facts,
+        assets=assets,
     )
 
 

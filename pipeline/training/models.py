@@ -13,6 +13,7 @@ import numpy as np
 
 from pipeline.config.keys.model_table import MODELS
 from pipeline.errors import ConfigError
+from pipeline.training import subwords
 
 if TYPE_CHECKING:
     from pipeline.config.keys.model_table import (
@@ -66,7 +67,8 @@ def mlp(
     out-of-vocabulary word) and, with ngrams 2, over the num_words most frequent pairs of
     adjacent words of the training split (`_pair_vocabulary`): present or not, counts, or
     counts weighted by the inverse document frequency of the training split (smoothed as
-    scikit-learn's: ln((1 + n) / (1 + df)) + 1)."""
+    scikit-learn's: ln((1 + n) / (1 + df)) + 1); with char_ngrams, beside it the TF-IDF of the
+    words' character n-grams (pipeline/training/subwords.py)."""
     vocab_size = prepared.facts.vocab_size
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
     pairs, first = np.zeros(0, dtype=np.int64), 0
@@ -86,6 +88,9 @@ def mlp(
         name="bag_of_words",
     )(tokens)
     h = keras.layers.UnitNormalization(name="unit_length")(bag) if settings.output_mode == "tf_idf" else bag
+    if settings.char_ngrams:
+        grams = subwords.bag(inputs, prepared, top, *settings.char_ngrams)
+        h = keras.layers.Concatenate(name="words_and_ngrams")([h, grams])
     for i, units in enumerate(settings.units, start=1):
         h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
         if settings.dropout:

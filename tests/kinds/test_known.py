@@ -59,11 +59,17 @@ def test_the_selftest_samples_are_of_the_kinds_form():
     class Pictures:
         image_size, color, reader = 9, "rgb", "folders"
 
-    x, facts = labelled_texts.samples(Texts(), 4, rng)
+    x, facts, assets = labelled_texts.samples(Texts(), 4, rng)
     assert x.shape == (4, 7) and x.dtype == np.int32 and 1 <= x.min() and x.max() < 50
     encoding = labelled_texts.TextEncoding(labelled_texts.INDEX_FROM, "post", 0, "pre")
-    assert facts == labelled_texts.LabelledTextsFacts(50, 7, 7.0, 7, 0.0, encoding, word_index=None)
-    x, pictures = image_folders.samples(Pictures(), 3, rng)
+    name = labelled_texts.WORD_INDEX_NAME
+    assert facts == labelled_texts.LabelledTextsFacts(50, 7, 7.0, 7, 0.0, encoding, word_index=name)
+    # a word for each id from the first word's (index_from + 1) to the last, all different
+    index = assets[name]
+    assert sorted(index.values()) == list(range(1, 50 - labelled_texts.INDEX_FROM))
+    assert len(set(index)) == len(index) and all(word.isalpha() for word in index)
+    x, pictures, assets = image_folders.samples(Pictures(), 3, rng)
+    assert assets == {}
     assert x.shape == (3, 9, 9, 3) and x.dtype == np.uint8
     assert pictures == image_folders.ImageFoldersFacts(9, "rgb", "folders", images_sha256=None)
 

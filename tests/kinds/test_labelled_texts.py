@@ -38,3 +38,9 @@ def test_the_readers_whose_splits_are_drawn_here_may_stratify_them():
     for cls in (TextTablePreprocessConfig, ImageFoldersPreprocessConfig):
         stratify = next(f for f in dataclasses.fields(cls) if f.name == "stratify")
         assert stratify.type in (bool, "bool") and "class by class" in stratify.metadata["help"]
+
+
+def test_the_selftest_words_are_letters_one_per_rank():
+    from pipeline.kinds.labelled_texts import made_up_word
+
+    assert [made_up_word(r) for r in (0, 1, 25, 26, 27, 26 * 26)] == ["a", "b", "z", "ba", "bb", "baa"]

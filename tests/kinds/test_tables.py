@@ -18,7 +18,8 @@ def test_the_samples_have_the_sections_categories_after_the_numbers():
     class Section:
         categorical, label_column, ignore = ("plan", "region"), "churned", ("id",)
 
-    x, facts = tables.samples(Section(), 6, np.random.RandomState(0))
+    x, facts, assets = tables.samples(Section(), 6, np.random.RandomState(0))
+    assert assets == {}
     assert x.shape == (6, tables.SAMPLE_NUMBERS + 2) and x.dtype == np.float32
     kinds = [c.type for c in facts.columns]
     assert kinds == ["numeric"] * tables.SAMPLE_NUMBERS + ["categorical"] * 2

@@ -91,3 +91,21 @@ def test_the_report_is_a_line_per_check_and_the_verdict_or_json():
         "warn",
         "pass",
     ]
+
+
+@pytest.mark.slow
+def test_the_synthetic_texts_come_with_words_a_model_can_cut_into_ngrams(tmp_path):
+    """A text model that reads the words themselves (mlp.char_ngrams) builds on selftest's data."""
+    import dataclasses
+
+    from support.project import ROOT
+
+    from pipeline.config.loading.loader import load_params
+    from pipeline.training import models
+
+    params = load_params(ROOT / "params.yaml", "reuters")
+    data = selftest._synthetic(params, 64, tmp_path / "data")
+    assert data.facts.word_index is not None and (data.folder / data.facts.word_index).is_file()
+    settings = dataclasses.replace(vars(params.train)["mlp"], char_ngrams=(2, 3), units=(4,))
+    model = models.mlp(settings, data)
+    assert model.get_layer("char_ngrams").output.shape[-1] > 1

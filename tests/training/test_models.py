@@ -157,7 +157,7 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
     data = prepared.write_arrays(
         tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], facts=full_length_facts(6, 13)
     )
-    model = models.mlp(MlpSettings(8, features, 1, (4,), 0.0), data)
+    model = models.mlp(MlpSettings(8, features, 1, (), (4,), 0.0), data)
     out = np.asarray(models.keras.Model(model.input, model.get_layer("bag_of_words").output)(x))
     # IntegerLookup's columns: the out-of-vocabulary bucket (9 and 12 here), then the words 1..7;
     # the padding 0 is its mask, counted nowhere
@@ -245,14 +245,14 @@ def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):
         class_names=["a", "b"],
         facts=full_length_facts(7, 8),  # the words from 3 on
     )
-    model = models.mlp(MlpSettings(None, "count", 2, (4,), 0.0), data)
+    model = models.mlp(MlpSettings(None, "count", 2, (), (4,), 0.0), data)
     bag = models.keras.Model(model.input, model.get_layer("bag_of_words").output)
     out = np.asarray(bag(x))
     # the out-of-vocabulary bucket, the words 1..7, then the one pair kept
     assert out.shape == (2, 1 + 7 + 1)
     np.testing.assert_array_equal(out[:, -1], [1, 1])
     np.testing.assert_array_equal(out[:, 1:8], [[1, 1, 0, 2, 1, 1, 0], [1, 0, 1, 1, 1, 0, 1]])
-    tf_idf = models.mlp(MlpSettings(None, "tf_idf", 2, (4,), 0.0), data)
+    tf_idf = models.mlp(MlpSettings(None, "tf_idf", 2, (), (4,), 0.0), data)
     weighed = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("bag_of_words").output)(x))
     # in both texts: the pair's idf is ln(3 / 3) + 1 = 1, as the word 1's; the word 6 is in one
     np.testing.assert_allclose(weighed[:, -1], [1, 1])

@@ -77,6 +77,15 @@ class MlpSettings:
         "pairs of the training split that it holds twice or more (as Keras' TextVectorization ngrams=2 and "
         "scikit-learn's ngram_range=(1, 2)), weighed as the words are."
     )
+    char_ngrams: tuple[int, ...] = spec(
+        "[] or two integers from 1 to 10, the first at most the second",
+        lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1] <= 10),
+        help="[]: words only. [shortest, longest]: the bag also holds the n-grams of each word's characters "
+        "(the word framed by a space at each end, as scikit-learn's char_wb analyzer), of the words the bag holds, "
+        "those in two or more texts of the training split; a text's n-grams are counted, weighted by their inverse "
+        "document frequency in the training split and scaled to unit length (TF-IDF), whatever output_mode says of "
+        "the words. Words that share a stem or an ending share n-grams, so a word seen rarely speaks as its kin do.",
+    )
     units: tuple[int, ...] = _units(
         "Units of each hidden Dense layer (ReLU), in order; []: none, the classes' Dense layer on the bag "
         "itself (a linear model, as a logistic regression on the same features).",

@@ -121,6 +121,8 @@ def other_value(value, tp, key):
         item = typing.get_args(tp)[0]
         if value:  # change the first item, keep the length
             return [other_value(value[0], item, key), *value[1:]]
+        if key.endswith(".char_ngrams"):  # none, or a pair: the shortest and the longest
+            return [2, 5]
         return ["/cpu:0"] if item is str else [1]
     if tp is str:
         if key.endswith(".study"):

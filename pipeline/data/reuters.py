@@ -24,13 +24,13 @@ from pipeline.data.texts import (
     START,
     Lengths,
     index_sequence,
-    load_word_index,
     pad,
     sequence_facts,
 )
 from pipeline.errors import DataError
 from pipeline.io import reading
 from pipeline.kinds import labelled_texts
+from pipeline.kinds.labelled_texts import load_word_index
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared

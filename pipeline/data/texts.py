@@ -37,7 +37,7 @@ from pipeline.data import archives, prepared
 from pipeline.data import survey as survey_
 from pipeline.data.splits import Splitting, split_order
 from pipeline.errors import DataError
-from pipeline.io import read_json, reading
+from pipeline.io import reading
 from pipeline.kinds import labelled_texts
 from pipeline.kinds.labelled_texts import INDEX_FROM, WORD_INDEX_NAME, LabelledTextsFacts, TextEncoding
 
@@ -276,20 +276,6 @@ def _once(pairs: list) -> dict:
     if len(found) != len(pairs):
         raise _Twice(next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i])))
     return found
-
-
-def load_word_index(path: Path | str) -> dict[str, int]:
-    """A word index as Keras publishes Reuters' (and `_Words` makes one): {word: rank},
-    ranks from 1 (the most frequent word)."""
-    index = read_json(Path(path))
-    if not (
-        isinstance(index, dict)
-        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in index.values())
-    ):
-        raise DataError(
-            f"{path}: expected a JSON object of words and their ranks (positive integers), as Keras publishes it"
-        )
-    return index
 
 
 def label_of(value: object) -> Optional[str]:

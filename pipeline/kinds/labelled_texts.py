@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Optional
 
+from pipeline.errors import DataError
 from pipeline.fields import fraction, non_negative_int, positive_int, spec
+from pipeline.io import read_json
 from pipeline.kinds.kind import Kind, Reader, kind_key, reader_key, stratify, validation_split
 
 NAME = "labelled_texts"
@@ -126,6 +129,20 @@ def samples(cfg: Any, n: int, rng: Any) -> tuple[Any, LabelledTextsFacts, dict]:
     facts = dataclasses.replace(full_length_facts(cfg.max_len, vocab, encoding), word_index=WORD_INDEX_NAME)
     index = {made_up_word(rank): rank for rank in range(1, vocab - encoding.index_from)}
     return rng.randint(1, vocab, (n, cfg.max_len)).astype("int32"), facts, {WORD_INDEX_NAME: index}
+
+
+def load_word_index(path: Path | str) -> dict[str, int]:
+    """A word index as Keras publishes Reuters' (and pipeline/data/texts.py makes one for a table): {word: rank},
+    ranks from 1 (the most frequent word)."""
+    index = read_json(Path(path))
+    if not (
+        isinstance(index, dict)
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in index.values())
+    ):
+        raise DataError(
+            f"{path}: expected a JSON object of words and their ranks (positive integers), as Keras publishes it"
+        )
+    return index
 
 
 def made_up_word(rank: int) -> str:

@@ -30,6 +30,7 @@ from mlflow.types.schema import AnyType, Array
 
 from pipeline.data import images, mnist, tabular, texts
 from pipeline.errors import DataError
+from pipeline.kinds import labelled_texts
 from pipeline.kinds.known import FORMS
 from pipeline.kinds.tables import NumericColumn
 
@@ -87,7 +88,7 @@ class Texts:
         """The files the served model carries besides the Keras model: the word index, read
         (checked) first."""
         path = self._word_index(prepared)
-        texts.load_word_index(path)
+        labelled_texts.load_word_index(path)
         return {WORD_INDEX_ARTIFACT: str(path)}
 
     def _word_index(self, prepared: Prepared[LabelledTextsFacts]) -> Path:
@@ -123,7 +124,7 @@ class Texts:
 
     def raw_rows(self, x: np.ndarray, prepared: Prepared[LabelledTextsFacts]) -> list[dict]:
         """Prepared samples as a user has them: texts."""
-        index = texts.load_word_index(self._word_index(prepared))
+        index = labelled_texts.load_word_index(self._word_index(prepared))
         return [{"text": text} for text in texts.texts(x, index, prepared.facts.encoding.index_from)]
 
     def example(self, row: dict) -> dict:
@@ -368,4 +369,4 @@ _SERVED: dict[str, Any] = {}
 def word_index_of(artifacts: dict) -> Optional[dict]:
     """The word index a served model carries, if its form has one."""
     path = artifacts.get(WORD_INDEX_ARTIFACT)
-    return texts.load_word_index(Path(path)) if path else None
+    return labelled_texts.load_word_index(Path(path)) if path else None

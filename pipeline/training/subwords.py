@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import keras
 import numpy as np
 
-from pipeline.data.texts import load_word_index
 from pipeline.errors import ConfigError
+from pipeline.kinds.labelled_texts import load_word_index
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared

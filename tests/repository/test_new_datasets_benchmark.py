@@ -14,6 +14,7 @@ import new_datasets  # noqa: E402
 import real_datasets  # noqa: E402
 
 from pipeline.data import images, texts  # noqa: E402
+from pipeline.kinds import labelled_texts  # noqa: E402
 
 
 def test_the_texts_yardsticks_test_on_the_rows_preprocess_tests_on(tmp_path):
@@ -28,7 +29,7 @@ def test_the_texts_yardsticks_test_on_the_rows_preprocess_tests_on(tmp_path):
         validation_seed=7, stratify=True,
     )  # fmt: skip
     prepared = texts.prepare(tmp_path / "raw", tmp_path / "prepared", cfg, "preprocess.t")  # type: ignore[arg-type]
-    index = texts.load_word_index(tmp_path / "prepared" / texts.WORD_INDEX_NAME)
+    index = labelled_texts.load_word_index(tmp_path / "prepared" / texts.WORD_INDEX_NAME)
     x, _ = prepared.head("test", prepared.samples("test"))
     tested = set(texts.texts(x, index, texts.INDEX_FROM))
     chosen = new_datasets.test_rows([label for _, label in rows], cfg)

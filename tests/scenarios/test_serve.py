@@ -144,10 +144,11 @@ def test_promote_names_the_version_and_the_server_holds_the_alias(served):
 def test_a_newswire_as_text_is_classified_as_the_offline_model_does(served, offline):
     from pipeline.data import reuters, texts
     from pipeline.io import read_json
+    from pipeline.kinds import labelled_texts
 
     data = served["project"] / "data" / "prepared" / "reuters"
     x, probs = offline["reuters"]
-    index = texts.load_word_index(data / reuters.WORD_INDEX_NAME)
+    index = labelled_texts.load_word_index(data / reuters.WORD_INDEX_NAME)
     offset = read_json(data / "stats.json")["encoding"]["index_from"]
     rows = list(range(12))
     written = [t.capitalize() + "." for t in texts.texts(x[rows], index, offset)]
@@ -336,11 +337,12 @@ def test_a_fresh_environment_made_from_the_models_requirements_alone_loads_and_a
     x, probs = offline["reuters"]
     from pipeline.data import reuters, texts
     from pipeline.io import read_json
+    from pipeline.kinds import labelled_texts
 
     data = served["project"] / "data" / "prepared" / "reuters"
     text = texts.texts(
         x[:1],
-        texts.load_word_index(data / reuters.WORD_INDEX_NAME),
+        labelled_texts.load_word_index(data / reuters.WORD_INDEX_NAME),
         read_json(data / "stats.json")["encoding"]["index_from"],
     )[0]
     ((label, png),) = list(digits(served["project"]).values())[:1]

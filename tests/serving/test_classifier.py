@@ -17,6 +17,7 @@ from support.project import ROOT
 from pipeline.config.loading.loader import load_params
 from pipeline.data import images, mnist, reuters, texts
 from pipeline.errors import DataError
+from pipeline.kinds import labelled_texts
 from pipeline.serving.classifier import Classifier, RequestError, answers
 
 
@@ -46,7 +47,7 @@ def test_a_newswire_as_text_becomes_the_prepared_sequence(raw, changes):
     preprocess stage wrote for it, whatever the vocabulary cap, sides and length."""
     cfg = preprocess_cfg(**changes)
     sequences, labels = reuters.load_raw(raw)
-    index = texts.load_word_index(raw / reuters.WORD_INDEX_NAME)
+    index = labelled_texts.load_word_index(raw / reuters.WORD_INDEX_NAME)
     cfg_nosplit = dataclasses.replace(cfg, test_split=0.5, validation_split=0.0)
     splits, _, facts = reuters.split_and_pad(sequences, labels, cfg_nosplit)
     order = np.arange(len(sequences))
@@ -79,7 +80,7 @@ def test_the_word_index_is_checked(tmp_path):
     with pytest.raises(DataError, match="reuters_word_index.json: expected a JSON object of words and their ranks"):
         reuters.prepare(tmp_path, tmp_path / "out", preprocess_cfg(), "preprocess.reuters")
     with pytest.raises(DataError, match="reuters_word_index.json: expected a JSON object of words and their ranks"):
-        texts.load_word_index(tmp_path / reuters.WORD_INDEX_NAME)
+        labelled_texts.load_word_index(tmp_path / reuters.WORD_INDEX_NAME)
     with pytest.raises(DataError, match=r"missing; run the download stage first"):
         reuters.prepare(tmp_path / "nowhere", tmp_path / "out", preprocess_cfg(), "preprocess.reuters")
 

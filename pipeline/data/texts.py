@@ -110,7 +110,7 @@ def texts(sequences, word_index: dict[str, int], index_from: int) -> list[str]:
     """Sequences as the splits hold them, back to text: each id's word, the padding, start and
     out-of-vocabulary marks left out (`encode_texts` of the text gives the sequence again
     whenever it holds no out-of-vocabulary mark)."""
-    by_id = {rank + index_from: word for word, rank in word_index.items()}
+    by_id = labelled_texts.words_by_id(word_index, index_from)
     return [" ".join(by_id[i] for i in np.asarray(seq).tolist() if i in by_id) for seq in sequences]
 
 

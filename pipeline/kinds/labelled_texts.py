@@ -145,6 +145,11 @@ def load_word_index(path: Path | str) -> dict[str, int]:
     return index
 
 
+def words_by_id(word_index: dict[str, int], index_from: int) -> dict[int, str]:
+    """The word of each id of the prepared texts: the word index's ranks shifted by `index_from`."""
+    return {rank + index_from: word for word, rank in word_index.items()}
+
+
 def made_up_word(rank: int) -> str:
     """A word of its own for each rank: the rank's digits in base 26, as letters (1: "b", 26: "ba")."""
     word = ""

@@ -154,7 +154,7 @@ def _idf(prepared: Prepared, first_word: int, top: int, pairs: np.ndarray) -> np
             present[np.repeat(np.arange(len(x)), x.shape[1] - 1)[hit], top + order[at[hit]]] = True
         df += present.sum(axis=0)
         n += len(x)
-    return np.log((1.0 + n) / (1.0 + df[1:])) + 1.0
+    return subwords.smoothed_idf(n, df[1:])
 
 
 def table_mlp(

@@ -16,7 +16,7 @@ import keras
 import numpy as np
 
 from pipeline.errors import ConfigError
-from pipeline.kinds.labelled_texts import load_word_index
+from pipeline.kinds.labelled_texts import load_word_index, words_by_id
 
 if TYPE_CHECKING:
     from pipeline.data.prepared import Prepared
@@ -68,28 +68,33 @@ def document_frequency(prepared: Prepared, grams_of: np.ndarray, count: int) -> 
     return df, texts
 
 
-def words_by_id(prepared: Prepared[LabelledTextsFacts]) -> dict[int, str]:
-    """The word of each id of the prepared texts (the word index's ranks shifted by index_from)."""
+def _words(prepared: Prepared[LabelledTextsFacts]) -> dict[int, str]:
+    """The word of each id of the prepared texts."""
     if prepared.facts.word_index is None:
         raise ConfigError(
             f"{prepared.folder}: mlp.char_ngrams: the prepared texts have no word index to cut into "
             "n-grams; expected char_ngrams: [] for them"
         )
     index = load_word_index(Path(prepared.folder) / prepared.facts.word_index)
-    shift = prepared.facts.encoding.index_from
-    return {rank + shift: word for word, rank in index.items()}
+    return words_by_id(index, prepared.facts.encoding.index_from)
+
+
+def smoothed_idf(texts: int, df: np.ndarray) -> np.ndarray:
+    """The inverse document frequency of terms in `df` of `texts` texts, smoothed as
+    scikit-learn's: ln((1 + texts) / (1 + df)) + 1 (the word bag's too)."""
+    return np.log((1.0 + texts) / (1.0 + df)) + 1.0
 
 
 def bag(tokens, prepared: Prepared[LabelledTextsFacts], top: int, shortest: int, longest: int):
     """The TF-IDF of the n-grams of the words (ids 1 .. top-1) of `tokens` ([batch, length] word
     ids), each text's vector of unit length: the layers, applied to `tokens`."""
-    grams_of, count = table(words_by_id(prepared), top, shortest, longest)
+    grams_of, count = table(_words(prepared), top, shortest, longest)
     df, texts = document_frequency(prepared, grams_of, count)
     kept = df[1:] >= MIN_TEXTS
-    renumber = np.zeros(count + 1, dtype=np.int64)
-    renumber[1:][kept] = np.arange(1, int(kept.sum()) + 1)
-    grams_of = renumber[grams_of]
     known = int(kept.sum())
+    renumber = np.zeros(count + 1, dtype=np.int64)
+    renumber[1:][kept] = np.arange(1, known + 1)
+    grams_of = renumber[grams_of]
     if known == 0:
         raise ConfigError(
             f"{prepared.folder}: mlp.char_ngrams: no n-gram of {shortest} to {longest} characters is in "
@@ -108,7 +113,7 @@ def bag(tokens, prepared: Prepared[LabelledTextsFacts], top: int, shortest: int,
         mask_token=0,
         num_oov_indices=1,
         output_mode="tf_idf",
-        idf_weights=np.log((1.0 + texts) / (1.0 + df[1:][kept])) + 1.0,
+        idf_weights=smoothed_idf(texts, df[1:][kept]),
         name="char_ngrams",
     )(flat)
     return keras.layers.UnitNormalization(name="char_ngrams_unit_length")(weighted)

@@ -44,3 +44,9 @@ def test_the_selftest_words_are_letters_one_per_rank():
     from pipeline.kinds.labelled_texts import made_up_word
 
     assert [made_up_word(r) for r in (0, 1, 25, 26, 27, 26 * 26)] == ["a", "b", "z", "ba", "bb", "baa"]
+
+
+def test_an_id_is_its_words_rank_shifted_past_the_marks():
+    from pipeline.kinds.labelled_texts import words_by_id
+
+    assert words_by_id({"the": 1, "of": 2}, 3) == {4: "the", 5: "of"}

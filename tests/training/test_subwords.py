@@ -109,3 +109,8 @@ def test_the_training_split_is_counted_in_parts(tmp_path, monkeypatch):
     assert whole[1] == parts[1] == 40
     present = [{g for i in row if 4 <= i < 8 for g in grams_of[i] if g} for row in x]
     np.testing.assert_array_equal(whole[0][1:], [sum(g in p for p in present) for g in range(1, count + 1)])
+
+
+def test_the_idf_is_smoothed_as_one_more_text_holding_every_term():
+    idf = subwords.smoothed_idf(3, np.array([1, 3]))
+    np.testing.assert_allclose(idf, [np.log(4 / 2) + 1, 1.0])

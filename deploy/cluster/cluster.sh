@@ -69,10 +69,24 @@ start_slurmd() {
 }
 
 # every process of NODE killed at once: its slurmd, its job steps and their workers
-kill_node() {
+kill_node() {  # prints the pids it signalled
     local node=$1 pids
     pids=$(ip netns pids "$(netns_of "$node")" 2>/dev/null || true)
     [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    echo $pids
+}
+
+wait_gone() {  # until none of the pids runs (a zombie is gone), 10 s at most; then SIGKILL
+    local pid left
+    for _ in $(seq 1 40); do
+        left=""
+        for pid in "$@"; do
+            [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] && left="$left $pid"
+        done
+        [ -z "$left" ] && return 0
+        sleep 0.25
+    done
+    kill -9 $left 2>/dev/null || true
 }
 
 wait_idle() {  # until sinfo shows N nodes idle

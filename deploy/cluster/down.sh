@@ -6,8 +6,10 @@ set -euo pipefail
 source "$(dirname "$0")/cluster.sh"
 dir=$(state_dir "${1:-}")
 
+signalled=()
 for node in "${nodes[@]}"; do
-    kill_node "$node"
+    # shellcheck disable=SC2207
+    signalled+=($(kill_node "$node"))
     ip netns del "$(netns_of "$node")" 2>/dev/null || true
     ip link del "pl-$node" 2>/dev/null || true
 done
@@ -15,14 +17,20 @@ done
 # the folder is gone
 for name in slurmctld mlflow; do
     pidfile="$run_dir/$name.pid"
-    [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    if [ -s "$pidfile" ]; then
+        kill "$(cat "$pidfile")" 2>/dev/null || true
+        signalled+=("$(cat "$pidfile")")
+    fi
 done
 if [ -d "$dir/postgres/data" ]; then
     pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/postgres/data" -m immediate stop >/dev/null 2>&1 || true
 elif [ -s "$run_dir/postgres.pid" ]; then
     kill -QUIT "$(cat "$run_dir/postgres.pid")" 2>/dev/null || true  # PostgreSQL's immediate shutdown
+    signalled+=("$(cat "$run_dir/postgres.pid")")
 fi
+# gone before down.sh returns: a daemon saving its state on SIGTERM takes a while on a busy host
+wait_gone "${signalled[@]}"
 iptables -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true
 ip link del "$bridge" 2>/dev/null || true
 rm -rf "$dir"

@@ -12,7 +12,7 @@ node=${2:?a node: node1 or node2}
 dir=$(state_dir "${3:-}")
 [[ " ${nodes[*]} " == *" $node "* ]] || die "$node: not a node of the cluster (${nodes[*]})"
 case "$action" in
-    stop) kill_node "$node" ;;
+    stop) wait_gone $(kill_node "$node") ;;
     start)
         [ -e "$dir/slurm.conf" ] || die "$dir: no cluster there (give the folder up.sh was given, or source its cluster.env)"
         start_slurmd "$dir" "$node"

@@ -75,7 +75,8 @@ def test_up_sh_failing_midway_takes_down_what_it_started(tmp_path):
     """up.sh in network and mount namespaces of its own (its bridge, nodes and daemons apart from
     the session's cluster), its PostgreSQL on a port it may not bind: it fails after the bridge,
     the nodes, slurmctld and the slurmds are up, says why, and leaves none of them, nor its
-    folder; so the next up.sh finds no bridge in its way."""
+    folder, once it returns (down.sh waits for the daemons it stopped); so the next up.sh finds
+    no bridge in its way."""
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="pipeline-midway-", dir="/var/tmp"))
@@ -86,7 +87,6 @@ def test_up_sh_failing_midway_takes_down_what_it_started(tmp_path):
         echo "exit $?"
         ip link show plcluster0 >/dev/null 2>&1 && echo "left: the bridge"
         ls /run/netns | sed 's/^/left: /'
-        sleep 1
         grep -l "SLURM_CONF={folder}/" /proc/[0-9]*/environ 2>/dev/null | sed 's/^/left: /'
         true
     """

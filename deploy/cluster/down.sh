@@ -18,16 +18,18 @@ done
 for name in slurmctld mlflow; do
     pidfile="$run_dir/$name.pid"
     if [ -s "$pidfile" ]; then
-        kill "$(cat "$pidfile")" 2>/dev/null || true
-        signalled+=("$(cat "$pidfile")")
+        pid=$(cat "$pidfile")
+        kill "$pid" 2>/dev/null || true
+        signalled+=("$pid")
     fi
 done
 if [ -d "$dir/postgres/data" ]; then
     pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/postgres/data" -m immediate stop >/dev/null 2>&1 || true
 elif [ -s "$run_dir/postgres.pid" ]; then
-    kill -QUIT "$(cat "$run_dir/postgres.pid")" 2>/dev/null || true  # PostgreSQL's immediate shutdown
-    signalled+=("$(cat "$run_dir/postgres.pid")")
+    pid=$(cat "$run_dir/postgres.pid")
+    kill -QUIT "$pid" 2>/dev/null || true  # PostgreSQL's immediate shutdown
+    signalled+=("$pid")
 fi
 # gone before down.sh returns: a daemon saving its state on SIGTERM takes a while on a busy host
 wait_gone "${signalled[@]}"

@@ -71,7 +71,7 @@ def reader_key(help: str):
 def validation_split():
     return fraction(
         help="The share of the training part held out for validation; 0: none (then early "
-        "stopping cannot monitor a val_* metric)."
+        "stopping cannot monitor a val_* metric, and the run and train.json have no val_* figures)."
     )
 
 

@@ -4,6 +4,7 @@ by evaluate's) and a benchmark's. Every MLflow failure on the way is one Trackin
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -198,7 +199,10 @@ class TrainingRun:
         if self._active is not None:
             import mlflow
 
-            mlflow.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
+            # without a validation split the row's val_ figures are NaN: none logged, as Keras'
+            # History has none (history.csv keeps its columns, for the plots)
+            figures = {k: v for k, v in row.items() if k != "epoch" and not (k.startswith("val_") and math.isnan(v))}
+            mlflow.log_metrics(figures, step=epoch)
 
     @tracked("the training's summary")
     def log_training(self, result, *, weights_sha256: str, model_sha256: str, history: Path, curves: Path) -> None:

@@ -116,9 +116,13 @@ def result_line(dataset: str, epochs: int, facts: dict, result: TrainResult, run
     """The line the train stage ends with: where it trained, how fast, its best epoch."""
     best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
     stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
-    val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
+    if "final_val_accuracy" not in result.summary:
+        validation = "no validation split"
+    else:
+        val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
+        validation = f"val accuracy {val_accuracy:.4f}"
     return (
         f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
         f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
-        f"(val accuracy {val_accuracy:.4f}{stopped}); MLflow run {run_id}"
+        f"({validation}{stopped}); MLflow run {run_id}"
     )

@@ -327,6 +327,15 @@ def _result(compiled: Compiled, rows: list[dict], best_epoch: int) -> TrainResul
     """What a finished training gives back: the model, its per-epoch rows, figures, summary."""
     model = compiled.model
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
+    # without a validation split, no val_ figures (as Keras' History has none), not NaN
+    validated = (
+        {}
+        if compiled.val_ds is None
+        else {
+            "final_val_loss": rows[-1]["val_loss"],
+            "final_val_accuracy": rows[-1]["val_accuracy"],
+        }
+    )
     return TrainResult(
         model=model,
         history=rows,
@@ -337,8 +346,7 @@ def _result(compiled: Compiled, rows: list[dict], best_epoch: int) -> TrainResul
         summary={
             "final_loss": rows[-1]["loss"],
             "final_accuracy": rows[-1]["accuracy"],
-            "final_val_loss": rows[-1]["val_loss"],
-            "final_val_accuracy": rows[-1]["val_accuracy"],
+            **validated,
             "best_epoch": best_epoch,
             "epochs_trained": len(rows),
             "params_count": int(model.count_params()),

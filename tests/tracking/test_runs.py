@@ -27,6 +27,25 @@ def test_a_training_run_is_named_by_its_source_and_ends(tmp_path, monkeypatch):
     assert mlflow.active_run() is None
 
 
+def test_an_epoch_without_a_validation_split_logs_no_val_metrics(tmp_path, monkeypatch):
+    """A row's val_ figures are NaN when there is no validation split: the run has none of them
+    (as Keras' History), while a NaN loss, a training gone wrong, is logged as it is."""
+    from mlflow import MlflowClient
+
+    uri = use_sqlite(tmp_path, monkeypatch)
+    nan = float("nan")
+    with runs.TrainingRun.open("notes", "notes-run") as run:
+        run.log_epoch(1, {"epoch": 1, "loss": 0.5, "accuracy": 0.75, "val_loss": nan, "val_accuracy": nan})
+        run.log_epoch(2, {"epoch": 2, "loss": nan, "accuracy": 0.5, "val_loss": 0.25, "val_accuracy": 0.5})
+    assert run.run_id is not None
+    client = MlflowClient(uri)
+    logged = {key: [(m.step, m.value) for m in client.get_metric_history(run.run_id, key)] for key in
+              ("loss", "accuracy", "val_loss", "val_accuracy")}  # fmt: skip
+    assert logged["accuracy"] == [(1, 0.75), (2, 0.5)]
+    assert logged["loss"][0] == (1, 0.5) and logged["loss"][1][0] == 2 and logged["loss"][1][1] != logged["loss"][1][1]
+    assert logged["val_loss"] == [(2, 0.25)] and logged["val_accuracy"] == [(2, 0.5)]
+
+
 def test_a_training_on_a_download_nothing_pins_says_so_in_its_run(tmp_path, monkeypatch):
     """The download stage warns once; the run a model is traced back to carries it too."""
     from mlflow import MlflowClient

@@ -27,6 +27,10 @@ def test_the_last_line_says_where_how_fast_and_the_best_epoch():
     )
     full = lifecycle.result_line("mnist", 3, FACTS, result(best=0, trained=3), None)
     assert full.endswith("best epoch 0 of 3 (val accuracy 0.5300); MLflow run None")
+    unvalidated = result(best=2, trained=2)
+    del unvalidated.summary["final_val_accuracy"]  # no validation split: the summary has no val_ figure
+    line = lifecycle.result_line("notes", 5, FACTS, unvalidated, "abc")
+    assert line.endswith("best epoch 2 of 2 (no validation split; stopped early, 5 at most); MLflow run abc")
 
 
 def test_a_prepared_shard_missing_stops_the_run_before_tensorflow(tmp_path, monkeypatch):

@@ -53,6 +53,31 @@ def test_each_loop_trains_each_epoch_at_the_cosine_schedules_rate(tmp_path, loop
     assert [r["learning_rate"] for r in result.history] == pytest.approx([1e-3, 5.05e-4, 1e-5])
 
 
+def test_a_training_without_a_validation_split_has_no_val_figures_in_its_summary(tmp_path):
+    """No NaN in train.json (which JSON has no word for): the val_ figures are left out; the
+    history keeps its columns (the plots declare them)."""
+    make_reuters_raw(tmp_path, n=120)
+    params = load_params(ROOT / "params.yaml", "reuters")
+    assert isinstance(params.preprocess, ReutersPreprocessConfig)
+    whole = dataclasses.replace(params.preprocess, max_len=20, validation_split=0.0)
+    data = reuters.prepare(tmp_path, tmp_path / "prepared", whole, "preprocess.reuters")
+    stopping = dataclasses.replace(params.train.early_stopping, monitor="loss", mode="min")
+    cfg = dataclasses.replace(params.train, epochs=2, early_stopping=stopping, learning_rate=1e-3)
+    result = trainer.train(cfg, prepared=data, strategy=tf.distribute.get_strategy(), verbose=0)
+    assert [r["epoch"] for r in result.history] == [1, 2]
+    assert all(np.isnan(r["val_accuracy"]) for r in result.history)
+    assert set(result.summary) == {"final_loss", "final_accuracy", "best_epoch", "epochs_trained", "params_count"}
+    files = lifecycle.Outputs(tmp_path / "model", tmp_path / "history.csv", tmp_path / "train.json", tmp_path / "c.png")
+    trainer.write_outputs(result, files, figures={}, run_ids={}, title="t")
+
+    def no_constant(name):
+        raise AssertionError(f"train.json holds {name}")
+
+    summary = json.loads((tmp_path / "train.json").read_text(), parse_constant=no_constant)
+    assert summary == {"global_batch_size": cfg.batch_size_per_replica, **result.summary}
+    assert (tmp_path / "history.csv").read_text().splitlines()[0].split(",") == list(trainer.HISTORY_COLUMNS)
+
+
 def test_short_training_run_records_each_epoch(tmp_path):
     make_reuters_raw(tmp_path, n=200)
     params = load_params(ROOT / "params.yaml", "reuters")

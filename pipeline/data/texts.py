@@ -380,14 +380,25 @@ def split_places(n: int, cfg: Splitting, labels: Optional[np.ndarray] = None) ->
 # rounded up to a multiple of LENGTH_STEP, within MAX_LEN_BOUNDS
 LENGTH_PERCENTILE, LENGTH_STEP, MAX_LEN_BOUNDS = 99, 8, (8, 1000)
 # the vocabulary: the words the texts hold twice or more (one seen once teaches nothing the
-# test split can use), at most MAX_WORDS
-MAX_WORDS = 20000
+# test split can use), at most MAX_WORDS, the most frequent: the bag's width, so its memory, is bounded
+MAX_WORDS = 100_000
+# the text template's linear SVM: its penalty, as scikit-learn's LinearSVC's C (its default), made
+# the L2 penalty of the model's kernel from the training texts' number (`svm_l2`)
+SVM_C = 1.0
+
+
+def svm_l2(texts: int, c: float = SVM_C) -> float:
+    """The L2 penalty on a Keras kernel that, with the mean squared hinge over `texts` training
+    texts, is liblinear's objective with penalty `c` (1/2 |w|^2 + c x the sum of the losses,
+    divided by c x texts): 1 / (2 c texts), to two significant digits."""
+    return float(f"{1.0 / (2.0 * c * max(texts, 1)):.2g}")
 
 
 def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.Choice]:
     """The settings `pipeline add` chooses for a table of texts, from one pass over its rows (each
-    checked as preprocess checks it): the sequence length, the vocabulary and the class
-    weights."""
+    checked as preprocess checks it): the sequence length, the vocabulary, the linear model's L2
+    penalty (from the training texts' number, as the section's test and validation shares leave
+    it) and the class weights (none: the classes weigh alike, for accuracy)."""
     path = find_table(raw_dir)
     lengths: Counter[int] = Counter()
     labels: Counter[str] = Counter()
@@ -407,11 +418,16 @@ def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.
     kept = min(twice, MAX_WORDS)
     cap = f", at most {MAX_WORDS:,}" if twice > MAX_WORDS else ""
     vocabulary = f"{twice:,} of the texts' {len(counts):,} words appear twice or more{cap}: the {kept:,} most frequent"
+    training = round(rows * (1 - cfg.test_split) * (1 - cfg.validation_split))
+    l2 = svm_l2(training)
     return [
         survey_.Choice("preprocess.max_len", max_len, why),
         # ids below num_words are kept: the marks (0 to INDEX_FROM - 1), then the words by rank from INDEX_FROM + 1
         survey_.Choice("preprocess.num_words", kept + INDEX_FROM + 1, vocabulary),
-        survey_.class_weight(labels, "texts", survey_.UNBALANCED),
+        survey_.Choice(
+            "train.mlp.l2", l2, f"about {training:,} training texts: 1 / (2 C n) for a linear SVM's C = {SVM_C:g}"
+        ),
+        survey_.class_weight(labels, "texts", None),
     ]
 
 

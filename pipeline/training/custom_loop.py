@@ -32,7 +32,7 @@ SUM = tf.distribute.ReduceOp.SUM
 class CustomLoop:
     """Train a model compiled by `models.compile_model` with `strategy.run`; the optimizer is
     the model's own, built there. `class_weights`: each class's weight in the training loss
-    (by class index), or None: every sample weighs 1."""
+    (by class index), or None: every sample weighs 1; `loss_name`: train.<ds>.loss."""
 
     def __init__(
         self,
@@ -41,11 +41,12 @@ class CustomLoop:
         *,
         jit_compile: bool = False,
         class_weights: Optional[Sequence[float]] = None,
+        loss_name: str = "cross_entropy",
     ):
         self.model = model
         self.strategy = strategy
         self.optimizer = model.optimizer
-        self.loss_obj = loss(reduction=None)  # per sample: averaged over the global batch below
+        self.loss_obj = loss(loss_name, reduction=None)  # per sample: averaged over the global batch below
         # float32, as Keras' fit makes its class weights a tensor
         self.class_weights = None if class_weights is None else tf.constant(list(class_weights), tf.float32)
         self._replica_train = tf.function(self._train_on_replica, jit_compile=jit_compile)

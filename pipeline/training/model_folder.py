@@ -1,9 +1,10 @@
 """The train stage's model folder (`models/<dataset>/`, its `--model-dir`), and the one module
 that names its files:
 
-    model.keras   the trained Keras model, with the best epoch's weights: the same bytes
-                  whenever the weights are the same (no save date, no memory addresses,
-                  fixed zip entry dates)
+    model.keras   the trained Keras model, with the best epoch's weights, and not its training
+                  set-up (optimizer, its state, loss): Keras loads it alone, whatever loss
+                  trained it; the same bytes whenever the weights are the same (no save date,
+                  no memory addresses, fixed zip entry dates)
     run.json      the MLflow run that trained it: {"run_id": "...", "experiment_id": "...",
                   "model_sha256": "<model.keras's>"}; every training's own, so `.dvcignore`
                   keeps it out of the folder's hash in dvc.lock
@@ -33,8 +34,11 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 def save(folder: Path, model, run_ids: dict) -> str:
     """The model and the ids of the MLflow run that trained it (`tracking.runs.TrainingRun.ids`),
     with the model file's digest, which it returns."""
+    import keras
+
     path = Path(folder) / MODEL_FILE
-    model.save(path)
+    # the same layers and weights in a model never compiled: no optimizer, no loss
+    keras.Model(model.inputs, model.outputs, name=model.name).save(path)
     _without_dates(path)
     digest = file_sha256(path)
     write_json(Path(folder) / RUN_FILE, {**run_ids, "model_sha256": digest})

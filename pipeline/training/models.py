@@ -41,9 +41,13 @@ def build_model(cfg: AnyTrainConfig, prepared: Prepared, pretrained: Optional[Pa
     return builder(cfg.settings, prepared, pretrained)
 
 
-def _logits(h, num_classes: int):
+def _logits(h, num_classes: int, l2: float = 0.0):
     # Logits stay float32 under a mixed-precision policy, for a numerically sound loss.
-    return keras.layers.Dense(num_classes, name="logits", dtype="float32")(h)
+    return keras.layers.Dense(num_classes, name="logits", dtype="float32", kernel_regularizer=_l2(l2))(h)
+
+
+def _l2(l2: float):
+    return keras.regularizers.L2(l2) if l2 else None
 
 
 def conv1d(
@@ -64,38 +68,40 @@ def mlp(
 ) -> keras.Model:
     """A bag of words and Dense layers. The bag is Keras' IntegerLookup over the word index's
     first num_words indices (the padding 0 dropped, a rarer word counted as one
-    out-of-vocabulary word) and, with ngrams 2, over the num_words most frequent pairs of
-    adjacent words of the training split (`_pair_vocabulary`): present or not, counts, or
-    counts weighted by the inverse document frequency of the training split (smoothed as
-    scikit-learn's: ln((1 + n) / (1 + df)) + 1); with char_ngrams, beside it the TF-IDF of the
-    words' character n-grams (pipeline/training/subwords.py)."""
+    out-of-vocabulary word) and, with ngrams 2, over the most frequent pairs of adjacent words of
+    the training split (`_pair_vocabulary`): present or not, counts, or counts weighted by the
+    inverse document frequency of the training split (`subwords.tf_idf`); with sublinear_tf,
+    each count c as 1 + ln(c); with char_ngrams, beside it the TF-IDF of the words' character
+    n-grams (pipeline/training/subwords.py). The Dense layers' kernels take the L2 penalty `l2`."""
     vocab_size = prepared.facts.vocab_size
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
     pairs, first = np.zeros(0, dtype=np.int64), 0
     if settings.ngrams == 2:
         first = prepared.facts.encoding.index_from  # below it: the padding and the marks
-        pairs = _pair_vocabulary(prepared, first, top, top - 1)
-    vocabulary = np.concatenate((np.arange(1, top, dtype=np.int64), pairs))
-    idf = _idf(prepared, first, top, pairs) if settings.output_mode == "tf_idf" else None
+        pairs = _pair_vocabulary(prepared, first, top, settings.num_pairs)
     inputs = keras.Input(shape=(prepared.shape[0],), dtype="int32", name="tokens")
     tokens = _with_pairs(inputs, first, top) if settings.ngrams == 2 else inputs
-    bag = keras.layers.IntegerLookup(
-        vocabulary=vocabulary,
+    counted = settings.output_mode == "tf_idf" or (settings.sublinear_tf and settings.output_mode == "count")
+    h = keras.layers.IntegerLookup(
+        vocabulary=np.concatenate((np.arange(1, top, dtype=np.int64), pairs)),
         mask_token=0,
         num_oov_indices=1,
-        output_mode=settings.output_mode,
-        idf_weights=idf,
+        output_mode="count" if counted else settings.output_mode,
         name="bag_of_words",
-    )(tokens)
-    h = keras.layers.UnitNormalization(name="unit_length")(bag) if settings.output_mode == "tf_idf" else bag
+    )(tokens)  # [batch, 1 + terms]: the out-of-vocabulary count first
+    if settings.output_mode == "tf_idf":
+        h = subwords.tf_idf(h, _idf(prepared, first, top, pairs), settings.sublinear_tf, "words")
+    elif counted:
+        h = subwords.sublinear(h, "words")
     if settings.char_ngrams:
-        grams = subwords.bag(inputs, prepared, top, *settings.char_ngrams)
+        shortest, longest = settings.char_ngrams
+        grams = subwords.bag(inputs, prepared, top, shortest, longest, settings.sublinear_tf)
         h = keras.layers.Concatenate(name="words_and_ngrams")([h, grams])
     for i, units in enumerate(settings.units, start=1):
-        h = keras.layers.Dense(units, activation="relu", name=f"dense{i}")(h)
+        h = keras.layers.Dense(units, activation="relu", kernel_regularizer=_l2(settings.l2), name=f"dense{i}")(h)
         if settings.dropout:
             h = keras.layers.Dropout(settings.dropout, name=f"dropout{i}")(h)
-    return keras.Model(inputs, _logits(h, prepared.num_classes), name="mlp")
+    return keras.Model(inputs, _logits(h, prepared.num_classes, settings.l2), name="mlp")
 
 
 def pair_keys(x, first_word: int, top: int):
@@ -119,9 +125,10 @@ def _with_pairs(tokens, first_word: int, top: int):
 PAIRS_HELD = 1_000_000
 
 
-def _pair_vocabulary(prepared: Prepared, first_word: int, top: int, most: int) -> np.ndarray:
-    """The keys (`pair_keys`) of the `most` most frequent pairs of adjacent words of the training
-    split that it holds twice or more, by falling count (ties by key), streamed (`PAIRS_HELD`)."""
+def _pair_vocabulary(prepared: Prepared, first_word: int, top: int, most: Optional[int]) -> np.ndarray:
+    """The keys (`pair_keys`) of the `most` (None: all) most frequent pairs of adjacent words of
+    the training split that it holds twice or more, by falling count (ties by key), streamed
+    (`PAIRS_HELD`)."""
     counts: dict[int, int] = {}
     for x, _ in prepared.chunks("train"):
         keys, found = np.unique(pair_keys(x, first_word, top), return_counts=True)
@@ -345,21 +352,36 @@ def _load_weights(backbone: keras.Model, path: Path) -> None:
         ) from None
 
 
-def loss(reduction: Optional[str] = "sum_over_batch_size") -> keras.losses.Loss:
-    """Sparse categorical cross-entropy on logits; `reduction=None` gives per-sample losses
-    (the custom loop averages them over the global batch itself)."""
+class SquaredHinge(keras.losses.Loss):
+    """Each class against the rest, as a linear SVM's squared hinge (liblinear's default, that of
+    scikit-learn's LinearSVC): per sample, over the classes, the square of how far each logit
+    falls short of +1 (the sample's class) or of -1 (the others), summed. Sparse labels, as
+    SparseCategoricalCrossentropy's."""
+
+    def call(self, y_true, y_pred):
+        labels = keras.ops.cast(keras.ops.reshape(y_true, (-1,)), "int32")
+        sign = 2.0 * keras.ops.one_hot(labels, y_pred.shape[-1], dtype=y_pred.dtype) - 1.0
+        return keras.ops.sum(keras.ops.square(keras.ops.relu(1.0 - sign * y_pred)), axis=-1)
+
+
+def loss(name: str = "cross_entropy", reduction: Optional[str] = "sum_over_batch_size") -> keras.losses.Loss:
+    """The loss `train.<ds>.loss` names, on logits: cross_entropy (sparse categorical) or
+    squared_hinge (`SquaredHinge`); `reduction=None` gives per-sample losses (the custom loop
+    averages them over the global batch itself)."""
+    if name == "squared_hinge":
+        return SquaredHinge(reduction=reduction, name="squared_hinge")
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
 def compile_model(model: keras.Model, cfg: TrainConfig) -> None:
-    """Optimizer (by Keras' name), loss on logits and accuracy, for `fit` and the custom loop.
+    """Optimizer (by Keras' name), loss on logits (`loss`) and accuracy, for `fit` and the custom loop.
 
     Call it inside `strategy.scope()`. XLA and steps_per_execution apply to fit only.
     """
     fit = cfg.loop == "fit"
     model.compile(
         optimizer=keras.optimizers.get({"class_name": cfg.optimizer, "config": {"learning_rate": cfg.learning_rate}}),
-        loss=loss(),
+        loss=loss(cfg.loss),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=bool(cfg.jit_compile) if fit else False,
         steps_per_execution=cfg.steps_per_execution if fit else 1,

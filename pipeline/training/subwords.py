@@ -2,8 +2,9 @@
 
 Each word the bag holds, framed by a space at each end (as scikit-learn's char_wb analyzer),
 is cut into its n-grams of `shortest` to `longest` characters. A text's n-grams are its words':
-counted, weighted by their inverse document frequency in the training split and scaled to unit
-length. The n-grams are numbered once, from the word index, when the model is built; the model
+counted (each count c as 1 + ln(c) with sublinear_tf), weighted by their inverse document
+frequency in the training split and scaled to unit length (`tf_idf`, the word bag's weighing
+too). The n-grams are numbered once, from the word index, when the model is built; the model
 then looks each word id's n-grams up in a table it carries (a frozen Embedding), so that it
 still takes the word ids a text's sequence holds, in training and in serving alike."""
 
@@ -85,9 +86,27 @@ def smoothed_idf(texts: int, df: np.ndarray) -> np.ndarray:
     return np.log((1.0 + texts) / (1.0 + df)) + 1.0
 
 
-def bag(tokens, prepared: Prepared[LabelledTextsFacts], top: int, shortest: int, longest: int):
-    """The TF-IDF of the n-grams of the words (ids 1 .. top-1) of `tokens` ([batch, length] word
-    ids), each text's vector of unit length: the layers, applied to `tokens`."""
+def sublinear(counts, name: str):
+    """Each count c of `counts` as 1 + ln(c), 0 staying 0 (scikit-learn's sublinear_tf)."""
+    counts = keras.ops.cast(counts, "float32")
+    scaled = keras.ops.where(counts > 0, 1.0 + keras.ops.log(keras.ops.maximum(counts, 1.0)), 0.0)
+    return keras.layers.Identity(name=f"{name}_sublinear_tf")(scaled)
+
+
+def tf_idf(counts, idf: np.ndarray, sublinear_tf: bool, name: str):
+    """TF-IDF, as scikit-learn's TfidfVectorizer: `counts` ([batch, 1 + terms]; first the count
+    of what no term holds, which weighs 0), each (with `sublinear_tf`, as `sublinear`) times
+    its term's `idf`, each text's vector scaled to unit length."""
+    h = sublinear(counts, name) if sublinear_tf else keras.ops.cast(counts, "float32")
+    weights = np.concatenate(([0.0], idf)).astype("float32")
+    h = keras.layers.Rescaling(weights, name=f"{name}_idf")(h)
+    return keras.layers.UnitNormalization(name=f"{name}_unit_length")(h)
+
+
+def bag(tokens, prepared: Prepared[LabelledTextsFacts], top: int, shortest: int, longest: int, sublinear_tf: bool):
+    """The TF-IDF (`tf_idf`) of the n-grams of the words (ids 1 .. top-1) of `tokens` ([batch,
+    length] word ids): the layers, applied to `tokens`. The n-grams are numbered from 1 (0: none,
+    the padding of the table's rows), so that a text's counts are a bincount of its words' rows."""
     grams_of, count = table(_words(prepared), top, shortest, longest)
     df, texts = document_frequency(prepared, grams_of, count)
     kept = df[1:] >= MIN_TEXTS
@@ -107,13 +126,7 @@ def bag(tokens, prepared: Prepared[LabelledTextsFacts], top: int, shortest: int,
     inside = keras.ops.where(keras.ops.logical_and(tokens > 0, tokens < top), tokens, 0)
     ids = lookup(inside)
     lookup.set_weights([grams_of.astype("float32")])  # ids below 2**24: exact in float32
-    flat = keras.ops.reshape(keras.ops.cast(ids, "int64"), (-1, length * grams_of.shape[1]))
-    weighted = keras.layers.IntegerLookup(
-        vocabulary=np.arange(1, known + 1, dtype=np.int64),
-        mask_token=0,
-        num_oov_indices=1,
-        output_mode="tf_idf",
-        idf_weights=smoothed_idf(texts, df[1:][kept]),
-        name="char_ngrams",
-    )(flat)
-    return keras.layers.UnitNormalization(name="char_ngrams_unit_length")(weighted)
+    flat = keras.ops.reshape(keras.ops.cast(ids, "int32"), (-1, length * grams_of.shape[1]))
+    # [batch, 1 + known], the padding's first (reshaped: Keras does not know bincount's width)
+    counts = keras.ops.reshape(keras.ops.bincount(flat, minlength=known + 1), (-1, known + 1))
+    return tf_idf(counts, smoothed_idf(texts, df[1:][kept]), sublinear_tf, "char_ngrams")

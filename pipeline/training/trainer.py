@@ -293,7 +293,7 @@ def _run(cfg: AnyTrainConfig, compiled: Compiled, strategy, callbacks, initial_e
             **weighted,
         )
         return
-    loop = CustomLoop(compiled.model, strategy, jit_compile=cfg.jit_compile, class_weights=weights)
+    loop = CustomLoop(compiled.model, strategy, jit_compile=cfg.jit_compile, class_weights=weights, loss_name=cfg.loss)
     loop.fit(
         compiled.train_ds,
         compiled.val_ds,

@@ -54,6 +54,12 @@ class Target:
         cls, dataset, params_path, overrides, study: Optional[str], storage: Optional[str], prepared_dir
     ) -> Target:
         params = load_params(params_path, dataset, overrides)
+        if params.tune.metric.startswith("val_") and params.preprocess.validation_split == 0:
+            raise ConfigError(
+                f"{params_path}: tune.{dataset}.metric: {params.tune.metric} needs a validation split, and "
+                f"preprocess.{dataset}.validation_split is 0 (every training sample trains the model): set it (0.1) "
+                f"and run `dvc repro preprocess@{dataset}` before tuning"
+            )
         if storage:  # a usage error before the data, the store or a driver is asked
             check_storage_url(storage)
         return cls(

@@ -47,3 +47,22 @@ def mobilenet_weights(path: Path, alpha: float) -> Path:
     with h5py.File(path, "w") as handle:
         legacy_h5_format.save_weights_to_hdf5_group(handle, model)
     return path
+
+
+def mlp_settings(**keys):
+    """The mlp model's settings: a hidden layer of 4 units over a multi-hot bag of every word, no
+    pairs, n-grams, dropout or penalty, but for `keys`."""
+    from pipeline.config.keys.model_table import MlpSettings
+
+    plain = dict(
+        num_words=None,
+        output_mode="multi_hot",
+        sublinear_tf=False,
+        ngrams=1,
+        num_pairs=None,
+        char_ngrams=(),
+        units=(4,),
+        dropout=0.0,
+        l2=0.0,
+    )
+    return MlpSettings(**{**plain, **keys})

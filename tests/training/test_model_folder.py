@@ -23,6 +23,25 @@ def test_a_saved_folder_gives_back_its_model_and_run(tmp_path):
     assert np.allclose(loaded(x), model(x))
 
 
+def test_the_saved_model_loads_in_keras_alone_whatever_loss_trained_it(tmp_path):
+    """train.<ds>.loss squared_hinge is the pipeline's own class, which Keras cannot load: the file
+    holds the model without its training set-up (optimizer, loss), for the served model and for
+    a user's keras.models.load_model."""
+    import keras
+    import numpy as np
+
+    from pipeline.training import models
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", models.loss("squared_hinge"))
+    x = np.arange(12, dtype="float32").reshape(4, 3)
+    model.fit(x, np.array([0, 1, 0, 1]), verbose=0)
+    model_folder.save(tmp_path, model, {"run_id": "abc"})
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    assert not loaded.compiled  # neither optimizer nor loss
+    np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6)
+
+
 def test_a_run_json_of_another_model_or_none_names_no_run(tmp_path):
     """DVC keeps no run.json (.dvcignore): after `dvc checkout` of another commit's model the
     file beside it is the last training's, or absent after `dvc pull`; neither is this model's run."""

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.configs import with_settings
-from support.models import described, mobilenet_weights, reuters_model
+from support.models import described, mlp_settings, mobilenet_weights, reuters_model
 from support.project import ROOT
 
-from pipeline.config.keys.model_table import MlpSettings, MobileNetV2Settings, SmallConvnetSettings
+from pipeline.config.keys.model_table import MobileNetV2Settings, SmallConvnetSettings
 from pipeline.config.keys.training import TRAIN_CONFIGS
 from pipeline.config.loading.loader import load_params
 from pipeline.data.prepared import Prepared
@@ -157,8 +157,9 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
     data = prepared.write_arrays(
         tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], facts=full_length_facts(6, 13)
     )
-    model = models.mlp(MlpSettings(8, features, 1, (), (4,), 0.0), data)
-    out = np.asarray(models.keras.Model(model.input, model.get_layer("bag_of_words").output)(x))
+    model = models.mlp(mlp_settings(num_words=8, output_mode=features), data)
+    weighed = "words_idf" if features == "tf_idf" else "bag_of_words"
+    out = np.asarray(models.keras.Model(model.input, model.get_layer(weighed).output)(x))
     # IntegerLookup's columns: the out-of-vocabulary bucket (9 and 12 here), then the words 1..7;
     # the padding 0 is its mask, counted nowhere
     counts = np.array([[1, 1, 0, 0, 0, 2, 0, 0], [1, 1, 0, 2, 1, 0, 0, 0]], dtype="float32")
@@ -170,6 +171,58 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
         df = np.array([2, 0, 1, 1, 1, 0, 0])  # the words 1..7
         idf = np.log(3 / (1 + df)) + 1
         np.testing.assert_allclose(out[:, 1:], counts[:, 1:] * idf, rtol=1e-6)
+        # a word past num_words weighs 0, as a term outside scikit-learn's vocabulary
+        np.testing.assert_array_equal(out[:, 0], [0, 0])
+
+
+def _two_texts(tmp_path):
+    from pipeline.data import prepared
+
+    x = np.array([[0, 0, 1, 5, 5, 5], [0, 1, 3, 3, 4, 12]], dtype=np.int32)
+    y = np.array([0, 1])
+    splits = {"train": (x, y), "val": (x, y), "test": (x, y)}
+    facts = full_length_facts(6, 13)
+    return x, prepared.write_arrays(tmp_path / "p", splits, input_="sequences", class_names=["a", "b"], facts=facts)
+
+
+@pytest.mark.parametrize("features", ["count", "tf_idf"])
+def test_sublinear_tf_weighs_a_word_said_c_times_as_one_plus_ln_c(tmp_path, features):
+    x, data = _two_texts(tmp_path)
+    shown = "words_idf" if features == "tf_idf" else "words_sublinear_tf"
+    plain, scaled = (
+        np.asarray(models.keras.Model(m.input, m.get_layer(layer).output)(x))
+        for m, layer in (
+            (
+                models.mlp(mlp_settings(output_mode=features), data),
+                "words_idf" if features == "tf_idf" else "bag_of_words",
+            ),
+            (models.mlp(mlp_settings(output_mode=features, sublinear_tf=True), data), shown),
+        )
+    )
+    # the word 5, three times in the first text, and 3 twice in the second; once: 1 + ln 1 = 1
+    idf = {5: np.log(3 / 2) + 1, 3: np.log(3 / 2) + 1, 1: 1.0} if features == "tf_idf" else {5: 1.0, 3: 1.0, 1: 1.0}
+    np.testing.assert_allclose(plain[0, [1, 5]], [idf[1], 3 * idf[5]], rtol=1e-6)
+    np.testing.assert_allclose(scaled[0, [1, 5]], [idf[1], (1 + np.log(3)) * idf[5]], rtol=1e-6)
+    np.testing.assert_allclose(scaled[1, 3], (1 + np.log(2)) * idf[3], rtol=1e-6)
+    assert np.count_nonzero(scaled) == np.count_nonzero(plain)  # 0 stays 0
+
+
+def test_l2_penalises_the_kernel_of_every_dense_layer(tmp_path):
+    x, data = _two_texts(tmp_path)
+    model = models.mlp(mlp_settings(units=(4,), l2=0.01), data)
+    kernels = [model.get_layer(name).kernel for name in ("dense1", "logits")]
+    expected = sum(0.01 * float(np.sum(np.square(np.asarray(k)))) for k in kernels)
+    np.testing.assert_allclose(float(sum(np.asarray(v) for v in model.losses)), expected, rtol=1e-5)
+    assert not models.mlp(mlp_settings(units=(4,)), data).losses
+
+
+def test_squared_hinge_sums_each_class_against_the_rest():
+    logits = np.array([[2.0, -0.5, 0.3], [0.0, 0.0, 0.0]], dtype="float32")
+    per_sample = np.asarray(models.loss("squared_hinge", reduction=None)(np.array([0, 2]), logits))
+    # the first: its class past +1 (0), class 1 short of -1 by 0.5, class 2 by 1.3; the second: 1 each
+    np.testing.assert_allclose(per_sample, [0.5**2 + 1.3**2, 3.0], rtol=1e-6)
+    mean = float(models.loss("squared_hinge")(np.array([[0], [2]]), logits))  # labels as a column, as fit's
+    np.testing.assert_allclose(mean, per_sample.mean(), rtol=1e-6)
 
 
 def test_small_convnet_takes_the_pictures_at_their_prepared_size():
@@ -245,22 +298,22 @@ def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):
         class_names=["a", "b"],
         facts=full_length_facts(7, 8),  # the words from 3 on
     )
-    model = models.mlp(MlpSettings(None, "count", 2, (), (4,), 0.0), data)
+    model = models.mlp(mlp_settings(output_mode="count", ngrams=2), data)
     bag = models.keras.Model(model.input, model.get_layer("bag_of_words").output)
     out = np.asarray(bag(x))
     # the out-of-vocabulary bucket, the words 1..7, then the one pair kept
     assert out.shape == (2, 1 + 7 + 1)
     np.testing.assert_array_equal(out[:, -1], [1, 1])
     np.testing.assert_array_equal(out[:, 1:8], [[1, 1, 0, 2, 1, 1, 0], [1, 0, 1, 1, 1, 0, 1]])
-    tf_idf = models.mlp(MlpSettings(None, "tf_idf", 2, (), (4,), 0.0), data)
-    weighed = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("bag_of_words").output)(x))
+    tf_idf = models.mlp(mlp_settings(output_mode="tf_idf", ngrams=2), data)
+    weighed = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("words_idf").output)(x))
     # in both texts: the pair's idf is ln(3 / 3) + 1 = 1, as the word 1's; the word 6 is in one
     np.testing.assert_allclose(weighed[:, -1], [1, 1])
     np.testing.assert_allclose(weighed[0, 6], np.log(3 / 2) + 1, rtol=1e-6)
     # TF-IDF as scikit-learn's: each text's vector scaled to unit length before the Dense layers
-    unit = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("unit_length").output)(x))
+    unit = np.asarray(models.keras.Model(tf_idf.input, tf_idf.get_layer("words_unit_length").output)(x))
     np.testing.assert_allclose(unit, weighed / np.linalg.norm(weighed, axis=1, keepdims=True), rtol=1e-6)
-    assert "unit_length" not in [layer.name for layer in model.layers]  # counts as they are
+    assert "words_unit_length" not in [layer.name for layer in model.layers]  # counts as they are
 
 
 def test_build_model_sizes_the_model_from_the_prepared_stats():

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
+from support.models import mlp_settings
 
-from pipeline.config.keys.model_table import MlpSettings
 from pipeline.data import prepared
 from pipeline.errors import ConfigError
 from pipeline.kinds.labelled_texts import INDEX_FROM, WORD_INDEX_NAME, full_length_facts
@@ -33,8 +33,8 @@ def texts_folder(tmp_path, x, words=WORDS):
     )
 
 
-def settings(char_ngrams=(2, 3), num_words=None):
-    return MlpSettings(num_words, "multi_hot", 1, char_ngrams, (4,), 0.0)
+def settings(char_ngrams=(2, 3), num_words=None, sublinear_tf=False):
+    return mlp_settings(num_words=num_words, char_ngrams=char_ngrams, sublinear_tf=sublinear_tf)
 
 
 def test_a_word_is_cut_framed_by_spaces_shortest_first():
@@ -48,7 +48,7 @@ def test_the_ngrams_of_the_texts_words_are_weighed_as_tf_idf_of_unit_length(tmp_
     x = np.array([[0, 1, 4, 5], [0, 0, 1, 4], [1, 6, 6, 2], [0, 1, 7, 4]], dtype=np.int32)
     data = texts_folder(tmp_path, x)
     model = models.mlp(settings(), data)
-    out = np.asarray(models.keras.Model(model.input, model.get_layer("char_ngrams").output)(x))
+    out = np.asarray(models.keras.Model(model.input, model.get_layer("char_ngrams_idf").output)(x))
     # in two or more of the four training texts: those of "ab" (texts 0, 1, 3), and "b " (0, 1, 3 by
     # "ab", 3 by "b"); "abc"'s own, "xy"'s (one text) and " b", " b " (one) are dropped
     kept = [" a", "ab", "b ", " ab", "ab "]
@@ -64,10 +64,24 @@ def test_the_ngrams_of_the_texts_words_are_weighed_as_tf_idf_of_unit_length(tmp_
     assert model.get_layer("words_and_ngrams").output.shape[-1] == 1 + 7 + 1 + len(kept)
 
 
+def test_sublinear_tf_weighs_each_ngram_count_c_as_one_plus_its_log(tmp_path):
+    x = np.array([[0, 1, 4, 5], [0, 0, 1, 4], [1, 6, 6, 2], [0, 1, 7, 4]], dtype=np.int32)
+    data = texts_folder(tmp_path, x)
+    plain, scaled = (
+        np.asarray(models.keras.Model(m.input, m.get_layer("char_ngrams_idf").output)(x))
+        for m in (models.mlp(settings(), data), models.mlp(settings(sublinear_tf=True), data))
+    )
+    # the counts are the plain weights over the idf of the text with every n-gram once (text 1)
+    idf = np.where(plain[1] > 0, plain[1], 1.0)
+    counts = plain / idf
+    assert counts.max() == 2  # " a" and "b " are twice in two texts
+    np.testing.assert_allclose(scaled, np.where(counts > 0, 1 + np.log(np.maximum(counts, 1)), 0) * idf, rtol=1e-6)
+
+
 def test_a_word_past_num_words_and_the_marks_give_no_ngrams(tmp_path):
     x = np.array([[1, 2, 4, 4], [0, 1, 4, 7], [0, 0, 7, 4]], dtype=np.int32)
     model = models.mlp(settings(num_words=7), texts_folder(tmp_path, x))  # the words 4..6: "b" (7) left out
-    out = np.asarray(models.keras.Model(model.input, model.get_layer("char_ngrams").output)(x))
+    out = np.asarray(models.keras.Model(model.input, model.get_layer("char_ngrams_idf").output)(x))
     # "ab" alone, whatever else the text holds: the same n-grams in each text, twice in the first
     np.testing.assert_allclose(out[0], 2 * out[1])
     np.testing.assert_allclose(out[1], out[2])

@@ -69,13 +69,27 @@ class MlpSettings:
     )
     output_mode: Literal["multi_hot", "count", "tf_idf"] = spec(
         help="What the bag says of a word (Keras' output_mode): multi_hot (present or not), count (how often), or "
-        "tf_idf (the count weighted by the word's inverse document frequency in the training split, each text's "
-        "vector scaled to unit length, as scikit-learn's TfidfVectorizer)."
+        "tf_idf (the count weighted by the word's inverse document frequency in the training split, smoothed as "
+        "scikit-learn's, each text's vector scaled to unit length, as scikit-learn's TfidfVectorizer; a word or "
+        "pair the bag does not hold weighs 0 there, as a term outside that vectorizer's vocabulary)."
+    )
+    sublinear_tf: bool = spec(
+        "true or false",
+        help="true: a count c becomes 1 + ln(c) (0 stays 0) before any weighting, as scikit-learn's sublinear_tf, "
+        "so that a word said ten times weighs about three times one said once; for output_mode count or tf_idf "
+        "(multi_hot's 0 and 1 stay as they are) and the n-grams of char_ngrams.",
     )
     ngrams: Literal[1, 2] = spec(
-        help="1: the bag holds single words; 2: also each pair of adjacent words, the num_words most frequent "
-        "pairs of the training split that it holds twice or more (as Keras' TextVectorization ngrams=2 and "
-        "scikit-learn's ngram_range=(1, 2)), weighed as the words are."
+        help="1: the bag holds single words; 2: also the pairs of adjacent words that the training split holds "
+        "twice or more (num_pairs says how many), as Keras' TextVectorization ngrams=2 and scikit-learn's "
+        "ngram_range=(1, 2), weighed as the words are."
+    )
+    num_pairs: Optional[int] = spec(
+        "a positive integer or null",
+        lambda v: v > 0,
+        help="With ngrams 2, the most frequent pairs the bag holds; null: every pair the training split holds twice "
+        "or more (counted as it streams by, the pairs seen once let go past a million: the count's memory is "
+        "bounded, and so is the bag's).",
     )
     char_ngrams: tuple[int, ...] = spec(
         "[] or two integers from 1 to 10, the first at most the second",
@@ -91,6 +105,14 @@ class MlpSettings:
         "itself (a linear model, as a logistic regression on the same features).",
     )
     dropout: float = _dropout()
+    l2: float = spec(
+        "a non-negative number",
+        lambda v: v >= 0,
+        help="The L2 penalty on the kernel of each Dense layer (the hidden ones and the logits'), Keras' L2 "
+        "regularizer: l2 x the sum of the squared weights is added to the loss. With units [] and loss "
+        "squared_hinge the model is a linear SVM, and l2 = 1 / (2 C n) of n training texts gives LinearSVC's C. "
+        "0: none.",
+    )
 
 
 # --------------------------------------------------------------------------- image folders

@@ -85,6 +85,14 @@ class TrainConfig:
         help="The optimizer, by Keras' own name (keras.optimizers.get)."
     )
     learning_rate: float = spec("a positive number", lambda v: v > 0, help="The initial learning rate.")
+    loss: Literal["cross_entropy", "squared_hinge"] = spec(
+        help="What training minimises, on the model's logits. cross_entropy: the softmax cross-entropy (Keras' "
+        "SparseCategoricalCrossentropy). squared_hinge: each class against the rest, as a linear SVM (scikit-learn's "
+        "LinearSVC, liblinear's default): for each class, the square of how far the logit falls short of +1 (the "
+        "sample's class) or of -1 (the others), summed over the classes; the logits are then margins, and the "
+        "served scores (their softmax) rank the classes but are not probabilities. evaluate's test_loss is the "
+        "cross-entropy of the logits, whichever loss trained them."
+    )
     lr_schedule: Literal["step", "cosine"] = spec(
         help="How the learning rate changes from epoch to epoch. step: learning_rate, times lr_decay_factor "
         "after each of lr_decay_epochs. cosine: from learning_rate at the first epoch down a half cosine to "

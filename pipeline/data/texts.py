@@ -379,8 +379,9 @@ def split_places(n: int, cfg: Splitting, labels: Optional[np.ndarray] = None) ->
 # the sequence length: this percentile of the texts' lengths in words (the start mark included)
 # rounded up to a multiple of LENGTH_STEP, within MAX_LEN_BOUNDS
 LENGTH_PERCENTILE, LENGTH_STEP, MAX_LEN_BOUNDS = 99, 8, (8, 1000)
-# the vocabulary: the words the texts hold twice or more (one seen once teaches nothing the
-# test split can use), at most MAX_WORDS, the most frequent: the bag's width, so its memory, is bounded
+# the vocabulary: every word of the texts (scikit-learn's vectorizers' min_df 1: a word the
+# training split holds once may be the test split's too), at most MAX_WORDS, the most frequent:
+# the bag's width, so its memory, is bounded
 MAX_WORDS = 100_000
 # the text template's linear SVM: its penalty, as scikit-learn's LinearSVC's C (its default), made
 # the L2 penalty of the model's kernel from the training texts' number (`svm_l2`)
@@ -414,10 +415,10 @@ def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.
     at = _percentile(lengths, LENGTH_PERCENTILE)
     max_len = min(max(-(-at // LENGTH_STEP) * LENGTH_STEP, MAX_LEN_BOUNDS[0]), MAX_LEN_BOUNDS[1])
     why = f"{LENGTH_PERCENTILE}% of the {rows:,} texts have {at:,} words or fewer (the longest {max(lengths):,})"
-    twice = sum(1 for n in counts.values() if n >= 2)
-    kept = min(twice, MAX_WORDS)
-    cap = f", at most {MAX_WORDS:,}" if twice > MAX_WORDS else ""
-    vocabulary = f"{twice:,} of the texts' {len(counts):,} words appear twice or more{cap}: the {kept:,} most frequent"
+    kept = min(len(counts), MAX_WORDS)
+    vocabulary = f"the texts hold {len(counts):,} words" + (
+        f", at most {MAX_WORDS:,}: the {kept:,} most frequent" if kept < len(counts) else ": every one"
+    )
     training = round(rows * (1 - cfg.test_split) * (1 - cfg.validation_split))
     l2 = svm_l2(training)
     return [

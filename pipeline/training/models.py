@@ -70,7 +70,8 @@ def mlp(
     first num_words indices (the padding 0 dropped, a rarer word counted as one
     out-of-vocabulary word) and, with ngrams 2, over the most frequent pairs of adjacent words of
     the training split (`_pair_vocabulary`): present or not, counts, or counts weighted by the
-    inverse document frequency of the training split (`subwords.tf_idf`); with sublinear_tf,
+    inverse document frequency of the training split (`subwords.tf_idf`; the marks below the
+    words, a text's start and a word out of the vocabulary, weigh 0 there); with sublinear_tf,
     each count c as 1 + ln(c); with char_ngrams, beside it the TF-IDF of the words' character
     n-grams (pipeline/training/subwords.py). The Dense layers' kernels take the L2 penalty `l2`."""
     vocab_size = prepared.facts.vocab_size
@@ -90,13 +91,17 @@ def mlp(
         name="bag_of_words",
     )(tokens)  # [batch, 1 + terms]: the out-of-vocabulary count first
     if settings.output_mode == "tf_idf":
-        h = subwords.tf_idf(h, _idf(prepared, first, top, pairs), settings.sublinear_tf, "words")
+        idf = _idf(prepared, first, top, pairs)
+        idf[: prepared.facts.encoding.index_from] = 0.0  # the marks (ids 1 ..): no words, weighed 0
+        h = subwords.tf_idf(h, idf, settings.sublinear_tf, "words")
     elif counted:
         h = subwords.sublinear(h, "words")
     if settings.char_ngrams:
         shortest, longest = settings.char_ngrams
         grams = subwords.bag(inputs, prepared, top, shortest, longest, settings.sublinear_tf)
         h = keras.layers.Concatenate(name="words_and_ngrams")([h, grams])
+        if settings.output_mode == "tf_idf":  # two unit vectors made one, as one vectorizer's of both
+            h = keras.layers.UnitNormalization(name="unit_length")(h)
     for i, units in enumerate(settings.units, start=1):
         h = keras.layers.Dense(units, activation="relu", kernel_regularizer=_l2(settings.l2), name=f"dense{i}")(h)
         if settings.dropout:

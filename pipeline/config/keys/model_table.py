@@ -71,7 +71,8 @@ class MlpSettings:
         help="What the bag says of a word (Keras' output_mode): multi_hot (present or not), count (how often), or "
         "tf_idf (the count weighted by the word's inverse document frequency in the training split, smoothed as "
         "scikit-learn's, each text's vector scaled to unit length, as scikit-learn's TfidfVectorizer; a word or "
-        "pair the bag does not hold weighs 0 there, as a term outside that vectorizer's vocabulary)."
+        "pair the bag does not hold, and the marks (a text's start, a word out of the vocabulary), weigh 0 there, "
+        "as a term outside that vectorizer's vocabulary)."
     )
     sublinear_tf: bool = spec(
         "true or false",

@@ -125,11 +125,10 @@ def declare(project: Path, raw: Path, overrides: list[str]) -> None:
     section under each of the params file's stages (MNIST's, for pictures of 64x64 RGB read by
     the plain folders reader, one epoch of MobileNetV2 at 32x32) and its name in each foreach of
     dvc.yaml; then `overrides`, checked as the stages check them."""
-    import yaml
-
     from pipeline.config.commands.params_doc import format_params
+    from pipeline.config.loading.loader import read_yaml
 
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = read_yaml(ROOT / "params.yaml")
     for stage, sections in params.items():
         if stage != "add":  # the templates of `pipeline add`, no dataset's
             sections[NAME] = copy.deepcopy(sections["mnist"])

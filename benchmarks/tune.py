@@ -192,9 +192,9 @@ def report_run(figures: dict) -> None:
 def configured_epochs(opts) -> int:
     if opts.epochs:
         return opts.epochs
-    import yaml
+    from pipeline.config.loading.loader import read_yaml
 
-    return yaml.safe_load((ROOT / "params.yaml").read_text())["train"][DATASET]["epochs"]
+    return read_yaml(ROOT / "params.yaml")["train"][DATASET]["epochs"]
 
 
 def pruning(opts, out: Path, data: Path, sizes: list[str]) -> None:

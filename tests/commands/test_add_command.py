@@ -18,6 +18,7 @@ from support.project import ROOT
 
 from pipeline.config.commands.params_doc import format_params
 from pipeline.config.loading import loader
+from pipeline.config.loading.loader import ParamsLoader, read_yaml
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 from pipeline.kinds.tables import TablePreprocessConfig
@@ -96,7 +97,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
         "shapes",
     )
     text = (project / "params.yaml").read_text()
-    assert text == format_params(yaml.safe_load(text))  # the form `dvc exp run -S` writes
+    assert text == format_params(yaml.load(text, Loader=ParamsLoader))  # the form `dvc exp run -S` writes
     code, out, _ = pipeline(project, "params", "--rewrite")
     assert (code, out) == (0, "params.yaml: already in the form `dvc exp run -S` writes\n")
     original = (ROOT / "dvc.yaml").read_text()
@@ -223,7 +224,7 @@ def test_a_dvc_yaml_that_cannot_take_the_dataset_changes_neither_file(project):
 
 
 def test_a_template_missing_from_the_params_file_is_named(project):
-    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw = read_yaml(project / "params.yaml")
     del raw["add"]["labelled_texts"]
     (project / "params.yaml").write_text(format_params(raw))
     code, _, err = pipeline(project, "add", "topics", "--kind", "labelled_texts", "--url", URL)
@@ -239,7 +240,7 @@ def test_a_template_missing_from_the_params_file_is_named(project):
 def test_a_template_the_params_file_holds_wrong_is_named(project):
     """The templates are checked with the datasets (as `pipeline params` checks them): one a new
     dataset could not start from is refused, whichever kind is added."""
-    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw = read_yaml(project / "params.yaml")
     raw["add"]["labelled_texts"]["train"]["epochs"] = 0
     (project / "params.yaml").write_text(format_params(raw))
     before = files(project)
@@ -285,14 +286,17 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
         "-S", "preprocess.topics.label_column=topic",
     )  # fmt: skip
     assert (code, err) == (0, [])
-    assert out.splitlines()[1:4] == [
+    assert out.splitlines()[1:5] == [
         "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))",
-        "  preprocess.topics.num_words: 19 (15 of the texts' 26 words appear twice or more: the 15 most frequent)",
-        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): balanced enough to weigh alike)",
+        "  preprocess.topics.num_words: 30 (the texts hold 26 words: every one)",
+        "  train.topics.mlp.l2: 0.083 (about 6 training texts: 1 / (2 C n) for a linear SVM's C = 1)",
+        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): weighed alike, for accuracy; "
+        "balanced would trade it for the small classes' recall)",
     ]
     params = loader.load_params(project / "params.yaml", "topics")
     assert isinstance(params.preprocess, TextTablePreprocessConfig)
-    assert (params.preprocess.max_len, params.preprocess.num_words, params.train.class_weight) == (16, 19, "none")
+    assert (params.preprocess.max_len, params.preprocess.num_words, params.train.class_weight) == (16, 30, "none")
+    assert params.train.settings.l2 == 0.083  # written where the model's settings are
 
 
 def test_a_table_is_read_for_what_each_column_is(project):

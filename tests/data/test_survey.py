@@ -118,28 +118,40 @@ def config(**keys) -> TextTablePreprocessConfig:
     return TextTablePreprocessConfig(**{**values, **keys})
 
 
-def test_texts_take_the_length_most_hold_and_the_words_seen_twice(tmp_path):
+def test_texts_take_the_length_most_hold_every_word_and_an_svms_penalty(tmp_path):
     # 99 texts of 3 words and one of 40: 99% have 4 ids or fewer (the start mark included)
     rows = [f"red green w{i},{'a' if i % 2 else 'b'}" for i in range(99)] + [" ".join(["long"] * 40) + ",a"]
     choices = texts.survey(table(tmp_path, rows), config())
     assert chosen(choices) == {
         "preprocess.max_len": 8,  # 4, rounded up to a multiple of 8
-        # red, green and long appear twice or more; w0..w98 once: 3 words, past the 4 ids below the first
-        "preprocess.num_words": 3 + texts.INDEX_FROM + 1,
+        # red, green, long and w0..w98: 102 words, past the 4 ids below the first
+        "preprocess.num_words": 102 + texts.INDEX_FROM + 1,
+        # 100 texts, 0.2 held out for testing and 0.1 of the rest for validation: 72 train; 1 / (2 x 72)
+        "train.mlp.l2": 0.0069,
         "train.class_weight": "none",
     }
     why = {c.key: c.why for c in choices}
     assert why["preprocess.max_len"] == "99% of the 100 texts have 4 words or fewer (the longest 41)"
-    assert why["preprocess.num_words"] == "3 of the texts' 102 words appear twice or more: the 3 most frequent"
+    assert why["preprocess.num_words"] == "the texts hold 102 words: every one"
+    assert why["train.mlp.l2"] == "about 72 training texts: 1 / (2 C n) for a linear SVM's C = 1"
 
 
-def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed(tmp_path, monkeypatch):
+def test_the_penalty_follows_the_training_share(tmp_path):
+    rows = [f"w{i} x,{'a' if i % 2 else 'b'}" for i in range(1000)]
+    l2 = {c.key: c.value for c in texts.survey(table(tmp_path, rows), config(validation_split=0.0))}["train.mlp.l2"]
+    assert l2 == 0.00063 == texts.svm_l2(800)  # 1 / 1600 = 0.000625, to two significant digits
+
+
+def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, monkeypatch):
     monkeypatch.setattr(texts, "MAX_WORDS", 2)
     rows = [f"one two three {i % 2},{'a' if i < 20 else 'b'}" for i in range(22)]
     choices = texts.survey(table(tmp_path, rows), config())
     assert chosen(choices)["preprocess.num_words"] == 2 + texts.INDEX_FROM + 1
-    assert chosen(choices)["train.class_weight"] == "balanced"
-    assert "5 of the texts' 5 words appear twice or more, at most 2: the 2 most frequent" in {c.why for c in choices}
+    assert "the texts hold 5 words, at most 2: the 2 most frequent" in {c.why for c in choices}
+    # 20 against 2: weighing would trade accuracy for the small class's recall
+    assert chosen(choices)["train.class_weight"] == "none"
+    why = {c.key: c.why for c in choices}["train.class_weight"]
+    assert why.startswith("the classes have 2 to 20 texts (10.0x): weighed alike, for accuracy")
 
 
 def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):

@@ -28,6 +28,7 @@ from support.readme import Session, shell_blocks
 from support.servers import free_ports, wait_for_url
 
 from pipeline.config.commands.params_doc import format_params
+from pipeline.config.loading.loader import read_yaml
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -97,7 +98,7 @@ def make_topics(path: Path, count: int) -> Path:
 def paste_sections(project: Path) -> None:
     """The page's YAML blocks into params.yaml and dvc.yaml, as a user pastes them."""
     blocks = [yaml.safe_load(b.code) for b in extract_from_file(PAGE) if b.syntax == "yaml"]
-    params = yaml.safe_load((project / "params.yaml").read_text())
+    params = read_yaml(project / "params.yaml")
     sections = [b for b in blocks if isinstance(b, dict) and "download" in b]
     assert len(sections) == 2, "the page shows one complete example per kind"
     for block in sections:

@@ -214,9 +214,9 @@ def reuters_files_of(served: Path) -> list:
     real check runs on them."""
     import hashlib
 
-    import yaml
+    from pipeline.config.loading.loader import read_yaml
 
-    files = yaml.safe_load((ROOT / "params.yaml").read_text())["download"]["reuters"]["files"]
+    files = read_yaml(ROOT / "params.yaml")["download"]["reuters"]["files"]
     for entry in files:
         entry["sha256"] = hashlib.sha256((Path(served) / Path(entry["url"]).name).read_bytes()).hexdigest()
     return files

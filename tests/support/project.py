@@ -35,11 +35,10 @@ def copy_project(dest: Path, exclude: tuple[str, ...] = ()) -> Path:
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
     """Copy the shipped params.yaml into `folder`, with dotted-key overrides applied; MNIST's
     images digest is the test archive's (`fixture_images_sha256`) unless an override sets it."""
-    import yaml
-
     from pipeline.config.commands.params_doc import format_params
+    from pipeline.config.loading.loader import read_yaml
 
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_yaml(ROOT / "params.yaml")
     overrides = {"preprocess.mnist.images_sha256": fixture_images_sha256(), **(overrides or {})}
     for key, value in overrides.items():
         node = raw

@@ -15,7 +15,7 @@ from pipeline.config.loading.loader import load_params
 from pipeline.data.prepared import Prepared
 from pipeline.errors import ConfigError
 from pipeline.kinds.image_folders import ImageFoldersFacts
-from pipeline.kinds.labelled_texts import full_length_facts
+from pipeline.kinds.labelled_texts import INDEX_FROM, full_length_facts
 
 pytestmark = pytest.mark.slow
 
@@ -170,6 +170,7 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
     else:  # the words' inverse document frequency in the training split: ln(3 / (1 + df)) + 1
         df = np.array([2, 0, 1, 1, 1, 0, 0])  # the words 1..7
         idf = np.log(3 / (1 + df)) + 1
+        idf[:INDEX_FROM] = 0  # the marks (ids 1 to 3, below the words): no words, weighed 0
         np.testing.assert_allclose(out[:, 1:], counts[:, 1:] * idf, rtol=1e-6)
         # a word past num_words weighs 0, as a term outside scikit-learn's vocabulary
         np.testing.assert_array_equal(out[:, 0], [0, 0])
@@ -178,7 +179,8 @@ def test_the_bag_of_words_counts_the_first_num_words_and_drops_the_padding(tmp_p
 def _two_texts(tmp_path):
     from pipeline.data import prepared
 
-    x = np.array([[0, 0, 1, 5, 5, 5], [0, 1, 3, 3, 4, 12]], dtype=np.int32)
+    # the start mark 1, then words from 4 (0 padding, 2 out-of-vocabulary, 3 unused)
+    x = np.array([[0, 0, 1, 5, 5, 5], [0, 1, 4, 4, 6, 12]], dtype=np.int32)
     y = np.array([0, 1])
     splits = {"train": (x, y), "val": (x, y), "test": (x, y)}
     facts = full_length_facts(6, 13)
@@ -188,22 +190,23 @@ def _two_texts(tmp_path):
 @pytest.mark.parametrize("features", ["count", "tf_idf"])
 def test_sublinear_tf_weighs_a_word_said_c_times_as_one_plus_ln_c(tmp_path, features):
     x, data = _two_texts(tmp_path)
-    shown = "words_idf" if features == "tf_idf" else "words_sublinear_tf"
+    plain_layer, scaled_layer = (
+        ("words_idf", "words_idf") if features == "tf_idf" else ("bag_of_words", "words_sublinear_tf")
+    )
     plain, scaled = (
         np.asarray(models.keras.Model(m.input, m.get_layer(layer).output)(x))
         for m, layer in (
-            (
-                models.mlp(mlp_settings(output_mode=features), data),
-                "words_idf" if features == "tf_idf" else "bag_of_words",
-            ),
-            (models.mlp(mlp_settings(output_mode=features, sublinear_tf=True), data), shown),
+            (models.mlp(mlp_settings(output_mode=features), data), plain_layer),
+            (models.mlp(mlp_settings(output_mode=features, sublinear_tf=True), data), scaled_layer),
         )
     )
-    # the word 5, three times in the first text, and 3 twice in the second; once: 1 + ln 1 = 1
-    idf = {5: np.log(3 / 2) + 1, 3: np.log(3 / 2) + 1, 1: 1.0} if features == "tf_idf" else {5: 1.0, 3: 1.0, 1: 1.0}
-    np.testing.assert_allclose(plain[0, [1, 5]], [idf[1], 3 * idf[5]], rtol=1e-6)
-    np.testing.assert_allclose(scaled[0, [1, 5]], [idf[1], (1 + np.log(3)) * idf[5]], rtol=1e-6)
-    np.testing.assert_allclose(scaled[1, 3], (1 + np.log(2)) * idf[3], rtol=1e-6)
+    # the word 5 three times in the first text, 4 twice in the second, each in one text of two
+    idf = np.log(3 / 2) + 1 if features == "tf_idf" else 1.0
+    np.testing.assert_allclose(plain[[0, 1], [5, 4]], [3 * idf, 2 * idf], rtol=1e-6)
+    np.testing.assert_allclose(scaled[[0, 1], [5, 4]], [(1 + np.log(3)) * idf, (1 + np.log(2)) * idf], rtol=1e-6)
+    np.testing.assert_allclose(scaled[:, 6], plain[:, 6], rtol=1e-6)  # once: 1 + ln 1 = 1
+    # the start mark: counted, or, as no word, weighed 0 by TF-IDF
+    np.testing.assert_array_equal(scaled[:, 1], [0, 0] if features == "tf_idf" else [1, 1])
     assert np.count_nonzero(scaled) == np.count_nonzero(plain)  # 0 stays 0
 
 

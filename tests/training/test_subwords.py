@@ -78,6 +78,18 @@ def test_sublinear_tf_weighs_each_ngram_count_c_as_one_plus_its_log(tmp_path):
     np.testing.assert_allclose(scaled, np.where(counts > 0, 1 + np.log(np.maximum(counts, 1)), 0) * idf, rtol=1e-6)
 
 
+def test_with_tf_idf_the_words_and_their_ngrams_are_one_unit_vector(tmp_path):
+    """As one vectorizer's vector of both: two unit vectors side by side would have length
+    sqrt(2), which doubles the C of a linear SVM on them."""
+    x = np.array([[0, 1, 4, 5], [0, 0, 1, 4], [1, 6, 6, 2], [0, 1, 7, 4]], dtype=np.int32)
+    model = models.mlp(mlp_settings(output_mode="tf_idf", char_ngrams=(2, 3)), texts_folder(tmp_path, x))
+    halves = np.asarray(models.keras.Model(model.input, model.get_layer("words_and_ngrams").output)(x))
+    both = np.asarray(models.keras.Model(model.input, model.get_layer("unit_length").output)(x))
+    np.testing.assert_allclose(np.linalg.norm(halves[[0, 1, 3]], axis=1), np.sqrt(2), rtol=1e-6)
+    np.testing.assert_allclose(both[[0, 1, 3]], halves[[0, 1, 3]] / np.sqrt(2), rtol=1e-6)
+    assert "unit_length" not in [layer.name for layer in models.mlp(settings(), texts_folder(tmp_path / "b", x)).layers]
+
+
 def test_a_word_past_num_words_and_the_marks_give_no_ngrams(tmp_path):
     x = np.array([[1, 2, 4, 4], [0, 1, 4, 7], [0, 0, 7, 4]], dtype=np.int32)
     model = models.mlp(settings(num_words=7), texts_folder(tmp_path, x))  # the words 4..6: "b" (7) left out

@@ -54,6 +54,7 @@ def format_params(raw: dict) -> str:
 
     writer = YAML()
     writer.default_flow_style = False
+    writer.Representer = _representer()
     stream = io.StringIO()
     writer.dump(raw, stream)
     lines: list[str] = []
@@ -63,6 +64,30 @@ def format_params(raw: dict) -> str:
             lines.append("")
         lines.append(line)
     return PARAMS_HEADER + "\n" + "\n".join(lines) + "\n"
+
+
+def _representer() -> type:
+    """ruamel.yaml's round-trip representer with `_float` for floats: a subclass, as
+    add_representer changes the class it is called on for the whole process (DVC's own
+    writer, in a test, included)."""
+    from ruamel.yaml.representer import RoundTripRepresenter
+
+    class Representer(RoundTripRepresenter):
+        pass
+
+    Representer.add_representer(float, _float)
+    return Representer
+
+
+def _float(representer, value: float):
+    """A float as ruamel.yaml writes it, but a mantissa without a point given one (5e-05 as
+    5.0e-05): YAML 1.1 readers (PyYAML's safe_load) read the first as a string. DVC's round trip
+    keeps a value as it is written, so the file stays a fixed point of `dvc exp run -S`."""
+    node = representer.represent_float(value)
+    mantissa, e, exponent = node.value.partition("e")
+    if e and "." not in mantissa:
+        node.value = f"{mantissa}.0e{exponent}"
+    return node
 
 
 def _ends_in_list(value: Any) -> bool:

@@ -156,7 +156,7 @@ def apply_overrides(raw: Any, overrides: Sequence[str], source: str = "params.ya
         if not sep:
             raise ConfigError(f"-S {item}: expected key=value, e.g. train.reuters.epochs=3")
         try:
-            node[parts[-1]] = yaml.safe_load(text)
+            node[parts[-1]] = yaml.load(text, Loader=ParamsLoader)  # 1e-4 a number, as DVC's -S reads it
         except yaml.YAMLError as exc:
             raise ConfigError(f"-S {item}: the value is not valid YAML: {exc}") from None
     return raw

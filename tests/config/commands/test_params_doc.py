@@ -95,6 +95,14 @@ def test_the_params_pages_table_is_current():
 # --------------------------------------------------------------------------- the file's form
 
 
+def test_a_small_float_is_written_as_every_yaml_reader_reads_a_number():
+    """ruamel.yaml writes 5e-05, which YAML 1.1 readers (PyYAML's safe_load, a user's script)
+    read as a string; pipeline add writes such values (train.<ds>.mlp.l2)."""
+    text = format_params({"train": {"x": {"l2": 5e-05, "big": 1e20, "rate": 0.003}}})
+    assert "l2: 5.0e-05" in text and "big: 1.0e+20" in text and "rate: 0.003" in text
+    assert yaml.safe_load(text)["train"]["x"] == {"l2": 5e-05, "big": 1e20, "rate": 0.003}
+
+
 def test_params_yaml_is_in_the_form_dvc_writes():
     text = PARAMS.read_text()
     assert text == format_params(read_yaml(PARAMS)), (

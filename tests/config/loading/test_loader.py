@@ -178,9 +178,11 @@ def test_overrides_set_values_as_dvc_exp_run_does():
             "train.reuters.devices.visible_gpus=[0, 1]",
             "train.reuters.lr_decay_epochs=[]",
             "preprocess.reuters.num_words=null",
+            "train.reuters.mlp.l2=1e-4",  # YAML 1.2's float, as DVC's -S reads it (1.1's string)
         ],
     )
     assert params.train.steps_per_execution == 8
+    assert params.train.mlp.l2 == 0.0001  # type: ignore[attr-defined]
     assert list(params.train.devices.visible_gpus or ()) == [0, 1]
     assert isinstance(params.preprocess, ReutersPreprocessConfig)
     assert params.preprocess.num_words is None

@@ -25,6 +25,30 @@ def test_a_storage_no_study_can_live_in_is_a_usage_error_naming_those_that_work(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
+def test_a_study_of_a_validation_metric_without_a_validation_split_is_refused(tmp_path):
+    """The labelled-texts template trains on every training text: a study has nothing to score
+    its trials on, and says how to give it a split, before anything is opened or imported."""
+    write_params(tmp_path)
+    result, code, imported = run_command(
+        [
+            "tune",
+            "reuters",
+            "-S",
+            "preprocess.reuters.validation_split=0",
+            "-S",
+            "train.reuters.early_stopping.monitor=loss",
+        ],
+        cwd=tmp_path,
+    )
+    assert code == 2 and "tensorflow" not in imported, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: params.yaml: tune.reuters.metric: val_accuracy needs a validation split, and "
+        "preprocess.reuters.validation_split is 0 (every training sample trains the model): set it (0.1) and "
+        "run `dvc repro preprocess@reuters` before tuning"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
 def test_pipeline_tune_refuses_another_direction_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
     """As a user runs it: the study maximizes, the params in force minimize; one `error:` line,
     exit 2, before TensorFlow is imported, and the journal and the MLflow store as they were."""

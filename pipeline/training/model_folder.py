@@ -38,11 +38,16 @@ def save(folder: Path, model, run_ids: dict) -> str:
 
     path = Path(folder) / MODEL_FILE
     # the same layers and weights in a model never compiled: no optimizer, no loss
-    keras.Model(model.inputs, model.outputs, name=model.name).save(path)
+    keras.Model(_one_or_all(model.inputs), _one_or_all(model.outputs), name=model.name).save(path)
     _without_dates(path)
     digest = file_sha256(path)
     write_json(Path(folder) / RUN_FILE, {**run_ids, "model_sha256": digest})
     return digest
+
+
+def _one_or_all(tensors: list):
+    """A model's one input or output as itself, not a list of one (as it was built)."""
+    return tensors[0] if len(tensors) == 1 else tensors
 
 
 def model_sha256(folder: Path) -> str:

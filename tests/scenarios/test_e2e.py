@@ -277,6 +277,10 @@ def test_exp_run_reruns_only_the_changed_dataset_and_logs_to_the_default_store(r
         "train.reuters.epochs=1",
         "-S",
         "train.reuters.lr_decay_epochs=[1]",
+        # another seed, another model: the baseline's best epoch may be its first, and the same
+        # weights are the same model file, which DVC rightly does not evaluate again
+        "-S",
+        "train.reuters.seed=7",
         cwd=path,
         env=env,
     )

@@ -108,4 +108,4 @@ def test_the_synthetic_texts_come_with_words_a_model_can_cut_into_ngrams(tmp_pat
     assert data.facts.word_index is not None and (data.folder / data.facts.word_index).is_file()
     settings = dataclasses.replace(vars(params.train)["mlp"], char_ngrams=(2, 3), units=(4,))
     model = models.mlp(settings, data)
-    assert model.get_layer("char_ngrams").output.shape[-1] > 1
+    assert model.get_layer("char_ngrams_idf").output.shape[-1] > 1

@@ -42,6 +42,30 @@ def test_the_saved_model_loads_in_keras_alone_whatever_loss_trained_it(tmp_path)
     np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6)
 
 
+def test_the_same_weights_are_the_same_file_however_long_the_optimizer_ran(tmp_path):
+    """The file holds the model, not the optimizer's state: a training that ends on the weights
+    of an earlier one (its best epoch the same) saves the same bytes, and DVC need not evaluate
+    it again."""
+    import keras
+    import numpy as np
+
+    x, y = np.arange(12, dtype="float32").reshape(4, 3), np.array([0, 1, 0, 1])
+    digests = []
+    for steps in (1, 3):
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((3,), name="x")
+        model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(inputs), name="same")
+        model.compile("adam", "sparse_categorical_crossentropy")
+        start = [w.copy() for w in model.get_weights()]
+        model.fit(x, y, epochs=steps, verbose=0)  # the optimizer's iterations and slots differ
+        model.set_weights(start)  # the best epoch restored
+        (tmp_path / str(steps)).mkdir()
+        digests.append(model_folder.save(tmp_path / str(steps), model, {"run_id": str(steps)}))
+    assert digests[0] == digests[1]
+    loaded = model_folder.load_model(tmp_path / "1")
+    assert loaded.output.shape == (None, 2)  # one output, as trained, not a list of one
+
+
 def test_a_run_json_of_another_model_or_none_names_no_run(tmp_path):
     """DVC keeps no run.json (.dvcignore): after `dvc checkout` of another commit's model the
     file beside it is the last training's, or absent after `dvc pull`; neither is this model's run."""

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-# pictures and texts whose classes are this much apart in size (the largest over the smallest) are
-# weighed, class_weight balanced: measured, weighing gave a small class's pictures and texts what
-# the network otherwise hardly ever predicted, and cost a table's accuracy (docs/own-data.md)
+# pictures whose classes are this much apart in size (the largest over the smallest) are weighed,
+# class_weight balanced: measured, weighing gave a small class's pictures what the network otherwise
+# hardly ever predicted, and cost a table's and the text template's accuracy (docs/own-data.md)
 UNBALANCED = 10.0
 # the key of a choice that is not a key: which of the params file's templates the dataset starts from
 TEMPLATE = "template"

@@ -5,6 +5,7 @@ and the docs' table shows it. The keys, their types and checks are pipeline/conf
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import textwrap
 import typing
@@ -66,10 +67,11 @@ def format_params(raw: dict) -> str:
     return PARAMS_HEADER + "\n" + "\n".join(lines) + "\n"
 
 
+@functools.cache
 def _representer() -> type:
     """ruamel.yaml's round-trip representer with `_float` for floats: a subclass, as
     add_representer changes the class it is called on for the whole process (DVC's own
-    writer, in a test, included)."""
+    writer, in a test, included); made once, at the first file written."""
     from ruamel.yaml.representer import RoundTripRepresenter
 
     class Representer(RoundTripRepresenter):

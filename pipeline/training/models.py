@@ -73,7 +73,8 @@ def mlp(
     inverse document frequency of the training split (`subwords.tf_idf`; the marks below the
     words, a text's start and a word out of the vocabulary, weigh 0 there); with sublinear_tf,
     each count c as 1 + ln(c); with char_ngrams, beside it the TF-IDF of the words' character
-    n-grams (pipeline/training/subwords.py). The Dense layers' kernels take the L2 penalty `l2`."""
+    n-grams (pipeline/training/subwords.py) times char_ngrams_weight. The Dense layers' kernels
+    take the L2 penalty `l2`."""
     vocab_size = prepared.facts.vocab_size
     top = vocab_size if settings.num_words is None else min(settings.num_words, vocab_size)
     pairs, first = np.zeros(0, dtype=np.int64), 0
@@ -99,6 +100,7 @@ def mlp(
     if settings.char_ngrams:
         shortest, longest = settings.char_ngrams
         grams = subwords.bag(inputs, prepared, top, shortest, longest, settings.sublinear_tf)
+        grams = keras.layers.Rescaling(settings.char_ngrams_weight, name="char_ngrams_weight")(grams)
         h = keras.layers.Concatenate(name="words_and_ngrams")([h, grams])
         if settings.output_mode == "tf_idf":  # two unit vectors made one, as one vectorizer's of both
             h = keras.layers.UnitNormalization(name="unit_length")(h)

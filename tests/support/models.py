@@ -61,6 +61,7 @@ def mlp_settings(**keys):
         ngrams=1,
         num_pairs=None,
         char_ngrams=(),
+        char_ngrams_weight=1.0,
         units=(4,),
         dropout=0.0,
         l2=0.0,

@@ -90,6 +90,18 @@ def test_with_tf_idf_the_words_and_their_ngrams_are_one_unit_vector(tmp_path):
     assert "unit_length" not in [layer.name for layer in models.mlp(settings(), texts_folder(tmp_path / "b", x)).layers]
 
 
+def test_the_ngrams_weight_scales_their_half_before_the_two_are_made_one(tmp_path):
+    """char_ngrams_weight w: the words' unit vector beside w times the n-grams', then one unit vector."""
+    x = np.array([[0, 1, 4, 5], [0, 0, 1, 4], [1, 6, 6, 2], [0, 1, 7, 4]], dtype=np.int32)
+    folder = texts_folder(tmp_path, x)
+    model = models.mlp(mlp_settings(output_mode="tf_idf", char_ngrams=(2, 3), char_ngrams_weight=0.5), folder)
+    words = np.asarray(models.keras.Model(model.input, model.get_layer("words_unit_length").output)(x))
+    grams = np.asarray(models.keras.Model(model.input, model.get_layer("char_ngrams_unit_length").output)(x))
+    both = np.asarray(models.keras.Model(model.input, model.get_layer("unit_length").output)(x))
+    expected = np.concatenate([words, 0.5 * grams], axis=1)[[0, 1, 3]] / np.sqrt(1.25)
+    np.testing.assert_allclose(both[[0, 1, 3]], expected, rtol=1e-6, atol=1e-7)
+
+
 def test_a_word_past_num_words_and_the_marks_give_no_ngrams(tmp_path):
     x = np.array([[1, 2, 4, 4], [0, 1, 4, 7], [0, 0, 7, 4]], dtype=np.int32)
     model = models.mlp(settings(num_words=7), texts_folder(tmp_path, x))  # the words 4..6: "b" (7) left out

@@ -101,6 +101,14 @@ class MlpSettings:
         "document frequency in the training split and scaled to unit length (TF-IDF), whatever output_mode says of "
         "the words. Words that share a stem or an ending share n-grams, so a word seen rarely speaks as its kin do.",
     )
+    char_ngrams_weight: float = spec(
+        "a positive number",
+        lambda v: v > 0,
+        help="With char_ngrams, what the n-grams' unit vector is multiplied by beside the words' (then, with "
+        "output_mode tf_idf, the two made one unit vector). Under an L2 penalty, a weight w makes the n-grams' "
+        "weights 1/w^2 as dear: below 1 they speak where the words do not (a word seen rarely or never), and "
+        "give way where the words are known; 1: they weigh as the words.",
+    )
     units: tuple[int, ...] = _units(
         "Units of each hidden Dense layer (ReLU), in order; []: none, the classes' Dense layer on the bag "
         "itself (a linear model, as a logistic regression on the same features).",

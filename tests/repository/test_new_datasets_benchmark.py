@@ -51,3 +51,34 @@ def test_the_pictures_yardsticks_read_the_pixels_the_pipeline_trains_on(tmp_path
     pipeline = images.picture((tmp_path / "train" / "blue" / "0.png").read_bytes(), "0.png", 16, "rgb")
     np.testing.assert_array_equal(x_train[0], pipeline.astype(np.float32).ravel() / 255)
     assert x_train[0].max() == 1.0  # the transparent ground laid on white, as the pipeline lays it
+
+
+def test_the_docstrings_set_takes_each_docstrings_first_paragraph():
+    source = '''
+def f():
+    """Add two numbers.
+
+    Longer text."""
+
+class C:
+    """A class
+    of two lines."""
+
+    def g(self):
+        pass
+'''
+    assert list(real_datasets._first_paragraphs(source)) == ["Add two numbers.", "A class\nof two lines."]
+    assert list(real_datasets._first_paragraphs("def broken(:\n")) == []
+
+
+def test_the_skin_tone_set_keeps_one_tone_and_groups_the_tones_of_one_emoji(tmp_path, monkeypatch):
+    lines = [
+        "1F44B ; fully-qualified # waving hand",
+        "1F44B 1F3FB ; fully-qualified # waving hand: light skin tone",
+        "1F44B 1F3FF ; fully-qualified # waving hand: dark skin tone",
+        "1F9D1 1F3FB 200D 1F91D 200D 1F9D1 1F3FF ; fully-qualified # people holding hands: two tones",
+        "1F44B 1F3FD ; minimally-qualified # not fully qualified",
+    ]
+    (tmp_path / "emoji-test.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(real_datasets, "EMOJI_TEST", tmp_path / "emoji-test.txt")
+    assert [(tone, base) for _, tone, base in real_datasets._toned_emoji()] == [("light", "1f44b"), ("dark", "1f44b")]

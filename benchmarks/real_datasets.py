@@ -544,32 +544,48 @@ EMOJI_SOURCES: dict[str, Any] = dict(
 )
 
 
-def _emoji() -> Iterator[tuple[str, str]]:
-    """(emoji, group) of emoji-test.txt's fully-qualified emoji, without skin tones and components."""
+def _qualified_emoji() -> Iterator[tuple[list[int], str]]:
+    """(code points, group) of each fully-qualified emoji of emoji-test.txt."""
     group = ""
     for line in EMOJI_TEST.read_text(encoding="utf-8").splitlines():
         if line.startswith("# group:"):
             group = line.split(":", 1)[1].strip()
-        elif line and not line.startswith("#") and "; fully-qualified" in line and group != "Component":
-            points = [int(h, 16) for h in line.split(";")[0].split()]
-            if not SKIN_TONES.intersection(points):
-                yield "".join(map(chr, points)), group
+        elif line and not line.startswith("#") and "; fully-qualified" in line:
+            yield [int(h, 16) for h in line.split(";")[0].split()], group
+
+
+def _emoji() -> Iterator[tuple[str, str]]:
+    """(emoji, group) of emoji-test.txt's fully-qualified emoji, without skin tones and components."""
+    for points, group in _qualified_emoji():
+        if group != "Component" and not SKIN_TONES.intersection(points):
+            yield "".join(map(chr, points)), group
+
+
+def _emoji_drawer() -> Callable[[str], Any]:
+    """A function drawing an emoji with Noto Color Emoji as a 64x64 RGBA picture, or None for an
+    emoji the font draws as more than one glyph (or as nothing)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(str(EMOJI_FONT), 109)  # the size of its one bitmap strike
+
+    def draw(emoji: str):
+        if font.getlength(emoji) > 140:  # not one glyph (one is 136 px wide)
+            return None
+        canvas = Image.new("RGBA", (160, 160), (0, 0, 0, 0))
+        ImageDraw.Draw(canvas).text((10, 10), emoji, font=font, embedded_color=True)
+        return _fit(canvas, 64, 64, (0, 0, 0, 0))
+
+    return draw
 
 
 def make_emoji_groups(folder: Path) -> dict[str, int]:
     """Noto Color Emoji's emoji, 64x64 RGBA, by Unicode group; stratified 80/20. An emoji the
     font draws as more than one glyph is left out."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    font = ImageFont.truetype(str(EMOJI_FONT), 109)  # the size of its one bitmap strike
+    draw = _emoji_drawer()
     drawn: dict[str, tuple[str, Any]] = {}
     seen: set[str] = set()
     for emoji, group in _emoji():
-        if font.getlength(emoji) > 140:  # not one glyph (one is 136 px wide)
-            continue
-        canvas = Image.new("RGBA", (160, 160), (0, 0, 0, 0))
-        ImageDraw.Draw(canvas).text((10, 10), emoji, font=font, embedded_color=True)
-        picture = _fit(canvas, 64, 64, (0, 0, 0, 0))
+        picture = draw(emoji)
         if picture is None or _pixels_key(picture) in seen:
             continue
         seen.add(_pixels_key(picture))
@@ -588,31 +604,20 @@ SKIN_TONE_NAMES = dict(zip(sorted(SKIN_TONES), ("light", "medium-light", "medium
 def _toned_emoji() -> Iterator[tuple[str, str, str]]:
     """(emoji, its skin tone, the emoji without it) of emoji-test.txt's fully-qualified emoji
     that hold one skin tone (two people of two tones left out)."""
-    for line in EMOJI_TEST.read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#") and "; fully-qualified" in line:
-            points = [int(h, 16) for h in line.split(";")[0].split()]
-            tones = {p for p in points if p in SKIN_TONES}
-            if len(tones) == 1:
-                base = "_".join(f"{p:x}" for p in points if p not in SKIN_TONES)
-                yield "".join(map(chr, points)), SKIN_TONE_NAMES[tones.pop()], base
+    for points, _ in _qualified_emoji():
+        tones = {p for p in points if p in SKIN_TONES}
+        if len(tones) == 1:
+            base = "_".join(f"{p:x}" for p in points if p not in SKIN_TONES)
+            yield "".join(map(chr, points)), SKIN_TONE_NAMES[tones.pop()], base
 
 
 def make_emoji_skin_tones(folder: Path) -> dict[str, int]:
     """Noto Color Emoji's people and hands in one skin tone, 64x64 RGBA, by the tone (5); the test
     split is whole emoji (all tones of a fifth of the people and hands), unseen in training. An
     emoji the font draws as more than one glyph is left out."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    font = ImageFont.truetype(str(EMOJI_FONT), 109)
-    drawn = []
-    for emoji, tone, base in _toned_emoji():
-        if font.getlength(emoji) > 140:
-            continue
-        canvas = Image.new("RGBA", (160, 160), (0, 0, 0, 0))
-        ImageDraw.Draw(canvas).text((10, 10), emoji, font=font, embedded_color=True)
-        picture = _fit(canvas, 64, 64, (0, 0, 0, 0))
-        if picture is not None:
-            drawn.append((base, tone, picture))
+    draw = _emoji_drawer()
+    drawn = [(base, tone, draw(emoji)) for emoji, tone, base in _toned_emoji()]
+    drawn = [(base, tone, picture) for base, tone, picture in drawn if picture is not None]
     test = _group_test(dict(Counter(base for base, _, _ in drawn)))
     pictures = [_Picture("test" if base in test else "train", tone, base, picture) for base, tone, picture in drawn]
     return _write_pictures(folder, pictures)

@@ -414,10 +414,15 @@ def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.
     rows = sum(lengths.values())
     at = _percentile(lengths, LENGTH_PERCENTILE)
     max_len = min(max(-(-at // LENGTH_STEP) * LENGTH_STEP, MAX_LEN_BOUNDS[0]), MAX_LEN_BOUNDS[1])
-    why = f"{LENGTH_PERCENTILE}% of the {rows:,} texts have {at:,} words or fewer (the longest {max(lengths):,})"
+    why = (
+        f"{LENGTH_PERCENTILE}% of the {rows:,} texts have {at:,} words or fewer, the longest {max(lengths):,} "
+        f"(the start mark counted)" + (f", rounded up to a multiple of {LENGTH_STEP}" if max_len > at else "")
+    )
     kept = min(len(counts), MAX_WORDS)
-    vocabulary = f"the texts hold {len(counts):,} words" + (
-        f", at most {MAX_WORDS:,}: the {kept:,} most frequent" if kept < len(counts) else ": every one"
+    vocabulary = (
+        f"the texts hold {len(counts):,} words"
+        + (f", at most {MAX_WORDS:,}: the {kept:,} most frequent" if kept < len(counts) else ": every one")
+        + f", after ids 0 to {INDEX_FROM} for the marks"
     )
     training = round(rows * (1 - cfg.test_split) * (1 - cfg.validation_split))
     l2 = svm_l2(training)

@@ -287,8 +287,9 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
     )  # fmt: skip
     assert (code, err) == (0, [])
     assert out.splitlines()[1:5] == [
-        "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))",
-        "  preprocess.topics.num_words: 30 (the texts hold 26 words: every one)",
+        "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer, the longest 10 "
+        "(the start mark counted), rounded up to a multiple of 8)",
+        "  preprocess.topics.num_words: 30 (the texts hold 26 words: every one, after ids 0 to 3 for the marks)",
         "  train.topics.mlp.l2: 0.083 (about 6 training texts: 1 / (2 C n) for a linear SVM's C = 1)",
         "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): weighed alike, for accuracy; "
         "balanced would trade it for the small classes' recall)",
@@ -366,7 +367,8 @@ def test_a_folder_holding_a_table_is_read_where_the_download_stage_copies_it(pro
                               "preprocess.topics.label_column=topic")  # fmt: skip
     assert (code, err) == (0, [])
     assert out.splitlines()[1] == (
-        "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer (the longest 10))"
+        "  preprocess.topics.max_len: 16 (99% of the 8 texts have 10 words or fewer, the longest 10 "
+        "(the start mark counted), rounded up to a multiple of 8)"
     )
 
 

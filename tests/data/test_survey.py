@@ -131,8 +131,11 @@ def test_texts_take_the_length_most_hold_every_word_and_an_svms_penalty(tmp_path
         "train.class_weight": "none",
     }
     why = {c.key: c.why for c in choices}
-    assert why["preprocess.max_len"] == "99% of the 100 texts have 4 words or fewer (the longest 41)"
-    assert why["preprocess.num_words"] == "the texts hold 102 words: every one"
+    assert why["preprocess.max_len"] == (
+        "99% of the 100 texts have 4 words or fewer, the longest 41 (the start mark counted), "
+        "rounded up to a multiple of 8"
+    )
+    assert why["preprocess.num_words"] == "the texts hold 102 words: every one, after ids 0 to 3 for the marks"
     assert why["train.mlp.l2"] == "about 72 training texts: 1 / (2 C n) for a linear SVM's C = 1"
 
 
@@ -147,7 +150,9 @@ def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, 
     rows = [f"one two three {i % 2},{'a' if i < 20 else 'b'}" for i in range(22)]
     choices = texts.survey(table(tmp_path, rows), config())
     assert chosen(choices)["preprocess.num_words"] == 2 + texts.INDEX_FROM + 1
-    assert "the texts hold 5 words, at most 2: the 2 most frequent" in {c.why for c in choices}
+    assert "the texts hold 5 words, at most 2: the 2 most frequent, after ids 0 to 3 for the marks" in {
+        c.why for c in choices
+    }
     # 20 against 2: weighing would trade accuracy for the small class's recall
     assert chosen(choices)["train.class_weight"] == "none"
     why = {c.key: c.why for c in choices}["train.class_weight"]

@@ -18,7 +18,7 @@ import tensorflow as tf
 from pipeline.data.inputs import image_size_for, make_dataset
 from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.runtime import usage
-from pipeline.training import cluster, model_folder, plots
+from pipeline.training import batchnorm, cluster, model_folder, plots
 from pipeline.training.custom_loop import CustomLoop
 from pipeline.training.early_stopping import BestEpoch
 from pipeline.training.models import build_model, compile_model
@@ -211,24 +211,28 @@ def _validation(
     )
 
 
-def callbacks_in_order(*, recorder, schedule, keeper, backup, stopper, publisher) -> list:
+def callbacks_in_order(*, recorder, statistics, schedule, keeper, backup, stopper, publisher) -> list:
     """A training's Keras callbacks, by name, in the one order that works (None: not in this
     training). Keras calls them in list order at every hook, and each one relies on those
     before it:
 
     1. `recorder` (resume.EpochRecorder): the epoch's row, and on a resume the rows of the
-       epochs restored; everything after it decides from those rows.
-    2. `schedule`: the learning rate of the epoch about to begin (fit; the custom loop sets it).
-    3. `keeper` (early_stopping): a new best epoch's weights, kept before the backup saves the
+       epochs restored; everything after it decides from those rows. Its training time ends
+       where the validation begins, before `statistics`.
+    2. `statistics` (batchnorm.EpochStatistics): the BatchNormalization layers' statistics
+       recomputed with the epoch's weights, before the validation split is evaluated (or, with
+       none, before the best epoch is kept and the epoch backed up).
+    3. `schedule`: the learning rate of the epoch about to begin (fit; the custom loop sets it).
+    4. `keeper` (early_stopping): a new best epoch's weights, kept before the backup saves the
        epoch, so that whichever epoch a resume restores, its best epoch's weights exist.
-    4. `backup`: the finished epoch saved (Keras' BackupAndRestore, or the custom loop's
+    5. `backup`: the finished epoch saved (Keras' BackupAndRestore, or the custom loop's
        checkpoint); at the start, it restores a killed run and sets its first epoch.
-    5. `stopper` (early_stopping): after the backup, whose restore it reads at the start; it
+    6. `stopper` (early_stopping): after the backup, whose restore it reads at the start; it
        ends the run once the patience is spent (a restored run that had stopped trains none).
-    6. `publisher` (resume.EpochPublisher): last, it hands MLflow each epoch once every worker
+    7. `publisher` (resume.EpochPublisher): last, it hands MLflow each epoch once every worker
        has backed it up, so that a killed and resumed run logs each epoch exactly once.
     """
-    return [c for c in (recorder, schedule, keeper, backup, stopper, publisher) if c is not None]
+    return [c for c in (recorder, statistics, schedule, keeper, backup, stopper, publisher) if c is not None]
 
 
 def train(
@@ -263,6 +267,7 @@ def train(
     )
     lr_for_epoch, schedule = _schedule(cfg)
     callbacks = callbacks_in_order(
+        statistics=batchnorm.epoch_statistics(cfg, prepared, model),
         recorder=hooks.recorder,
         schedule=schedule,
         keeper=best.keeper,

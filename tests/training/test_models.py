@@ -230,7 +230,7 @@ def test_squared_hinge_sums_each_class_against_the_rest():
 
 def test_small_convnet_takes_the_pictures_at_their_prepared_size():
     model = models.small_convnet(
-        SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none", 0.0), pictures(4, side=12)
+        SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none", 0.0, 0), pictures(4, side=12)
     )
     assert model.input_shape == (None, 12, 12, 3) and model.output_shape == (None, 4)
     pools = [layer.name for layer in model.layers if isinstance(layer, models.keras.layers.MaxPooling2D)]
@@ -241,14 +241,14 @@ def test_small_convnet_takes_the_pictures_at_their_prepared_size():
 def test_small_convnet_has_the_same_weights_at_any_side_from_8_to_128():
     """Global pooling: the head is the last block's filters whatever the picture's side, so a
     larger picture adds no weight for the dense layer to learn."""
-    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal", 0.5)
+    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal", 0.5, 0)
     counts = {side: models.small_convnet(settings, pictures(3, side=side)).count_params() for side in (8, 16, 64, 128)}
     assert len(set(counts.values())) == 1, counts
 
 
 @pytest.mark.parametrize("flip", ["none", "horizontal", "both"])
 def test_the_augmentation_changes_pictures_while_training_only(flip):
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip, 0.5)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip, 0.5, 0)
     model = models.small_convnet(settings, pictures(2, side=16))
     augmented = [layer.name for layer in model.layers if layer.name.startswith("random_")]
     assert augmented == [
@@ -264,18 +264,20 @@ def test_the_augmentation_changes_pictures_while_training_only(flip):
 
 
 def test_no_augmentation_adds_no_layer():
-    model = models.small_convnet(SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.0), pictures(2, side=16))
+    model = models.small_convnet(
+        SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.0, 0), pictures(2, side=16)
+    )
     assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
 
 
 def test_grey_pictures_get_no_greyscale_layer():
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5, 0)
     model = models.small_convnet(settings, pictures(2, side=16, colour=False))
     assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
 
 
 def test_greyscale_shows_a_share_of_the_colour_pictures_in_grey_while_training():
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5, 0)
     model = models.small_convnet(settings, pictures(2, side=8))
     head = models.keras.Model(model.input, model.get_layer("random_greyscale").output)
     x = np.random.default_rng(0).uniform(-1, 1, (64, 8, 8, 3)).astype("float32")

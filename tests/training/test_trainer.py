@@ -187,6 +187,7 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
     why); what a training does not use is left out."""
     import keras
 
+    from pipeline.training.batchnorm import EpochStatistics
     from pipeline.training.early_stopping import BestEpoch
     from pipeline.training.resume import Backup
 
@@ -197,8 +198,10 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
     hooks = backup.hooks(model, loop, train_samples=10, on_epoch=None)
     best = BestEpoch(params.train.early_stopping, hooks.recorder, epochs=3, folder=backup.best_folder)
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr)
+    statistics = EpochStatistics(tf.data.Dataset.from_tensor_slices(([[0.0, 0.0, 0.0]], [0])).batch(1))
     order = trainer.callbacks_in_order(
         recorder=hooks.recorder,
+        statistics=statistics,
         schedule=schedule,
         keeper=best.keeper,
         backup=hooks.backup,
@@ -207,6 +210,7 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
     )
     assert [type(c).__name__ for c in order] == [
         "EpochRecorder",
+        "EpochStatistics",
         "LearningRateScheduler",
         "_Keeper",
         backup_type,
@@ -216,6 +220,7 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
     unbacked = Backup(None, tf.distribute.get_strategy()).hooks(model, loop, train_samples=10, on_epoch=None)
     order = trainer.callbacks_in_order(
         recorder=unbacked.recorder,
+        statistics=None,
         schedule=None,
         keeper=best.keeper,
         backup=unbacked.backup,
@@ -284,3 +289,29 @@ def test_balanced_class_weights_weigh_the_loss_alike_in_both_loops_on_two_replic
     plain = weighted_case(tmp_path, "fit", 2, "none")
     assert plain["history"][0]["loss"] == pytest.approx(plain["loss"], rel=1e-6)  # the plain mean
     assert plain["history"][1]["loss"] != pytest.approx(fit["history"][1]["loss"], rel=1e-3)  # another step
+
+
+def statistics_case(tmp_path, loop: str, replicas: int, count: int) -> dict:
+    import subprocess
+    import sys
+
+    from support.processes import subprocess_env
+
+    out = tmp_path / f"statistics-{loop}-{replicas}-{count}.json"
+    worker = ROOT / "tests" / "workers" / "statistics_case.py"
+    args = [sys.executable, str(worker), loop, str(replicas), str(count), str(out)]
+    result = subprocess.run(args, env=subprocess_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_the_trained_model_normalises_with_its_own_statistics_on_two_replicas(tmp_path, loop):
+    """batchnorm_statistics: after each epoch (both loops, two replicas) every BatchNormalization
+    layer holds the statistics of the first training pictures under the model's final weights,
+    so recomputing them changes nothing; with 0, Keras' moving averages, which differ."""
+    case = statistics_case(tmp_path, loop, 2, 48)
+    assert case["layers"] == 4 and len(case["history"]) == 2
+    assert case["difference"] < 1e-5, case
+    assert statistics_case(tmp_path, loop, 2, 0)["difference"] > 1e-3

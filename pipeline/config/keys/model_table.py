@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from pipeline.fields import fraction, positive_int, spec
+from pipeline.fields import fraction, non_negative_int, positive_int, spec
 
 
 def _positive_ints(help: str, what: str = "a non-empty list of positive integers"):
@@ -159,6 +159,14 @@ class SmallConvnetSettings:
         help="Augmentation while training: each colour picture shown in grey with this probability, so that the "
         "model learns shapes as well as colours (colours that differ between the pictures it learns from and those "
         "it is used on mislead it less); nothing for grey pictures; 0: none.",
+    )
+    batchnorm_statistics: int = non_negative_int(
+        help="Training pictures (the first of the prepared training split, which preprocess writes in a seeded "
+        "shuffle) that each BatchNormalization layer's moving mean and variance are recomputed from at every "
+        "epoch's end, before validation, with that epoch's weights, augmented as in training: what is "
+        "validated, kept as the best epoch and served normalises with the model's own statistics, not a moving "
+        "average over earlier weights, under which validation accuracy swings from one epoch to the next. "
+        "Costs a forward pass over them each epoch; 0: Keras' moving averages only (batchnorm_momentum).",
     )
 
 

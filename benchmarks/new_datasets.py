@@ -32,6 +32,9 @@ validation splits together) and are scored on the same test split:
     python benchmarks/new_datasets.py [--only sets|reuters] [--sets NAME,NAME] [--seeds 42,1,2] [--mnist-archive PATH]
         [--reuters-data data/prepared/reuters] [--reuters-runs 2]
 
+Beside each set's accuracy it prints how much the validation accuracy moved from one epoch to
+the next (the largest change in the first half of the epochs, and in the second: "swing").
+
 It prints the CPU (lscpu's model name, and whether it has AVX-512F) first, then one table. The
 sets take about 50 minutes on 2 cores, each its own `dvc repro`. Needs scikit-learn, which is
 not a dependency of the project (`pip install scikit-learn`), and the Debian packages
@@ -60,7 +63,15 @@ MIRROR_ENV = "PIPELINE_DATA_MIRROR"
 MNIST_PER_CLASS = 100
 REUTERS_MODELS = ("conv1d", "mlp")
 # what each `dvc repro` of a set gives (the rest of add_and_repro's row is the set's, the same for every seed)
-RUN_KEYS = ("test_accuracy", "train_seconds", "epochs_trained", "best_epoch", "repro_seconds")
+RUN_KEYS = (
+    "test_accuracy",
+    "train_seconds",
+    "epochs_trained",
+    "best_epoch",
+    "repro_seconds",
+    "swing_first",
+    "swing_second",
+)
 KIND_SHOWN = {"image_folders": "images", "labelled_texts": "texts", "tables": "tables"}
 CLASSICAL = {"image_folders": ("svc", "logistic"), "tables": ("boosted", "logistic")}
 # the sets the defaults were chosen on (the others are data they were not tuned on): the text
@@ -199,15 +210,30 @@ def add_and_repro(
     reports = project / "reports" / name
     metrics = json.loads((reports / "metrics.json").read_text())
     figures = harness.train_figures(reports)  # train.json's and measurements.json's
+    first, second = swings(reports / "history.csv")
     shutil.rmtree(project)
     return {
         **found,
+        "swing_first": first,
+        "swing_second": second,
         "test_accuracy": metrics["test_accuracy"],
         "train_seconds": figures["train_seconds"],
         "epochs_trained": figures["epochs_trained"],
         "best_epoch": figures.get("best_epoch"),
         "repro_seconds": run.seconds,
     }
+
+
+def swings(history: Path) -> tuple[float, float]:
+    """The largest change of the validation accuracy from one epoch to the next in the first
+    half of the epochs trained and in the second (history.csv's val_accuracy); 0 without one."""
+    import csv
+
+    with history.open(newline="") as f:
+        values = [float(row["val_accuracy"]) for row in csv.DictReader(f) if row.get("val_accuracy")]
+    changes = [abs(b - a) for a, b in zip(values, values[1:])]  # change i: into epoch i + 2
+    half = len(values) // 2
+    return max(changes[: half - 1], default=0.0), max(changes[max(half - 1, 0) :], default=0.0)
 
 
 def default_mnist_archive() -> Path | None:
@@ -241,7 +267,8 @@ def sets_main(opts, tmp: Path) -> list[dict]:
             print(
                 f"  defaults{'' if seed is None else f' (seed {seed})'}: test accuracy {run['test_accuracy']:.4f}, "
                 f"{run['epochs_trained']} epochs (best {run['best_epoch']}), train {run['train_seconds']:.0f} s, "
-                f"dvc repro {run['repro_seconds']:.0f} s; {classical}",
+                f"dvc repro {run['repro_seconds']:.0f} s; validation accuracy's largest change between epochs "
+                f"{run['swing_first']:.3f} (first half), {run['swing_second']:.3f} (second half); {classical}",
                 flush=True,
             )
             runs.append(run)
@@ -252,7 +279,8 @@ def sets_main(opts, tmp: Path) -> list[dict]:
 
 def over_seeds(runs: list[dict]) -> dict:
     """One set's runs as one row: the mean test accuracy and train seconds, the lowest and
-    highest accuracy, the longest `dvc repro` (the goal's 5 minutes hold for each run)."""
+    highest accuracy, the longest `dvc repro` (the goal's 5 minutes hold for each run) and the
+    largest swings of the validation accuracy (`swings`)."""
     accuracies = [r["test_accuracy"] for r in runs]
     return {
         "test_accuracy": sum(accuracies) / len(accuracies),
@@ -261,6 +289,8 @@ def over_seeds(runs: list[dict]) -> dict:
         "seeds": len(runs),
         "train_seconds": sum(r["train_seconds"] for r in runs) / len(runs),
         "repro_seconds": max(r["repro_seconds"] for r in runs),
+        "swing_first": max(r["swing_first"] for r in runs),
+        "swing_second": max(r["swing_second"] for r in runs),
     }
 
 
@@ -329,7 +359,7 @@ def print_table(rows: list[dict], reuters: list[dict]) -> None:
         spread = f"{'lowest':>8}{'highest':>8}" if seeds > 1 else ""
         print(
             f"{'set':<20}{'kind':>8}{'tuned on':>9}{'samples':>15}{'defaults':>10}{spread}{'SVM/GBT':>8}"
-            f"{'logistic':>10}{'better':>8}{'train s':>9}{'repro s':>9}"
+            f"{'logistic':>10}{'better':>8}{'train s':>9}{'repro s':>9}{'swing':>13}"
         )
         for r in rows:
             svm, logistic = (r[key] for key in classical_keys(r["kind"]))
@@ -340,6 +370,7 @@ def print_table(rows: list[dict], reuters: list[dict]) -> None:
                 f"{r['set']:<20}{KIND_SHOWN[r['kind']]:>8}"
                 f"{'yes' if r['tuned'] else 'no':>9}{samples:>15}{r['test_accuracy']:>10.4f}{spread}{svm:>8.4f}"
                 f"{logistic:>10.4f}{better:>8}{r['train_seconds']:>9.0f}{r['repro_seconds']:>9.0f}"
+                f"{r['swing_first']:>7.3f}{r['swing_second']:>6.3f}"
             )
     if reuters:
         print()

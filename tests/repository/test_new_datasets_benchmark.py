@@ -100,7 +100,8 @@ def test_several_seeds_make_one_row_of_their_mean_and_spread_beside_one_scoring_
         found = {"svc": 0.7, "logistic": 0.6} if classical else {}
         accuracy = {42: 0.75, 1: 0.65, 2: 0.74}[seed]
         times = {"train_seconds": seed, "epochs_trained": 3, "best_epoch": 3, "repro_seconds": 100 + seed}
-        return {**found, "test_accuracy": accuracy, **times}
+        moves = {"swing_first": 0.1 * (seed == 1), "swing_second": 0.01 * (seed == 2)}
+        return {**found, "test_accuracy": accuracy, **times, **moves}
 
     monkeypatch.setattr(new_datasets, "add_and_repro", add_and_repro)
     rows = new_datasets.sets_main(SimpleNamespace(seeds=[42, 1, 2]), tmp_path)
@@ -113,4 +114,16 @@ def test_several_seeds_make_one_row_of_their_mean_and_spread_beside_one_scoring_
     assert "the mean of 3 seeds' test accuracy, and its lowest and highest" in out
     # the mean 0.7133 is above the SVM's 0.7 though one seed is under it: the lowest shows it
     assert out.splitlines()[-1].split() == ["shapes", "images", "no", "8", "/", "4", "0.7133", "0.6500", "0.7500",
-                                            "0.7000", "0.6000", "yes", "15", "142"]  # fmt: skip
+                                            "0.7000", "0.6000", "yes", "15", "142", "0.100", "0.010"]  # fmt: skip
+
+
+def test_the_swings_are_the_largest_changes_between_epochs_in_each_half(tmp_path):
+    history = tmp_path / "history.csv"
+    rows = ["epoch,loss,accuracy,val_loss,val_accuracy,learning_rate"]
+    rows += [f"{i + 1},1,0.5,1,{v},0.1" for i, v in enumerate([0.2, 0.6, 0.5, 0.55, 0.6, 0.62])]
+    history.write_text("\n".join(rows) + "\n")
+    first, second = new_datasets.swings(history)
+    # epochs 1-3: 0.4 and 0.1; from epoch 3 on: 0.05, 0.05, 0.02
+    assert (round(first, 6), round(second, 6)) == (0.4, 0.05)
+    history.write_text("epoch,loss,accuracy,learning_rate\n1,1,0.5,0.1\n2,1,0.6,0.1\n")
+    assert new_datasets.swings(history) == (0.0, 0.0)  # no validation split

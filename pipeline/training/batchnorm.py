@@ -49,7 +49,8 @@ def epoch_statistics(cfg: AnyTrainConfig, prepared: Prepared, model: keras.Model
 
 class EpochStatistics(keras.callbacks.Callback):
     """Recomputes every BatchNormalization layer's moving mean and variance from `pictures` (a
-    dataset of (pictures, labels) batches, the same on every worker) once per epoch: before the
+    dataset of (pictures, labels) batches, the same on every worker: each worker computes the
+    same statistics itself, with no reduction across workers) once per epoch: before the
     validation split is evaluated, or at the epoch's end without one, so that what is
     validated, kept as the best epoch and backed up all normalise alike. Each layer's
     statistics are the means over the batches of its batch statistics in training mode (the
@@ -78,8 +79,14 @@ class EpochStatistics(keras.callbacks.Callback):
 
 
 def layers_of(model: keras.Model) -> list[keras.layers.BatchNormalization]:
-    """The model's BatchNormalization layers, nested models' included."""
-    return [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.BatchNormalization)]
+    """The model's BatchNormalization layers, nested models' included, in order."""
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            found.append(layer)
+        elif isinstance(layer, keras.Model):
+            found.extend(layers_of(layer))
+    return found
 
 
 def recompute(model: keras.Model, pictures: tf.data.Dataset) -> None:
@@ -89,11 +96,14 @@ def recompute(model: keras.Model, pictures: tf.data.Dataset) -> None:
     if not layers:
         return
     momenta = [layer.momentum for layer in layers]
+    before = [(layer.moving_mean.numpy(), layer.moving_variance.numpy()) for layer in layers]
     sums = [np.zeros(2 * layer.moving_mean.shape[0]) for layer in layers]
     seen = 0
     try:
-        for layer in layers:  # the moving statistics become the batch's own
+        for layer, (mean, variance) in zip(layers, before):  # the moving statistics become the batch's own
             layer.momentum = 0.0
+            layer.moving_mean.assign(np.zeros_like(mean))  # 0 x 0, not 0 x a NaN they might hold
+            layer.moving_variance.assign(np.ones_like(variance))
         for x, _ in pictures:
             model(x, training=True)
             n = int(x.shape[0])
@@ -103,7 +113,10 @@ def recompute(model: keras.Model, pictures: tf.data.Dataset) -> None:
     finally:
         for layer, momentum in zip(layers, momenta):
             layer.momentum = momentum
-    if not seen:
+    if not seen:  # no picture: the statistics as they were
+        for layer, (mean, variance) in zip(layers, before):
+            layer.moving_mean.assign(mean)
+            layer.moving_variance.assign(variance)
         return
     for layer, total in zip(layers, sums):
         mean, variance = np.split(total / seen, 2)

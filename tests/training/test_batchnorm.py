@@ -45,3 +45,25 @@ def test_a_model_without_batchnormalization_is_left_alone():
     before = [w.copy() for w in model.get_weights()]
     batchnorm.recompute(model, tf.data.Dataset.from_tensor_slices((np.ones((2, 4), "float32"), [0, 1])).batch(2))
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_statistics_that_went_wrong_are_replaced_and_none_left_when_no_picture_comes():
+    model = greyscaling_model()
+    bn = model.get_layer("bn")
+    bn.moving_mean.assign([np.nan, np.inf])
+    x = np.random.default_rng(1).uniform(-1, 1, (4, 6, 6, 3)).astype("float32")
+    batchnorm.recompute(model, tf.data.Dataset.from_tensor_slices((x, np.zeros(4, "int32"))).batch(4))
+    assert np.all(np.isfinite(bn.moving_mean.numpy()))
+    before = bn.moving_mean.numpy(), bn.moving_variance.numpy()
+    batchnorm.recompute(model, tf.data.Dataset.from_tensor_slices((x, np.zeros(4, "int32"))).take(0).batch(4))
+    np.testing.assert_array_equal(bn.moving_mean.numpy(), before[0])
+    np.testing.assert_array_equal(bn.moving_variance.numpy(), before[1])
+
+
+def test_the_layers_of_nested_models_are_found_in_order():
+    inner_in = keras.Input(shape=(4,))
+    inner = keras.Model(inner_in, keras.layers.BatchNormalization(name="inner_bn")(inner_in))
+    inputs = keras.Input(shape=(4,))
+    h = keras.layers.BatchNormalization(name="outer_bn")(inputs)
+    model = keras.Model(inputs, keras.layers.BatchNormalization(name="last_bn")(inner(h)))
+    assert [layer.name for layer in batchnorm.layers_of(model)] == ["outer_bn", "inner_bn", "last_bn"]

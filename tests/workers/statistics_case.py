@@ -4,8 +4,9 @@ tensorflow#61314).
 python statistics_case.py LOOP REPLICAS COUNT OUT.json
     Two epochs of `trainer.train` of the small convnet (not augmented: the statistics of the
     same pictures are the same) on 48 colour pictures with
-    `batchnorm_statistics` COUNT; saves the history and how far the trained model's
-    BatchNormalization statistics are from those recomputed from the same pictures.
+    `batchnorm_statistics` COUNT; saves the history, how far the trained model's
+    BatchNormalization statistics are from those recomputed from the same pictures, and the
+    validation loss recorded for the epoch kept beside the kept model's own.
 """
 
 import dataclasses
@@ -36,6 +37,9 @@ def small_pictures():
 
 
 def statistics(loop: str, replicas: int, count: int, out: str) -> None:
+    import keras
+
+    from pipeline.data.inputs import model_inputs
     from pipeline.training import batchnorm, trainer
 
     strategy = setup(replicas)
@@ -58,6 +62,11 @@ def statistics(loop: str, replicas: int, count: int, out: str) -> None:
     assert callback is not None
     batchnorm.recompute(model, callback.pictures)
     again = [np.concatenate([layer.moving_mean.numpy(), layer.moving_variance.numpy()]) for layer in layers]
+    # the validation the run recorded for the epoch it kept, against the kept model's own
+    best = result.summary["best_epoch"]
+    x, y = data.head("val", data.samples("val"))
+    images = model_inputs(x, model.input_shape[1])
+    own = float(np.mean(keras.losses.sparse_categorical_crossentropy(y, model(images), from_logits=True)))
     keys = ("loss", "accuracy", "val_loss", "val_accuracy")
     Path(out).write_text(
         json.dumps(
@@ -65,6 +74,8 @@ def statistics(loop: str, replicas: int, count: int, out: str) -> None:
                 "history": [{k: r[k] for k in keys} for r in result.history],
                 "layers": len(layers),
                 "difference": max(float(np.max(np.abs(a - b))) for a, b in zip(trained, again)),
+                "recorded_val_loss": result.history[best - 1]["val_loss"],
+                "own_val_loss": own,
             }
         )
     )

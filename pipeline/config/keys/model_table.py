@@ -17,11 +17,12 @@ def _positive_ints(help: str, what: str = "a non-empty list of positive integers
     return spec(what, lambda v: len(v) > 0 and all(n > 0 for n in v), help=help)
 
 
-def _batchnorm_momentum(whose: str = "its", keras_default: str = "0.99"):
+def _batchnorm_momentum(whose: str = "its", keras_default: str = "0.99", note: str = ""):
     return fraction(
         help=f"Moving-average momentum of {whose} BatchNormalization layers: what evaluation and serving "
         f"normalise with follows the training batches' statistics this slowly (Keras' {keras_default}, made for "
-        "long runs, lags behind the weights through a short training: inference at chance for the first epochs).",
+        "long runs, lags behind the weights through a short training: inference at chance for the first epochs)."
+        + note,
         low_open=True,
     )
 
@@ -136,7 +137,10 @@ class SmallConvnetSettings:
     )
     dense_units: int = positive_int(help="Units of the Dense layer on the pooled features.")
     dropout: float = _dropout()
-    batchnorm_momentum: float = _batchnorm_momentum()
+    batchnorm_momentum: float = _batchnorm_momentum(
+        note=" With batchnorm_statistics above 0 the statistics are recomputed at each epoch's end and this "
+        "changes nothing that is validated, kept or served."
+    )
     shift: float = spec(
         "a number in [0, 0.5)",
         lambda v: 0.0 <= v < 0.5,

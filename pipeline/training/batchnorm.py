@@ -8,8 +8,8 @@ normalises with statistics that are not its own, and its validation accuracy swi
 epoch to the next while its training accuracy climbs smoothly. The statistics of a few hundred
 training pictures, taken with the weights as they are, follow the weights instead (detectron2's
 PreciseBN does the same for detection models). The pictures are augmented as in training: the
-layers after each normalisation learnt from pictures normalised so (docs/own-data.md: the
-figures of both).
+layers after each normalisation learnt from pictures normalised so (docs/own-data.md: the falls
+of the validation accuracy with the moving averages and with the recomputed statistics).
 """
 
 from __future__ import annotations
@@ -89,6 +89,11 @@ def layers_of(model: keras.Model) -> list[keras.layers.BatchNormalization]:
     return found
 
 
+def statistics_of(layers: list[keras.layers.BatchNormalization]) -> list[np.ndarray]:
+    """Each layer's moving mean and moving variance, one after the other in one array."""
+    return [np.concatenate([layer.moving_mean.numpy(), layer.moving_variance.numpy()]) for layer in layers]
+
+
 def recompute(model: keras.Model, pictures: tf.data.Dataset) -> None:
     """Each BatchNormalization layer's moving statistics set to the mean of its batch statistics
     in training mode over `pictures` (each batch weighed by its size)."""
@@ -107,8 +112,8 @@ def recompute(model: keras.Model, pictures: tf.data.Dataset) -> None:
         for x, _ in pictures:
             model(x, training=True)
             n = int(x.shape[0])
-            for total, layer in zip(sums, layers):
-                total += n * np.concatenate([layer.moving_mean.numpy(), layer.moving_variance.numpy()])
+            for total, found in zip(sums, statistics_of(layers)):
+                total += n * found
             seen += n
     finally:
         for layer, momentum in zip(layers, momenta):

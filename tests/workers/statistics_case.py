@@ -56,12 +56,12 @@ def statistics(loop: str, replicas: int, count: int, out: str) -> None:
     result = trainer.train(cfg, prepared=data, strategy=strategy, verbose=0)
     model = result.model
     layers = batchnorm.layers_of(model)
-    trained = [np.concatenate([layer.moving_mean.numpy(), layer.moving_variance.numpy()]) for layer in layers]
+    trained = batchnorm.statistics_of(layers)
     with_stats = dataclasses.replace(cfg, small_convnet=dataclasses.replace(settings, batchnorm_statistics=48))
     callback = batchnorm.epoch_statistics(with_stats, data, model)
     assert callback is not None
     batchnorm.recompute(model, callback.pictures)
-    again = [np.concatenate([layer.moving_mean.numpy(), layer.moving_variance.numpy()]) for layer in layers]
+    again = batchnorm.statistics_of(layers)
     # the validation the run recorded for the epoch it kept, against the kept model's own
     best = result.summary["best_epoch"]
     x, y = data.head("val", data.samples("val"))

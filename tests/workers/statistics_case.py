@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from train_case import ROOT, scratch_folder, setup
+from train_case import base_cfg, scratch_folder, setup
 
 
 def small_pictures():
@@ -44,7 +44,7 @@ def statistics(loop: str, replicas: int, count: int, out: str) -> None:
 
     strategy = setup(replicas)
     data = small_pictures()
-    mnist = load_section("mnist")
+    mnist = base_cfg("mnist")
     settings = dataclasses.replace(
         mnist.small_convnet, filters=(4, 8), dense_units=8, dropout=0.0, shift=0.0, zoom=0.0, greyscale=0.0,
         batchnorm_statistics=count,
@@ -79,12 +79,6 @@ def statistics(loop: str, replicas: int, count: int, out: str) -> None:
             }
         )
     )
-
-
-def load_section(dataset: str):
-    from pipeline.config.loading.loader import load_params
-
-    return load_params(ROOT / "params.yaml", dataset).train
 
 
 if __name__ == "__main__":

@@ -65,10 +65,11 @@ def small_prepared():
     return prepared.write_arrays(folder, splits, input_="sequences", class_names=names, facts=facts)
 
 
-def base_cfg(**changes):
+def base_cfg(dataset: str = "reuters", **changes):
+    """`dataset`'s train section of the project's params.yaml, with `changes`."""
     from pipeline.config.loading.loader import load_params
 
-    cfg = load_params(ROOT / "params.yaml", "reuters").train
+    cfg = load_params(ROOT / "params.yaml", dataset).train
     return dataclasses.replace(cfg, **changes)
 
 

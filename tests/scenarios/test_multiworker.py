@@ -36,6 +36,22 @@ TRAIN_ARGS = [
 ]
 
 
+def start_workers(folder, ports, args=TRAIN_ARGS) -> list:
+    """Two `pipeline train` workers in `folder`, on `ports` of 127.0.0.1, logging to its mlflow.db."""
+    db = folder / "mlflow.db"
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "pipeline", *args],
+            cwd=folder,
+            env=subprocess_env(TF_CONFIG=tf_config(ports, i), MLFLOW_TRACKING_URI=f"sqlite:///{db}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+
+
 def test_two_workers_train_one_model_and_log_one_run(prepared):
     """With early stopping (on the training loss, mode max: the first epoch is the best, so
     patience 2 stops both workers after 3 of 4 epochs, with the first epoch's weights)."""
@@ -51,21 +67,8 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
             "train.reuters.early_stopping.patience": 2,
         },
     )
-    ports = free_ports(2)
     db = prepared / "mlflow.db"
-    procs = []
-    for index in range(2):
-        env = subprocess_env(TF_CONFIG=tf_config(ports, index), MLFLOW_TRACKING_URI=f"sqlite:///{db}")
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "pipeline", *TRAIN_ARGS],
-                cwd=prepared,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
+    procs = start_workers(prepared, free_ports(2))
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
@@ -115,21 +118,8 @@ def test_a_lost_worker_is_one_line_and_both_resume_together(prepared):
     assert run_pipeline("preprocess", "reuters", "--raw", "raw", "--out", "prepared", cwd=prepared).returncode == 0
     db = prepared / "mlflow.db"
 
-    def start(ports):
-        return [
-            subprocess.Popen(
-                [sys.executable, "-m", "pipeline", *TRAIN_ARGS],
-                cwd=prepared,
-                env=subprocess_env(TF_CONFIG=tf_config(ports, i), MLFLOW_TRACKING_URI=f"sqlite:///{db}"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(2)
-        ]
-
     ports = free_ports(2)
-    procs = start(ports)
+    procs = start_workers(prepared, ports)
     backup = prepared / "backup" / "history.json"
     deadline = time.time() + 300
     while not (backup.is_file() and json.loads(backup.read_text() or "[]")):
@@ -148,7 +138,7 @@ def test_a_lost_worker_is_one_line_and_both_resume_together(prepared):
     kept = len(json.loads(backup.read_text()))
     assert 1 <= kept < 4
 
-    procs = start(free_ports(2))
+    procs = start_workers(prepared, free_ports(2))
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
@@ -189,3 +179,64 @@ def test_a_worker_whose_peer_never_answers_says_so_within_its_wait(prepared):
     )
     assert time.time() - started < 60
     assert not (prepared / "model").exists() and not (prepared / "backup").exists()
+
+
+# the saved model's BatchNormalization statistics beside those of the same pictures recomputed
+# with its weights: the largest difference
+_STATISTICS_GAP = """
+import sys
+import keras
+import numpy as np
+from pipeline.data import prepared
+from pipeline.data.inputs import image_size_for, make_dataset
+from pipeline.training import batchnorm
+
+model = keras.models.load_model("model/model.keras")
+layers = batchnorm.layers_of(model)
+saved = batchnorm.statistics_of(layers)
+data = prepared.read("prepared")
+pictures = make_dataset(data, "train", batch_size=8, shuffle=False, image_size=image_size_for(data, model), limit=32)
+batchnorm.recompute(model, pictures)
+print(len(layers), max(float(np.abs(a - b).max()) for a, b in zip(saved, batchnorm.statistics_of(layers))))
+"""
+
+
+def test_two_workers_recompute_the_same_batchnorm_statistics(tmp_path):
+    """The small convnet on pictures as two workers, its statistics recomputed each epoch from
+    the first 32 training pictures by each worker itself: both end with the same weights,
+    statistics included, and those are the pictures' statistics under the final weights. (With
+    batchnorm_statistics 0 the two workers' weights differ: each keeps Keras' moving averages of
+    its own batches.)"""
+    from support.datasets import make_mnist_archive
+
+    (tmp_path / "raw").mkdir()
+    make_mnist_archive(tmp_path / "raw" / "mnist_png.tar.gz")  # the archive params.yaml pins
+    write_params(
+        tmp_path,
+        {
+            "train.mnist.model": "small_convnet",
+            "train.mnist.small_convnet.filters": [4, 8],
+            "train.mnist.small_convnet.dense_units": 8,
+            "train.mnist.small_convnet.shift": 0.0,  # no augmentation: the check recomputes them
+            "train.mnist.small_convnet.zoom": 0.0,
+            "train.mnist.small_convnet.batchnorm_statistics": 32,
+            "train.mnist.loop": "custom",
+            "train.mnist.epochs": 2,
+            "train.mnist.batch_size_per_replica": 8,
+            "train.mnist.lr_decay_epochs": [],
+        },
+    )
+    assert run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
+    args = train_args("mnist", history="h.csv", summary="s.json", curves="c.png", measurements="m.json")
+    procs = start_workers(tmp_path, free_ports(2), args)
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (_out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-4000:]
+    digests = {m.group(1) for out, _ in outputs for m in re.finditer(r"final weights sha256 ([0-9a-f]{64})", out)}
+    assert len(digests) == 1, outputs  # both workers: the same weights and statistics
+    from support.processes import run_python
+
+    done = run_python(_STATISTICS_GAP, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, gap = done.stdout.split()
+    assert int(count) == 4 and float(gap) < 1e-4, done.stdout

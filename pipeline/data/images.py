@@ -421,7 +421,7 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     read = f"of the {len(sides):,} pictures read" if len(sides) < len(names) else f"of all {len(sides):,} pictures"
     counts = Counter(listing.classes[label] for _, label in listing.pictures["train"])
     colour = survey_.Choice("preprocess.color", "rgb" if coloured else "grey", f"{coloured:,} {read} have colour")
-    weights = survey_.class_weight(counts, "training pictures", survey_.UNBALANCED)
+    weights = survey_.class_weight(counts, "training pictures")
     if side > PHOTO_SIDE:
         why = f"the median side {read} is {side} px, over {PHOTO_SIDE}: photos, fine-tuned from ImageNet weights"
         return [survey_.Choice(survey_.TEMPLATE, image_folders.PHOTOS, why), colour, weights]

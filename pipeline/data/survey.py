@@ -10,10 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-# pictures whose classes are this much apart in size (the largest over the smallest) are weighed,
-# class_weight balanced: measured, weighing gave a small class's pictures what the network otherwise
-# hardly ever predicted, and cost a table's and the text template's accuracy (docs/own-data.md)
-UNBALANCED = 10.0
 # the key of a choice that is not a key: which of the params file's templates the dataset starts from
 TEMPLATE = "template"
 
@@ -30,20 +26,18 @@ class Choice:
     template: Optional[str] = None
 
 
-def class_weight(counts: Mapping[str, int], samples: str, weigh_from: Optional[float]) -> Choice:
-    """balanced where the largest class has `weigh_from` times the samples of the smallest, else
-    none; `counts`: each class's samples (`samples` says which). `weigh_from` None: none whatever
-    the spread, which the line still says (weighing trades accuracy, which counts every sample
-    alike, for the small classes' recall)."""
+def class_weight(counts: Mapping[str, int], samples: str) -> Choice:
+    """none, however far apart the classes: accuracy counts every sample alike, and weighing them
+    by their class's size trades it for the small classes' recall, as Keras' and scikit-learn's
+    own defaults leave to the user (docs/own-data.md: what it cost where measured); `counts`:
+    each class's samples (`samples` says which), whose spread the line gives."""
     largest, smallest = max(counts.values()), min(counts.values())
-    ratio = largest / max(smallest, 1)
-    figure = f"the classes have {smallest:,} to {largest:,} {samples} ({ratio:.1f}x)"
-    if weigh_from is None:
-        why = "weighed alike, for accuracy; balanced would trade it for the small classes' recall"
-        return Choice("train.class_weight", "none", f"{figure}: {why}")
-    if ratio >= weigh_from:
-        return Choice("train.class_weight", "balanced", f"{figure}: each weighed by its size")
-    return Choice("train.class_weight", "none", f"{figure}: balanced enough to weigh alike")
+    figure = f"the classes have {smallest:,} to {largest:,} {samples} ({largest / max(smallest, 1):.1f}x)"
+    return Choice(
+        "train.class_weight",
+        "none",
+        f"{figure}: weighed alike, for accuracy; balanced would trade it for the small classes' recall",
+    )
 
 
 def spread(count: int, most: int) -> list[int]:

@@ -388,5 +388,5 @@ def survey(raw_dir: Path | str, cfg: TablePreprocessConfig) -> list[survey_.Choi
             ignored,
             "what identifies a row: " + "; ".join(why_ignored) if ignored else "no column identifies a row",
         ),
-        survey_.class_weight(labels, "rows", None),  # a table is not weighed: docs/own-data.md says why
+        survey_.class_weight(labels, "rows"),
     ]

@@ -433,7 +433,7 @@ def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.
         survey_.Choice(
             "train.mlp.l2", l2, f"about {training:,} training texts: 1 / (2 C n) for a linear SVM's C = {SVM_C:g}"
         ),
-        survey_.class_weight(labels, "texts", None),
+        survey_.class_weight(labels, "texts"),
     ]
 
 

@@ -76,8 +76,8 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
         f"read {URL}:",
         "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
-        "  train.shapes.class_weight: none (the classes have 3 to 3 training pictures (1.0x): balanced enough to "
-        "weigh alike)",
+        "  train.shapes.class_weight: none (the classes have 3 to 3 training pictures (1.0x): weighed alike, for "
+        "accuracy; balanced would trade it for the small classes' recall)",
         "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes",
     ]
     assert loader.names(project / "params.yaml") == ["reuters", "mnist", "shapes"]

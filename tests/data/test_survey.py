@@ -57,12 +57,13 @@ def test_small_grey_pictures_train_at_32_pixels_or_more_and_balanced_classes_wei
     assert why["preprocess.color"] == "0 of all 11 pictures have colour"
 
 
-def test_colour_on_a_transparent_ground_is_rgb_and_unbalanced_classes_are_weighed(tmp_path):
+def test_colour_on_a_transparent_ground_is_rgb_and_unbalanced_classes_weigh_alike_saying_how_far_apart(tmp_path):
     raw = folders(tmp_path, {"disc": 20, "noise": 2}, lambda i: png(40, colour=i % 2 == 0))
     choices = images.survey(raw, None)
-    assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": "balanced"}
+    assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": "none"}
     assert {c.key: c.why for c in choices}["train.class_weight"] == (
-        "the classes have 2 to 20 training pictures (10.0x): each weighed by its size"
+        "the classes have 2 to 20 training pictures (10.0x): weighed alike, for accuracy; balanced would trade it "
+        "for the small classes' recall"
     )
 
 
@@ -167,10 +168,11 @@ def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):
         texts.survey(table(tmp_path / "one", ["a text,x", "another,x"]), config())
 
 
-def test_class_weight_is_balanced_from_the_kinds_spread_and_never_without_one():
-    assert survey.class_weight({"a": 50, "b": 5}, "pictures", 10.0).value == "balanced"
-    assert survey.class_weight({"a": 49, "b": 5}, "pictures", 10.0).value == "none"
-    assert survey.class_weight({"a": 5000, "b": 5}, "rows", None).value == "none"
+def test_class_weight_is_none_however_far_apart_the_classes_and_says_how_far():
+    for counts in ({"a": 5, "b": 5}, {"a": 50, "b": 5}, {"a": 5000, "b": 5}):
+        choice = survey.class_weight(counts, "pictures")
+        assert (choice.key, choice.value) == ("train.class_weight", "none")
+    assert choice.why.startswith("the classes have 5 to 5,000 pictures (1000.0x): weighed alike, for accuracy")
 
 
 def test_spread_picks_evenly_and_all_when_fewer():

@@ -41,8 +41,8 @@ def test_an_added_dataset_runs_its_stages_and_is_removed(tmp_path):
             f"read {url}:",
             "  preprocess.shapes.image_size: 32 (the median side of all 80 pictures is 28 px, within 32 to 48)",
             "  preprocess.shapes.color: grey (0 of all 80 pictures have colour)",
-            "  train.shapes.class_weight: none (the classes have 6 to 6 training pictures (1.0x): balanced enough to "
-            "weigh alike)",
+            "  train.shapes.class_weight: none (the classes have 6 to 6 training pictures (1.0x): weighed alike, for "
+            "accuracy; balanced would trade it for the small classes' recall)",
             "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes",
         ]
         assert [name for name in stage_names(project, env) if name.endswith("@shapes")] == STAGES

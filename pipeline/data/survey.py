@@ -1,8 +1,8 @@
 """What `pipeline add` chooses from a dataset before it declares it: each choice a key of the new
 dataset's sections, its value and the figure it was read from (a line of `pipeline add`'s
 output). Each kind's reader reads its own data (`survey` of pipeline/data/images.py and
-pipeline/data/texts.py, beside the code preprocess reads it with); the rules both kinds share
-are here."""
+pipeline/data/texts.py, beside the code preprocess reads it with); the choices every kind makes
+alike are here."""
 
 from __future__ import annotations
 

@@ -181,10 +181,11 @@ def test_a_worker_whose_peer_never_answers_says_so_within_its_wait(prepared):
     assert not (prepared / "model").exists() and not (prepared / "backup").exists()
 
 
+# a replica's batch and the training pictures the statistics are recomputed from
+BATCH, COUNT = 8, 32
 # the saved model's BatchNormalization statistics beside those of the same pictures recomputed
-# with its weights: the largest difference
+# with its weights: the largest difference (BATCH and COUNT set before it)
 _STATISTICS_GAP = """
-import sys
 import keras
 import numpy as np
 from pipeline.data import prepared
@@ -195,7 +196,8 @@ model = keras.models.load_model("model/model.keras")
 layers = batchnorm.layers_of(model)
 saved = batchnorm.statistics_of(layers)
 data = prepared.read("prepared")
-pictures = make_dataset(data, "train", batch_size=8, shuffle=False, image_size=image_size_for(data, model), limit=32)
+size = image_size_for(data, model)
+pictures = make_dataset(data, "train", batch_size=BATCH, shuffle=False, image_size=size, limit=COUNT)
 batchnorm.recompute(model, pictures)
 print(len(layers), max(float(np.abs(a - b).max()) for a, b in zip(saved, batchnorm.statistics_of(layers))))
 """
@@ -219,10 +221,10 @@ def test_two_workers_recompute_the_same_batchnorm_statistics(tmp_path):
             "train.mnist.small_convnet.dense_units": 8,
             "train.mnist.small_convnet.shift": 0.0,  # no augmentation: the check recomputes them
             "train.mnist.small_convnet.zoom": 0.0,
-            "train.mnist.small_convnet.batchnorm_statistics": 32,
+            "train.mnist.small_convnet.batchnorm_statistics": COUNT,
             "train.mnist.loop": "custom",
             "train.mnist.epochs": 2,
-            "train.mnist.batch_size_per_replica": 8,
+            "train.mnist.batch_size_per_replica": BATCH,
             "train.mnist.lr_decay_epochs": [],
         },
     )
@@ -232,11 +234,16 @@ def test_two_workers_recompute_the_same_batchnorm_statistics(tmp_path):
     outputs = [p.communicate(timeout=600) for p in procs]
     for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-4000:]
-    digests = {m.group(1) for out, _ in outputs for m in re.finditer(r"final weights sha256 ([0-9a-f]{64})", out)}
-    assert len(digests) == 1, outputs  # both workers: the same weights and statistics
+    digests = {}
+    for out, _ in outputs:
+        found = re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out)
+        assert found, out[-2000:]
+        digests[found.group(1)] = found.group(2)
+    assert sorted(digests) == ["0", "1"]
+    assert digests["0"] == digests["1"]  # the same weights and statistics on both workers
     from support.processes import run_python
 
-    done = run_python(_STATISTICS_GAP, cwd=tmp_path)
+    done = run_python(f"BATCH, COUNT = {BATCH}, {COUNT}\n" + _STATISTICS_GAP, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     count, gap = done.stdout.split()
     assert int(count) == 4 and float(gap) < 1e-4, done.stdout

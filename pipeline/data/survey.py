@@ -18,7 +18,8 @@ TEMPLATE = "template"
 class Choice:
     """A setting chosen from the data: `key` dotted below the dataset's name in its stage
     section ("preprocess.image_size", "train.class_weight"), or `TEMPLATE`; `why`, the figure it
-    was chosen from; `template`, the one template it is for (None: any)."""
+    was chosen from; `template`, the one template it is for (None: any). `value` None: a figure
+    read and reported, nothing chosen; the template's value (or -S's) stands."""
 
     key: str
     value: Any
@@ -27,17 +28,14 @@ class Choice:
 
 
 def class_weight(counts: Mapping[str, int], samples: str) -> Choice:
-    """none, however far apart the classes: accuracy counts every sample alike, and weighing them
-    by their class's size trades it for the small classes' recall, as Keras' and scikit-learn's
-    own defaults leave to the user (docs/own-data.md: what it cost where measured); `counts`:
-    each class's samples (`samples` says which), whose spread the line gives."""
+    """The classes' spread, reported beside the template's `train.class_weight`, which it does not
+    change (`none` in every template: accuracy counts every sample alike, and weighing each class
+    by its size trades it for the small classes' recall, a trade Keras and scikit-learn leave to
+    the user; docs/own-data.md: what it cost where measured); `counts`: each class's samples
+    (`samples` says which)."""
     largest, smallest = max(counts.values()), min(counts.values())
     figure = f"the classes have {smallest:,} to {largest:,} {samples} ({largest / max(smallest, 1):.1f}x)"
-    return Choice(
-        "train.class_weight",
-        "none",
-        f"{figure}: weighed alike, for accuracy; balanced would trade it for the small classes' recall",
-    )
+    return Choice("train.class_weight", None, f"{figure}; balanced would weigh each by its size, for the small classes")
 
 
 def spread(count: int, most: int) -> list[int]:

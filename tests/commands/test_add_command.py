@@ -76,8 +76,8 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
         f"read {URL}:",
         "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
-        "  train.shapes.class_weight: none (the classes have 3 to 3 training pictures (1.0x): weighed alike, for "
-        "accuracy; balanced would trade it for the small classes' recall)",
+        "  train.shapes.class_weight: none, the template's (the classes have 3 to 3 training pictures (1.0x); "
+        "balanced would weigh each by its size, for the small classes)",
         "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes",
     ]
     assert loader.names(project / "params.yaml") == ["reuters", "mnist", "shapes"]
@@ -280,6 +280,24 @@ def test_a_setting_given_with_s_wins_over_the_one_read_from_the_data(project):
     assert isinstance(preprocess, ImageFoldersPreprocessConfig) and preprocess.image_size == 48
 
 
+def test_the_templates_class_weight_stands_beside_the_classes_spread(project):
+    """class_weight is not chosen from the data: a template that weighs, weighs; -S still wins."""
+    text = (project / "params.yaml").read_text()
+    template = text.index("\n  image_folders:\n", text.index("\nadd:\n"))
+    at = text.index("class_weight: none", template)
+    (project / "params.yaml").write_text(text[:at] + "class_weight: balanced" + text[at + len("class_weight: none") :])
+    code, out, err = pipeline(project, "add", *OK)
+    assert (code, err) == (0, [])
+    line = next(line for line in out.splitlines() if "class_weight" in line)
+    assert line.startswith("  train.shapes.class_weight: balanced, the template's (the classes have 3 to 3 ")
+    assert loader.load_params(project / "params.yaml", "shapes").train.class_weight == "balanced"
+    assert pipeline(project, "remove", "shapes")[0] == 0
+    code, out, err = pipeline(project, "add", *OK, "-S", "train.shapes.class_weight=none")
+    assert (code, err) == (0, [])
+    assert "  train.shapes.class_weight: as -S sets it (the classes have 3 to 3 " in out
+    assert loader.load_params(project / "params.yaml", "shapes").train.class_weight == "none"
+
+
 def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
     code, out, err = pipeline(
         project, "add", "topics", "--kind", "labelled_texts", "--url", "https://data.example.com/topics.csv",
@@ -291,8 +309,8 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
         "(the start mark counted), rounded up to a multiple of 8)",
         "  preprocess.topics.num_words: 30 (the texts hold 26 words: every one, after ids 0 to 3 for the marks)",
         "  train.topics.mlp.l2: 0.083 (about 6 training texts: 1 / (2 C n) for a linear SVM's C = 1)",
-        "  train.topics.class_weight: none (the classes have 2 to 4 texts (2.0x): weighed alike, for accuracy; "
-        "balanced would trade it for the small classes' recall)",
+        "  train.topics.class_weight: none, the template's (the classes have 2 to 4 texts (2.0x); "
+        "balanced would weigh each by its size, for the small classes)",
     ]
     params = loader.load_params(project / "params.yaml", "topics")
     assert isinstance(params.preprocess, TextTablePreprocessConfig)
@@ -315,8 +333,8 @@ def test_a_table_is_read_for_what_each_column_is(project):
         "  preprocess.churn.categorical: [plan] (categories: plan: 3 values; numbers: age)",
         "  preprocess.churn.ignore: [customer, signed] (what identifies a row: customer: 60 different values in 60 "
         "rows; signed: a date on every row)",
-        "  train.churn.class_weight: none (the classes have 15 to 45 rows (3.0x): weighed alike, for accuracy; "
-        "balanced would trade it for the small classes' recall)",
+        "  train.churn.class_weight: none, the template's (the classes have 15 to 45 rows (3.0x); "
+        "balanced would weigh each by its size, for the small classes)",
     ]
     assert out.splitlines()[-1].startswith("added churn (tables) to ")
     params = loader.load_params(project / "params.yaml", "churn")

@@ -50,7 +50,7 @@ def chosen(choices) -> dict:
 
 def test_small_grey_pictures_train_at_32_pixels_or_more_and_balanced_classes_weigh_alike(tmp_path):
     choices = images.survey(folders(tmp_path, {"a": 5, "b": 4}, lambda i: png(20, "RGB")), None)
-    assert chosen(choices) == {"preprocess.image_size": 32, "preprocess.color": "grey", "train.class_weight": "none"}
+    assert chosen(choices) == {"preprocess.image_size": 32, "preprocess.color": "grey", "train.class_weight": None}
     why = {c.key: c.why for c in choices}
     assert why["preprocess.image_size"] == "the median side of all 11 pictures is 20 px, within 32 to 48"
     # saved as RGB, the grey pictures have no colour
@@ -60,10 +60,10 @@ def test_small_grey_pictures_train_at_32_pixels_or_more_and_balanced_classes_wei
 def test_colour_on_a_transparent_ground_is_rgb_and_unbalanced_classes_weigh_alike_saying_how_far_apart(tmp_path):
     raw = folders(tmp_path, {"disc": 20, "noise": 2}, lambda i: png(40, colour=i % 2 == 0))
     choices = images.survey(raw, None)
-    assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": "none"}
+    assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": None}
     assert {c.key: c.why for c in choices}["train.class_weight"] == (
-        "the classes have 2 to 20 training pictures (10.0x): weighed alike, for accuracy; balanced would trade it "
-        "for the small classes' recall"
+        "the classes have 2 to 20 training pictures (10.0x); balanced would weigh each by its size, for the small "
+        "classes"
     )
 
 
@@ -129,7 +129,7 @@ def test_texts_take_the_length_most_hold_every_word_and_an_svms_penalty(tmp_path
         "preprocess.num_words": 102 + texts.INDEX_FROM + 1,
         # 100 texts, 0.2 held out for testing and 0.1 of the rest for validation: 72 train; 1 / (2 x 72)
         "train.mlp.l2": 0.0069,
-        "train.class_weight": "none",
+        "train.class_weight": None,
     }
     why = {c.key: c.why for c in choices}
     assert why["preprocess.max_len"] == (
@@ -154,10 +154,10 @@ def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, 
     assert "the texts hold 5 words, at most 2: the 2 most frequent, after ids 0 to 3 for the marks" in {
         c.why for c in choices
     }
-    # 20 against 2: weighing would trade accuracy for the small class's recall
-    assert chosen(choices)["train.class_weight"] == "none"
+    # 20 against 2: reported, the template's class_weight left as it is
+    assert chosen(choices)["train.class_weight"] is None
     why = {c.key: c.why for c in choices}["train.class_weight"]
-    assert why.startswith("the classes have 2 to 20 texts (10.0x): weighed alike, for accuracy")
+    assert why.startswith("the classes have 2 to 20 texts (10.0x); balanced would weigh")
 
 
 def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):
@@ -168,11 +168,11 @@ def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):
         texts.survey(table(tmp_path / "one", ["a text,x", "another,x"]), config())
 
 
-def test_class_weight_is_none_however_far_apart_the_classes_and_says_how_far():
+def test_class_weight_chooses_nothing_however_far_apart_the_classes_and_says_how_far():
     for counts in ({"a": 5, "b": 5}, {"a": 50, "b": 5}, {"a": 5000, "b": 5}):
         choice = survey.class_weight(counts, "pictures")
-        assert (choice.key, choice.value) == ("train.class_weight", "none")
-    assert choice.why.startswith("the classes have 5 to 5,000 pictures (1000.0x): weighed alike, for accuracy")
+        assert (choice.key, choice.value) == ("train.class_weight", None)
+    assert choice.why.startswith("the classes have 5 to 5,000 pictures (1000.0x); balanced would weigh")
 
 
 def test_spread_picks_evenly_and_all_when_fewer():

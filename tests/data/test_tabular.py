@@ -161,19 +161,18 @@ def test_the_survey_says_what_each_column_is(tmp_path, cfg):
     assert "id: a different integer on 100 of 100 rows" in why and "joined: a date on every row" in why
     assert "name: 100 different values in 100 rows" in why
     assert choices["preprocess.categorical"].why.endswith("numbers: age")
-    assert choices["train.class_weight"].value == "none"
+    assert choices["train.class_weight"].value is None  # the template's stands
 
 
-def test_a_tables_classes_are_weighed_alike_however_far_apart(tmp_path, cfg):
+def test_a_tables_classes_spread_is_reported_however_far_apart(tmp_path, cfg):
     rows = shop_rows()
     for i, row in enumerate(rows):
         row["label"] = "rare" if i % 25 == 0 else "common"  # 4 rows against 96: 24x
     write(tmp_path / "raw", rows, "csv")
     choice = next(c for c in tabular.survey(tmp_path / "raw", cfg) if c.key == "train.class_weight")
     assert (choice.value, choice.why) == (
-        "none",
-        "the classes have 4 to 96 rows (24.0x): weighed alike, for accuracy; balanced would trade it for the small "
-        "classes' recall",
+        None,
+        "the classes have 4 to 96 rows (24.0x); balanced would weigh each by its size, for the small classes",
     )
 
 

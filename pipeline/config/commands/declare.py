@@ -127,22 +127,33 @@ def _declared(raw: dict, name: str, sections: dict, overrides: Sequence[str], so
 
 def _apply(choices: list, sections: dict, name: str, set_by_s: set[str]) -> list[str]:
     """Each choice (`pipeline.data.survey.Choice`) set in dataset `name`'s `sections` but where
-    a -S key (`set_by_s`) sets it; a line for each, with the figure it was chosen from."""
+    a -S key (`set_by_s`) sets it; a line for each, with the figure it was chosen from. A choice
+    of no value only reports its figure beside the template's value, which stands."""
     lines = []
     for choice in choices:
         stage, _, key = choice.key.partition(".")
         where = f"{stage}.{name}.{key}"
-        shown = "[" + ", ".join(map(str, choice.value)) + "]" if isinstance(choice.value, list) else choice.value
-        if where in set_by_s:
-            lines.append(f"  {where}: as -S sets it, not {shown} ({choice.why})")
-            continue
         *path, last = key.split(".")
         section = sections[stage]
         for part in path:
             section = section[part]
+        if choice.value is None:  # a figure only: the template's value, or -S's, stands
+            said = "as -S sets it" if where in set_by_s else f"{_shown(section[last])}, the template's"
+            lines.append(f"  {where}: {said} ({choice.why})")
+            continue
+        if where in set_by_s:
+            lines.append(f"  {where}: as -S sets it, not {_shown(choice.value)} ({choice.why})")
+            continue
         section[last] = choice.value
-        lines.append(f"  {where}: {shown} ({choice.why})")
+        lines.append(f"  {where}: {_shown(choice.value)} ({choice.why})")
     return lines
+
+
+def _shown(value) -> str:
+    """A setting's value as a params file reads: a list in brackets, None as null."""
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return "null" if value is None else str(value)
 
 
 def remove(params_path: Path, name: str) -> str:

@@ -403,8 +403,8 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     """The settings `pipeline add` chooses for image folders (`cfg`: the template's preprocess
     section, which says nothing they depend on), read from the pictures (the layout checked as
     preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes them): the template
-    (photos over `PHOTO_SIDE` pixels a side) or the side to train at, the colour, and the class
-    weights."""
+    (photos over `PHOTO_SIDE` pixels a side) or the side to train at, the colour; and the classes'
+    spread, reported beside the template's class_weight."""
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
     chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}

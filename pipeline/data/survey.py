@@ -1,8 +1,8 @@
 """What `pipeline add` chooses from a dataset before it declares it: each choice a key of the new
 dataset's sections, its value and the figure it was read from (a line of `pipeline add`'s
-output). Each kind's reader reads its own data (`survey` of pipeline/data/images.py and
-pipeline/data/texts.py, beside the code preprocess reads it with); the choices every kind makes
-alike are here."""
+output), or a figure it only reports (value None). Each kind's reader reads its own data
+(`survey` of pipeline/data/images.py, texts.py and tabular.py, beside the code preprocess reads
+it with); what every kind reports alike (the classes' spread) is here."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ def class_weight(counts: Mapping[str, int], samples: str) -> Choice:
     (`samples` says which)."""
     largest, smallest = max(counts.values()), min(counts.values())
     figure = f"the classes have {smallest:,} to {largest:,} {samples} ({largest / max(smallest, 1):.1f}x)"
-    return Choice("train.class_weight", None, f"{figure}; balanced would weigh each by its size, for the small classes")
+    return Choice(
+        "train.class_weight", None, f"{figure}; balanced weighs each class by its size, for the small classes"
+    )
 
 
 def spread(count: int, most: int) -> list[int]:

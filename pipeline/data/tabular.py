@@ -337,7 +337,7 @@ def _some(names: list[str]) -> str:
 def survey(raw_dir: Path | str, cfg: TablePreprocessConfig) -> list[survey_.Choice]:
     """The settings `pipeline add` chooses for a table, from one pass over its rows: what each
     column is (numbers, categories, or what identifies a row: an integer or a text different on
-    nearly every row, a date), and the class weights."""
+    nearly every row, a date); and the classes' spread, reported beside the template's class_weight."""
     path = find_table(raw_dir, SUFFIXES, WHAT)
     header = _header(path)
     if cfg.label_column not in header:

@@ -399,7 +399,7 @@ def survey(raw_dir: Path | str, cfg: TextTablePreprocessConfig) -> list[survey_.
     """The settings `pipeline add` chooses for a table of texts, from one pass over its rows (each
     checked as preprocess checks it): the sequence length, the vocabulary, the linear model's L2
     penalty (from the training texts' number, as the section's test and validation shares leave
-    it) and the class weights (none: the classes weigh alike, for accuracy)."""
+    it); and the classes' spread, reported beside the template's class_weight."""
     path = find_table(raw_dir)
     lengths: Counter[int] = Counter()
     labels: Counter[str] = Counter()

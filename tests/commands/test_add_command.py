@@ -77,14 +77,14 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
         "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
         "  train.shapes.class_weight: none, the template's (the classes have 3 to 3 training pictures (1.0x); "
-        "balanced would weigh each by its size, for the small classes)",
+        "balanced weighs each class by its size, for the small classes)",
         "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes",
     ]
     assert loader.names(project / "params.yaml") == ["reuters", "mnist", "shapes"]
     params = loader.load_params(project / "params.yaml", "shapes")
     raw = params.raw
     template = raw["add"]["image_folders"]
-    # the template's colour (grey) and class weights (none) are the data's
+    # the data's colour (grey) is the template's; the template's class_weight (none) stands
     chosen: dict[str, dict] = {"preprocess": {"image_size": 32}}
     for stage in template:
         assert list(raw[stage])[-1] == "shapes"  # after the datasets there
@@ -310,7 +310,7 @@ def test_texts_are_read_for_their_length_vocabulary_and_balance(project):
         "  preprocess.topics.num_words: 30 (the texts hold 26 words: every one, after ids 0 to 3 for the marks)",
         "  train.topics.mlp.l2: 0.083 (about 6 training texts: 1 / (2 C n) for a linear SVM's C = 1)",
         "  train.topics.class_weight: none, the template's (the classes have 2 to 4 texts (2.0x); "
-        "balanced would weigh each by its size, for the small classes)",
+        "balanced weighs each class by its size, for the small classes)",
     ]
     params = loader.load_params(project / "params.yaml", "topics")
     assert isinstance(params.preprocess, TextTablePreprocessConfig)
@@ -334,7 +334,7 @@ def test_a_table_is_read_for_what_each_column_is(project):
         "  preprocess.churn.ignore: [customer, signed] (what identifies a row: customer: 60 different values in 60 "
         "rows; signed: a date on every row)",
         "  train.churn.class_weight: none, the template's (the classes have 15 to 45 rows (3.0x); "
-        "balanced would weigh each by its size, for the small classes)",
+        "balanced weighs each class by its size, for the small classes)",
     ]
     assert out.splitlines()[-1].startswith("added churn (tables) to ")
     params = loader.load_params(project / "params.yaml", "churn")

@@ -48,7 +48,7 @@ def chosen(choices) -> dict:
     return {c.key: c.value for c in choices}
 
 
-def test_small_grey_pictures_train_at_32_pixels_or_more_and_balanced_classes_weigh_alike(tmp_path):
+def test_small_grey_pictures_train_at_32_pixels_or_more_and_the_classes_spread_is_reported(tmp_path):
     choices = images.survey(folders(tmp_path, {"a": 5, "b": 4}, lambda i: png(20, "RGB")), None)
     assert chosen(choices) == {"preprocess.image_size": 32, "preprocess.color": "grey", "train.class_weight": None}
     why = {c.key: c.why for c in choices}
@@ -57,12 +57,12 @@ def test_small_grey_pictures_train_at_32_pixels_or_more_and_balanced_classes_wei
     assert why["preprocess.color"] == "0 of all 11 pictures have colour"
 
 
-def test_colour_on_a_transparent_ground_is_rgb_and_unbalanced_classes_weigh_alike_saying_how_far_apart(tmp_path):
+def test_colour_on_a_transparent_ground_is_rgb_and_the_line_says_how_far_apart_the_classes_are(tmp_path):
     raw = folders(tmp_path, {"disc": 20, "noise": 2}, lambda i: png(40, colour=i % 2 == 0))
     choices = images.survey(raw, None)
     assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": None}
     assert {c.key: c.why for c in choices}["train.class_weight"] == (
-        "the classes have 2 to 20 training pictures (10.0x); balanced would weigh each by its size, for the small "
+        "the classes have 2 to 20 training pictures (10.0x); balanced weighs each class by its size, for the small "
         "classes"
     )
 
@@ -146,7 +146,7 @@ def test_the_penalty_follows_the_training_share(tmp_path):
     assert l2 == 0.00063 == texts.svm_l2(800)  # 1 / 1600 = 0.000625, to two significant digits
 
 
-def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, monkeypatch):
+def test_the_vocabulary_is_capped_and_unbalanced_labels_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(texts, "MAX_WORDS", 2)
     rows = [f"one two three {i % 2},{'a' if i < 20 else 'b'}" for i in range(22)]
     choices = texts.survey(table(tmp_path, rows), config())
@@ -157,7 +157,7 @@ def test_the_vocabulary_is_capped_and_unbalanced_labels_weighed_alike(tmp_path, 
     # 20 against 2: reported, the template's class_weight left as it is
     assert chosen(choices)["train.class_weight"] is None
     why = {c.key: c.why for c in choices}["train.class_weight"]
-    assert why.startswith("the classes have 2 to 20 texts (10.0x); balanced would weigh")
+    assert why.startswith("the classes have 2 to 20 texts (10.0x); balanced weighs")
 
 
 def test_texts_it_cannot_read_are_refused_naming_the_file_and_line(tmp_path):
@@ -172,7 +172,7 @@ def test_class_weight_chooses_nothing_however_far_apart_the_classes_and_says_how
     for counts in ({"a": 5, "b": 5}, {"a": 50, "b": 5}, {"a": 5000, "b": 5}):
         choice = survey.class_weight(counts, "pictures")
         assert (choice.key, choice.value) == ("train.class_weight", None)
-    assert choice.why.startswith("the classes have 5 to 5,000 pictures (1000.0x); balanced would weigh")
+    assert choice.why.startswith("the classes have 5 to 5,000 pictures (1000.0x); balanced weighs")
 
 
 def test_spread_picks_evenly_and_all_when_fewer():

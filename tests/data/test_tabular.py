@@ -172,7 +172,7 @@ def test_a_tables_classes_spread_is_reported_however_far_apart(tmp_path, cfg):
     choice = next(c for c in tabular.survey(tmp_path / "raw", cfg) if c.key == "train.class_weight")
     assert (choice.value, choice.why) == (
         None,
-        "the classes have 4 to 96 rows (24.0x); balanced would weigh each by its size, for the small classes",
+        "the classes have 4 to 96 rows (24.0x); balanced weighs each class by its size, for the small classes",
     )
 
 

@@ -42,7 +42,7 @@ def test_an_added_dataset_runs_its_stages_and_is_removed(tmp_path):
             "  preprocess.shapes.image_size: 32 (the median side of all 80 pictures is 28 px, within 32 to 48)",
             "  preprocess.shapes.color: grey (0 of all 80 pictures have colour)",
             "  train.shapes.class_weight: none, the template's (the classes have 6 to 6 training pictures (1.0x); "
-            "balanced would weigh each by its size, for the small classes)",
+            "balanced weighs each class by its size, for the small classes)",
             "added shapes (image_folders) to params.yaml and dvc.yaml: dvc repro evaluate@shapes",
         ]
         assert [name for name in stage_names(project, env) if name.endswith("@shapes")] == STAGES
@@ -104,7 +104,7 @@ def test_a_table_is_added_trained_and_served_as_rows_of_its_columns(tmp_path):
             "different integer on 300 of 300 rows; name: 300 different values in 300 rows; signed_up: a date on every "
             "row)",
             "  train.churn.class_weight: none, the template's (the classes have 122 to 178 rows (1.5x); "
-            "balanced would weigh each by its size, for the small classes)",
+            "balanced weighs each class by its size, for the small classes)",
         ]
         dvc("repro", "evaluate@churn", cwd=project, env=env)
     stats = json.loads((project / "data" / "prepared" / "churn" / "stats.json").read_text())

@@ -150,7 +150,7 @@ def _apply(choices: list, sections: dict, name: str, set_by_s: set[str]) -> list
 
 
 def _shown(value) -> str:
-    """A setting's value as a params file reads: a list in brackets, None as null."""
+    """A setting's value for a line: a list in brackets, None as null."""
     if isinstance(value, list):
         return "[" + ", ".join(map(str, value)) + "]"
     return "null" if value is None else str(value)

@@ -36,10 +36,10 @@ def add_command(name, kind, url, sha256, photos, overrides, params_path):
     (fetched into a temporary folder, or where a file:// URL names it) and prints each setting
     it chooses from it, with the figure it chose it from: for pictures the side to train at, the
     colour, photos or not; for texts the sequence length, the vocabulary and the linear model's
-    penalty; for tables what each column is. For every kind the classes' spread is printed beside
-    the template's class_weight, which stands. Each stage section of the params file gets a copy of add.KIND
-    (add.photos for photos), the defaults of a new dataset, with --url, --sha256, the choices
-    and each -S set (which wins over a choice); dvc.yaml lists NAME in each foreach, and its
-    measurements and learning curves. Both files are checked first, and neither is written
-    unless both are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
+    penalty; for tables what each column is. For every kind the classes' spread is printed
+    beside the template's class_weight, which stands. Each stage section of the params file gets
+    a copy of add.KIND (add.photos for photos), the defaults of a new dataset, with --url,
+    --sha256, the choices and each -S set (which wins over a choice); dvc.yaml lists NAME in each
+    foreach, and its measurements and learning curves. Both files are checked first, and neither
+    is written unless both are. Then `dvc repro evaluate@NAME` runs its stages (docs/own-data.md)."""
     click.echo(declare.add(params_path, name, kind, url, sha256, overrides, photos=photos))

@@ -52,6 +52,22 @@ def start_workers(folder, ports, args=TRAIN_ARGS) -> list:
     ]
 
 
+def one_model(procs) -> tuple[list, str]:
+    """Both workers' (stdout, stderr) once they exit 0, each having printed its final weights'
+    digest, the same on both; and that digest."""
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for proc, (_out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-4000:]
+    digests = {}
+    for out, err in outputs:
+        found = re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out)
+        assert found, (out[-2000:], err[-2000:])
+        digests[found.group(1)] = found.group(2)
+    assert sorted(digests) == ["0", "1"]
+    assert digests["0"] == digests["1"], digests  # the same final weights on both workers
+    return outputs, digests["0"]
+
+
 def test_two_workers_train_one_model_and_log_one_run(prepared):
     """With early stopping (on the training loss, mode max: the first epoch is the best, so
     patience 2 stops both workers after 3 of 4 epochs, with the first epoch's weights)."""
@@ -68,17 +84,7 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
         },
     )
     db = prepared / "mlflow.db"
-    procs = start_workers(prepared, free_ports(2))
-    outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (_out, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err[-4000:]
-    digests = []
-    for out, err in outputs:
-        digest = re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out)
-        assert digest, (out[-2000:], err[-2000:])
-        digests.append(digest)
-    assert [d.group(1) for d in digests] == ["0", "1"]
-    assert digests[0].group(2) == digests[1].group(2)  # the same final weights on both workers
+    outputs, digest = one_model(start_workers(prepared, free_ports(2)))
     assert (prepared / "model" / "model.keras").is_file()
     assert not (prepared / "backup").exists()  # both workers removed their backups
     summary = json.loads((prepared / "summary.json").read_text())
@@ -98,7 +104,7 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     params = runs[0].data.params
     assert (params["distribute.workers"], params["distribute.replicas"]) == ("2", "2")
     assert params["distribute.strategy"] == "MultiWorkerMirroredStrategy"
-    assert runs[0].data.tags["weights.sha256"] == digests[0].group(2)
+    assert runs[0].data.tags["weights.sha256"] == digest
     assert [m.step for m in client.get_metric_history(runs[0].info.run_id, "loss")] == [1, 2, 3]
     assert runs[0].data.metrics["best_epoch"] == 1
 
@@ -138,16 +144,7 @@ def test_a_lost_worker_is_one_line_and_both_resume_together(prepared):
     kept = len(json.loads(backup.read_text()))
     assert 1 <= kept < 4
 
-    procs = start_workers(prepared, free_ports(2))
-    outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (_out, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err[-4000:]
-    digests = set()
-    for out, err in outputs:
-        digest = re.search(r"final weights sha256 ([0-9a-f]{64})", out)
-        assert digest, (out[-2000:], err[-2000:])
-        digests.add(digest.group(1))
-    assert len(digests) == 1
+    one_model(start_workers(prepared, free_ports(2)))
     rows = (prepared / "history.csv").read_text().splitlines()[1:]
     assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3, 4]
 
@@ -230,17 +227,7 @@ def test_two_workers_recompute_the_same_batchnorm_statistics(tmp_path):
     )
     assert run_pipeline("preprocess", "mnist", "--raw", "raw", "--out", "prepared", cwd=tmp_path).returncode == 0
     args = train_args("mnist", history="h.csv", summary="s.json", curves="c.png", measurements="m.json")
-    procs = start_workers(tmp_path, free_ports(2), args)
-    outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (_out, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err[-4000:]
-    digests = {}
-    for out, _ in outputs:
-        found = re.search(r"\[worker-(\d)\]: final weights sha256 ([0-9a-f]{64})", out)
-        assert found, out[-2000:]
-        digests[found.group(1)] = found.group(2)
-    assert sorted(digests) == ["0", "1"]
-    assert digests["0"] == digests["1"]  # the same weights and statistics on both workers
+    one_model(start_workers(tmp_path, free_ports(2), args))  # the same weights and statistics on both
     from support.processes import run_python
 
     done = run_python(f"BATCH, COUNT = {BATCH}, {COUNT}\n" + _STATISTICS_GAP, cwd=tmp_path)

@@ -137,15 +137,14 @@ def _apply(choices: list, sections: dict, name: str, set_by_s: set[str]) -> list
         section = sections[stage]
         for part in path:
             section = section[part]
-        if choice.value is None:  # a figure only: the template's value, or -S's, stands
-            said = "as -S sets it" if where in set_by_s else f"{_shown(section[last])}, the template's"
-            lines.append(f"  {where}: {said} ({choice.why})")
-            continue
         if where in set_by_s:
-            lines.append(f"  {where}: as -S sets it, not {_shown(choice.value)} ({choice.why})")
-            continue
-        section[last] = choice.value
-        lines.append(f"  {where}: {_shown(choice.value)} ({choice.why})")
+            unused = "" if choice.value is None else f", not {_shown(choice.value)}"
+            lines.append(f"  {where}: as -S sets it{unused} ({choice.why})")
+        elif choice.value is None:  # a figure only: the template's value stands
+            lines.append(f"  {where}: {_shown(section[last])}, the template's ({choice.why})")
+        else:
+            section[last] = choice.value
+            lines.append(f"  {where}: {_shown(choice.value)} ({choice.why})")
     return lines
 
 

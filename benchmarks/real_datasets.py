@@ -27,6 +27,9 @@ Pictures:
 - `emoji_groups`: the emoji of Noto Color Emoji (fonts-noto-color-emoji), 64x64 RGBA, labelled
   by their Unicode group (emoji-test.txt of unicode-data: smileys-emotion, people-body, ...,
   flags; skin-tone variants and components left out); stratified 80/20 split.
+- `emoji_subgroups`: the same emoji labelled by their Unicode subgroup (face-smiling,
+  animal-mammal, transport-ground, ...; 39 subgroups of 16 emoji or more, 13 to 200 training
+  pictures); stratified 80/20 split.
 - `emoji_skin_tones`: the people and hands of Noto Color Emoji in one of the five skin tones,
   64x64 RGBA, labelled by the tone; the test split is whole emoji (all five tones of a fifth of
   them), unseen in training.
@@ -544,21 +547,24 @@ EMOJI_SOURCES: dict[str, Any] = dict(
 )
 
 
-def _qualified_emoji() -> Iterator[tuple[list[int], str]]:
-    """(code points, group) of each fully-qualified emoji of emoji-test.txt."""
-    group = ""
+def _qualified_emoji() -> Iterator[tuple[list[int], str, str]]:
+    """(code points, group, subgroup) of each fully-qualified emoji of emoji-test.txt."""
+    group = subgroup = ""
     for line in EMOJI_TEST.read_text(encoding="utf-8").splitlines():
         if line.startswith("# group:"):
             group = line.split(":", 1)[1].strip()
+        elif line.startswith("# subgroup:"):
+            subgroup = line.split(":", 1)[1].strip()
         elif line and not line.startswith("#") and "; fully-qualified" in line:
-            yield [int(h, 16) for h in line.split(";")[0].split()], group
+            yield [int(h, 16) for h in line.split(";")[0].split()], group, subgroup
 
 
-def _emoji() -> Iterator[tuple[str, str]]:
-    """(emoji, group) of emoji-test.txt's fully-qualified emoji, without skin tones and components."""
-    for points, group in _qualified_emoji():
+def _emoji() -> Iterator[tuple[str, str, str]]:
+    """(emoji, group, subgroup) of emoji-test.txt's fully-qualified emoji, without skin tones and
+    components."""
+    for points, group, subgroup in _qualified_emoji():
         if group != "Component" and not SKIN_TONES.intersection(points):
-            yield "".join(map(chr, points)), group
+            yield "".join(map(chr, points)), group, subgroup
 
 
 def _emoji_drawer() -> Callable[[str], Any]:
@@ -578,24 +584,38 @@ def _emoji_drawer() -> Callable[[str], Any]:
     return draw
 
 
-def make_emoji_groups(folder: Path) -> dict[str, int]:
-    """Noto Color Emoji's emoji, 64x64 RGBA, by Unicode group; stratified 80/20. An emoji the
-    font draws as more than one glyph is left out."""
+def _emoji_set(folder: Path, label_of: Callable[[str, str], str], min_pictures: int = 1) -> dict[str, int]:
+    """The emoji of `_emoji()` drawn once each (a picture drawn before left out), labelled by
+    `label_of(group, subgroup)`; a label of fewer than `min_pictures` left out; stratified 80/20."""
     draw = _emoji_drawer()
     drawn: dict[str, tuple[str, Any]] = {}
     seen: set[str] = set()
-    for emoji, group in _emoji():
+    for emoji, group, subgroup in _emoji():
         picture = draw(emoji)
         if picture is None or _pixels_key(picture) in seen:
             continue
         seen.add(_pixels_key(picture))
-        label = re.sub(r"[^a-z]+", "-", group.lower()).strip("-")
+        label = re.sub(r"[^a-z]+", "-", label_of(group, subgroup).lower()).strip("-")
         drawn["_".join(f"{ord(c):x}" for c in emoji)] = (label, picture)
+    sizes = Counter(label for label, _ in drawn.values())
+    drawn = {key: (label, picture) for key, (label, picture) in drawn.items() if sizes[label] >= min_pictures}
     test = _stratified_test((key, label) for key, (label, _) in drawn.items())
     pictures = [
         _Picture("test" if key in test else "train", label, key, picture) for key, (label, picture) in drawn.items()
     ]
     return _write_pictures(folder, pictures)
+
+
+def make_emoji_groups(folder: Path) -> dict[str, int]:
+    """Noto Color Emoji's emoji, 64x64 RGBA, by Unicode group; stratified 80/20. An emoji the
+    font draws as more than one glyph is left out."""
+    return _emoji_set(folder, lambda group, subgroup: group)
+
+
+def make_emoji_subgroups(folder: Path) -> dict[str, int]:
+    """The same emoji by Unicode subgroup (face-smiling, animal-mammal, transport-ground, ...),
+    a subgroup of fewer than 16 emoji left out."""
+    return _emoji_set(folder, lambda group, subgroup: subgroup, min_pictures=16)
 
 
 SKIN_TONE_NAMES = dict(zip(sorted(SKIN_TONES), ("light", "medium-light", "medium", "medium-dark", "dark")))
@@ -604,7 +624,7 @@ SKIN_TONE_NAMES = dict(zip(sorted(SKIN_TONES), ("light", "medium-light", "medium
 def _toned_emoji() -> Iterator[tuple[str, str, str]]:
     """(emoji, its skin tone, the emoji without it) of emoji-test.txt's fully-qualified emoji
     that hold one skin tone (two people of two tones left out)."""
-    for points, _ in _qualified_emoji():
+    for points, _, _ in _qualified_emoji():
         tones = {p for p in points if p in SKIN_TONES}
         if len(tones) == 1:
             base = "_".join(f"{p:x}" for p in points if p not in SKIN_TONES)
@@ -1317,6 +1337,13 @@ _SETS = (
         make_emoji_groups,
         title="Noto Color Emoji's emoji, 64x64 RGBA, by Unicode emoji group (fonts-noto-color-emoji, unicode-data)",
         size="1,489/372 pictures, 9 classes, 64x64 RGBA",
+        **EMOJI_SOURCES,
+    ),
+    _picture_set(
+        "emoji_subgroups",
+        make_emoji_subgroups,
+        title="the same emoji by Unicode subgroup (39 of 16 or more emoji), 64x64 RGBA",
+        size="1,102/271 pictures, 39 classes, 64x64 RGBA",
         **EMOJI_SOURCES,
     ),
     _picture_set(

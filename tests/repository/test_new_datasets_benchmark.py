@@ -71,6 +71,12 @@ class C:
     assert list(real_datasets._first_paragraphs("def broken(:\n")) == []
 
 
+def with_emoji_test(lines: list[str], tmp_path, monkeypatch):
+    """The emoji sets read `lines` as Unicode's emoji-test.txt."""
+    (tmp_path / "emoji-test.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(real_datasets, "EMOJI_TEST", tmp_path / "emoji-test.txt")
+
+
 def test_the_skin_tone_set_keeps_one_tone_and_groups_the_tones_of_one_emoji(tmp_path, monkeypatch):
     lines = [
         "1F44B ; fully-qualified # waving hand",
@@ -79,9 +85,33 @@ def test_the_skin_tone_set_keeps_one_tone_and_groups_the_tones_of_one_emoji(tmp_
         "1F9D1 1F3FB 200D 1F91D 200D 1F9D1 1F3FF ; fully-qualified # people holding hands: two tones",
         "1F44B 1F3FD ; minimally-qualified # not fully qualified",
     ]
-    (tmp_path / "emoji-test.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    monkeypatch.setattr(real_datasets, "EMOJI_TEST", tmp_path / "emoji-test.txt")
+    with_emoji_test(lines, tmp_path, monkeypatch)
     assert [(tone, base) for _, tone, base in real_datasets._toned_emoji()] == [("light", "1f44b"), ("dark", "1f44b")]
+
+
+def test_the_emoji_are_read_with_their_group_and_subgroup_components_and_skin_tones_left_out(tmp_path, monkeypatch):
+    lines = [
+        "# group: Smileys & Emotion",
+        "# subgroup: face-smiling",
+        "1F600 ; fully-qualified # grinning face",
+        "263A ; unqualified # smiling face",
+        "# subgroup: face-affection",
+        "1F970 ; fully-qualified # smiling face with hearts",
+        "# group: Component",
+        "# subgroup: skin-tone",
+        "1F3FB ; component # light skin tone",
+        "1F9B0 ; fully-qualified # red hair",
+        "# group: People & Body",
+        "# subgroup: hand-fingers-open",
+        "1F44B 1F3FB ; fully-qualified # waving hand: light skin tone",
+        "1F44B ; fully-qualified # waving hand",
+    ]
+    with_emoji_test(lines, tmp_path, monkeypatch)
+    assert list(real_datasets._emoji()) == [
+        ("\U0001f600", "Smileys & Emotion", "face-smiling"),
+        ("\U0001f970", "Smileys & Emotion", "face-affection"),
+        ("\U0001f44b", "People & Body", "hand-fingers-open"),
+    ]
 
 
 def test_several_seeds_make_one_row_of_their_mean_and_spread_beside_one_scoring_of_the_classical_models(

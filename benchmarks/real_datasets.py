@@ -45,6 +45,13 @@ Pictures:
   (4 colours, bitmap, a deck in both packages) kept on one side. A deck with a card librsvg
   does not draw as an upright card of the deck's size is left out (on Debian 12: aisleriot's
   dondorf and swiss-xvii, KDE's future and xskat german; 41 decks kept).
+- `mahjong_suits`: the 42 tile faces of the mahjong tilesets of KDE (kdegames-mahjongg-data-kf5:
+  classic, default, egypt, traditional; each face drawn by librsvg at 64 px high, without the
+  tile's body), gnome-mahjongg (smooth, and postmodern drawn by rsvg-convert) and xmahjongg
+  (Dorothy Robinson's two sheets, one family), fitted in 64x64 RGBA, labelled by suit (dots,
+  bamboo, characters, winds, dragons, bonus: flowers and seasons); a blank face left out, and the
+  tilesets whose faces draw no suit's sign (KDE's alphabet, gnome-mahjongg's Kangxi radicals) or
+  draw it white for the body (KDE's jade); the test split is whole tilesets, unseen in training.
 
 Texts:
 
@@ -856,6 +863,103 @@ def _cards_probe() -> Optional[str]:
     return None if ok else "apt-get install --no-install-recommends python3-gi python3-gi-cairo gir1.2-rsvg-2.0"
 
 
+# --------------------------------------------------------------------------- mahjong tiles
+
+# the 42 faces of a tileset by suit, in the order gnome-mahjongg's and xmahjongg's tile sheets hold
+# them (dots, winds, the red and green dragons, characters, bamboo, four bonus tiles, the white
+# dragon, four more bonus tiles: flowers and seasons)
+MAHJONG_ORDER = (
+    ["dots"] * 9 + ["winds"] * 4 + ["dragons"] * 2 + ["characters"] * 9 + ["bamboo"] * 9 + ["bonus"] * 4
+    + ["dragons"] + ["bonus"] * 4
+)  # fmt: skip
+KDE_TILESETS = "/usr/share/kmahjongglib/tilesets/*.svgz"
+# tilesets whose faces do not draw the suits' signs (letters and digits; Kangxi radicals), or
+# draw them white for the tile's body, which is not drawn here (jade)
+MAHJONG_LEFT_OUT = {"alphabet", "edu_kang_xi", "jade"}
+KDE_FACES = {"ROD": "dots", "BAMBOO": "bamboo", "CHARACTER": "characters", "WIND": "winds", "DRAGON": "dragons"}
+KDE_FACES |= {"FLOWER": "bonus", "SEASON": "bonus"}
+KDE_FACE_COUNTS = {"ROD": 9, "BAMBOO": 9, "CHARACTER": 9, "WIND": 4, "DRAGON": 3, "FLOWER": 4, "SEASON": 4}
+# sheets of 43 columns (MAHJONG_ORDER, then a blank) and 2 rows (the tile, then highlighted)
+GNOME_MAHJONGG_THEMES = "/usr/share/gnome-mahjongg/themes/*"
+# sheets of 21 columns of 64x64 cells, MAHJONG_ORDER over the first two rows (the next two
+# highlighted); xmahjongg's gnome and gnome2 sheets draw their last four bonus tiles as the winds,
+# and its small, thin and thick sets are animations: not used
+XMAHJONGG_SHEETS = ("/usr/share/games/xmahjongg/tiles/dorothys.gif", "/usr/share/games/xmahjongg/tiles/dorwhite.gif")
+MAHJONG_SIDE = 64
+
+
+def _kde_tiles(tmp: str) -> list[tuple[str, str, Any]]:
+    """(tileset, suit, picture) of the faces of KDE's tilesets, drawn by librsvg at 64 px high
+    (the face alone, without the tile's body); a tileset without every face left out."""
+    from glob import glob
+
+    from PIL import Image
+
+    ids = [f"{name}_{i}" for name, n in KDE_FACE_COUNTS.items() for i in range(1, n + 1)]
+    sets = sorted(p for p in glob(KDE_TILESETS) if Path(p).name.removesuffix(".svgz") not in MAHJONG_LEFT_OUT)
+    jobs = [[path, MAHJONG_SIDE, [[f"{tmp}/{t}_{face}.png", [face]] for face in ids]] for t, path in enumerate(sets)]
+    proc = subprocess.run(
+        [str(SYSTEM_PYTHON), "-c", CARD_RENDERER], input=json.dumps(jobs), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the tile renderer failed: {proc.stderr.strip()[-500:]}")
+    out = []
+    for t, path in enumerate(sets):
+        files = [Path(f"{tmp}/{t}_{face}.png") for face in ids]
+        if all(f.exists() for f in files):
+            name = "kde-" + Path(path).name.removesuffix(".svgz")
+            for face, f in zip(ids, files):
+                with Image.open(f) as opened:
+                    out.append((name, KDE_FACES[face.split("_")[0]], opened.convert("RGBA")))
+    return out
+
+
+def _sheet_tiles(sheet, columns: int, cell: tuple[int, int]) -> list[tuple[str, Any]]:
+    """(suit, picture) of a tile sheet's MAHJONG_ORDER cells, read row by row."""
+    width, height = cell
+    boxes = [((i % columns) * width, (i // columns) * height) for i in range(len(MAHJONG_ORDER))]
+    return [(suit, sheet.crop((x, y, x + width, y + height))) for suit, (x, y) in zip(MAHJONG_ORDER, boxes)]
+
+
+def _sheet_sets(tmp: str) -> list[tuple[str, str, Any]]:
+    """(tileset, suit, picture) of gnome-mahjongg's themes (its SVG drawn by rsvg-convert) and
+    xmahjongg's two sheets of Dorothy Robinson's tiles (one family)."""
+    from glob import glob
+
+    from PIL import Image
+
+    out = []
+    for path in sorted(p for p in glob(GNOME_MAHJONGG_THEMES) if Path(p).stem not in MAHJONG_LEFT_OUT):
+        if path.endswith(".svg"):
+            png = f"{tmp}/{Path(path).stem}.png"
+            subprocess.run(["rsvg-convert", "-o", png, path], check=True)
+            path = png
+        with Image.open(path) as opened:
+            sheet = opened.convert("RGBA")
+        cells = _sheet_tiles(sheet, 43, (sheet.width // 43, sheet.height // 2))
+        out += [("gnome-" + Path(path).stem, suit, tile) for suit, tile in cells]
+    for path in XMAHJONGG_SHEETS:
+        with Image.open(path) as opened:
+            sheet = opened.convert("RGBA")
+        out += [("xmahjongg-dorothy", suit, tile) for suit, tile in _sheet_tiles(sheet, 21, (64, 64))]
+    return out
+
+
+def make_mahjong_suits(folder: Path) -> dict[str, int]:
+    """The 42 faces of every mahjong tileset of KDE, gnome-mahjongg and xmahjongg, 64x64 RGBA,
+    by suit (dots, bamboo, characters, winds, dragons, bonus); test: unseen tilesets."""
+    with tempfile.TemporaryDirectory(prefix="tiles-") as tmp:
+        tiles = _kde_tiles(tmp) + _sheet_sets(tmp)
+    fitted = [(family, suit, _fit(tile, MAHJONG_SIDE, MAHJONG_SIDE, (0, 0, 0, 0))) for family, suit, tile in tiles]
+    fitted = [(family, suit, picture) for family, suit, picture in fitted if picture is not None]  # a blank face
+    test = _group_test(dict(Counter(family for family, _, _ in fitted)))
+    pictures = [
+        _Picture("test" if family in test else "train", suit, f"{family}_{i:02d}", picture)
+        for i, (family, suit, picture) in enumerate(fitted)
+    ]
+    return _write_pictures(folder, pictures)
+
+
 # --------------------------------------------------------------------------- Debian's package lists
 
 
@@ -1185,6 +1289,7 @@ ICON_PACKAGES = (
     "librsvg2-bin",
 )  # fmt: skip
 CARD_PACKAGES = ("gnome-cards-data", "kdegames-card-data-kf5", "python3-gi", "python3-gi-cairo", "gir1.2-rsvg-2.0")
+MAHJONG_PACKAGES = ("kdegames-mahjongg-data-kf5", "gnome-mahjongg", "xmahjongg", "librsvg2-bin", *CARD_PACKAGES[2:])
 FORTUNE_LANGUAGE_PACKAGES = tuple(f"fortunes-{lang}" for lang in FORTUNE_LANGUAGES)
 TRANSLATION_ENV = "apt-get update -o Acquire::Languages=en"
 
@@ -1379,6 +1484,15 @@ _SETS = (
         size="1,664/468 pictures, 13 classes, ~66x96 RGBA",
         paths=("/usr/share/aisleriot/cards", "/usr/share/carddecks"),
         probe=_cards_probe,
+    ),
+    _picture_set(
+        "mahjong_suits",
+        make_mahjong_suits,
+        title="mahjong tiles of KDE, gnome-mahjongg and xmahjongg tilesets, 64x64 RGBA, by suit, test: unseen sets",
+        needs=MAHJONG_PACKAGES,
+        size="252/84 pictures, 6 classes, 64x64 RGBA",
+        paths=("/usr/share/kmahjongglib/tilesets", "/usr/share/gnome-mahjongg/themes", *XMAHJONGG_SHEETS),
+        probe=lambda: _rsvg_probe() or _cards_probe(),
     ),
     _text_set(
         "docstrings",

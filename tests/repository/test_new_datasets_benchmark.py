@@ -2,6 +2,7 @@
 scored on the test split the pipeline itself draws, and read the pictures as it reads them."""
 
 import sys
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -159,3 +160,17 @@ def test_the_swings_are_the_largest_falls_between_epochs_in_each_half(tmp_path):
         "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate\n1,1,0.5,nan,nan,0.1\n2,1,0.6,nan,nan,0.1\n"
     )
     assert new_datasets.swings(history) == (0.0, 0.0)  # no validation split: the train stage writes nan
+
+
+def test_a_tile_sheet_is_read_row_by_row_in_the_suits_order():
+    sheet = Image.new("RGBA", (5 * 4, 9 * 3))  # 5 columns of 4x3 cells, each cell its own colour
+    for i in range(45):
+        sheet.paste((i, 0, 0, 255), ((i % 5) * 4, (i // 5) * 3, (i % 5 + 1) * 4, (i // 5 + 1) * 3))
+    cells = real_datasets._sheet_tiles(sheet, 5, (4, 3))
+    assert [tile.getpixel((0, 0))[0] for _, tile in cells] == list(range(42))
+    assert {tile.size for _, tile in cells} == {(4, 3)}
+    assert Counter(suit for suit, _ in cells) == {
+        "dots": 9, "bamboo": 9, "characters": 9, "winds": 4, "dragons": 3, "bonus": 8
+    }  # fmt: skip
+    assert [suit for suit, _ in cells][13:16] == ["dragons", "dragons", "characters"]
+    assert [suit for suit, _ in cells][33:38] == ["bonus"] * 4 + ["dragons"]

@@ -946,8 +946,9 @@ def _sheet_sets(tmp: str) -> list[tuple[str, str, Any]]:
 
 
 def make_mahjong_suits(folder: Path) -> dict[str, int]:
-    """The 42 faces of every mahjong tileset of KDE, gnome-mahjongg and xmahjongg, 64x64 RGBA,
-    by suit (dots, bamboo, characters, winds, dragons, bonus); test: unseen tilesets."""
+    """The 42 faces of the mahjong tilesets of KDE, gnome-mahjongg and xmahjongg (but
+    MAHJONG_LEFT_OUT's), 64x64 RGBA, by suit (dots, bamboo, characters, winds, dragons, bonus), a
+    blank face left out; test: whole tilesets, unseen in training."""
     with tempfile.TemporaryDirectory(prefix="tiles-") as tmp:
         tiles = _kde_tiles(tmp) + _sheet_sets(tmp)
     fitted = [(family, suit, _fit(tile, MAHJONG_SIDE, MAHJONG_SIDE, (0, 0, 0, 0))) for family, suit, tile in tiles]

@@ -664,21 +664,30 @@ ICON_ALIASES = {"elementary-xfce": {"mimetypes": "mimes"}}
 ICON_TEST_THEMES = ("elementary-xfce",)
 
 
-def _icon(path: Path):
-    """An icon file as a 48x48 RGBA picture (an SVG drawn by rsvg-convert), or None."""
+def _rgba(path: Path, side: Optional[int] = None):
+    """A picture file as an RGBA picture; an SVG drawn by rsvg-convert, `side` pixels a side
+    (None: at its own size), or None where it draws nothing."""
     from PIL import Image
 
     if path.suffix == ".svg":
-        out = subprocess.run(
-            ["rsvg-convert", "-w", "48", "-h", "48", str(path)], capture_output=True, check=False
-        ).stdout
+        size = [] if side is None else ["-w", str(side), "-h", str(side)]
+        out = subprocess.run(["rsvg-convert", *size, str(path)], capture_output=True, check=False).stdout
         if not out:
             return None
         opened = Image.open(io.BytesIO(out))
     else:
         opened = Image.open(path)
     with opened:
-        image = opened.convert("RGBA")
+        return opened.convert("RGBA")
+
+
+def _icon(path: Path):
+    """An icon file as a 48x48 RGBA picture (an SVG drawn by rsvg-convert), or None."""
+    from PIL import Image
+
+    image = _rgba(path, 48)
+    if image is None:
+        return None
     return image if image.size == (48, 48) else image.resize((48, 48), Image.Resampling.LANCZOS)
 
 
@@ -767,6 +776,16 @@ json.dump(done, sys.stdout)
 """
 
 
+def _render_layers(jobs: list) -> None:
+    """Draw SVG layers by CARD_RENDERER (Debian's python3, librsvg): each job [the SVG file, the
+    height to draw at, [[the PNG to write, [layer ids, the first the file has drawn]], ...]]."""
+    proc = subprocess.run(
+        [str(SYSTEM_PYTHON), "-c", CARD_RENDERER], input=json.dumps(jobs), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the SVG layer renderer failed: {proc.stderr.strip()[-500:]}")
+
+
 def _deck_family(path: Path) -> str:
     """A deck's family (its file's name, aliases and variant suffixes taken off, or its folder's)."""
     name = path.name.removesuffix(".svgz").lower()
@@ -803,11 +822,7 @@ def _card_pictures() -> list[tuple[str, str, str, str, Any]]:
             [str(deck), CARD_HEIGHT, [[f"{tmp}/{d}_{s}_{r}.png", [f"{s}_{r}", f"{r}_{s}"]] for s, r in cards]]
             for d, deck in enumerate(decks)
         ]
-        proc = subprocess.run(
-            [str(SYSTEM_PYTHON), "-c", CARD_RENDERER], input=json.dumps(jobs), capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"the card renderer failed: {proc.stderr.strip()[-500:]}")
+        _render_layers(jobs)
         for d, deck in enumerate(decks):
             drawn = []
             for s, r in cards:
@@ -876,9 +891,9 @@ KDE_TILESETS = "/usr/share/kmahjongglib/tilesets/*.svgz"
 # tilesets whose faces do not draw the suits' signs (letters and digits; Kangxi radicals), or
 # draw them white for the tile's body, which is not drawn here (jade)
 MAHJONG_LEFT_OUT = {"alphabet", "edu_kang_xi", "jade"}
-KDE_FACES = {"ROD": "dots", "BAMBOO": "bamboo", "CHARACTER": "characters", "WIND": "winds", "DRAGON": "dragons"}
-KDE_FACES |= {"FLOWER": "bonus", "SEASON": "bonus"}
-KDE_FACE_COUNTS = {"ROD": 9, "BAMBOO": 9, "CHARACTER": 9, "WIND": 4, "DRAGON": 3, "FLOWER": 4, "SEASON": 4}
+# a KDE tileset's face layers: NAME_1 .. NAME_n, by suit
+KDE_FACES = {"ROD": ("dots", 9), "BAMBOO": ("bamboo", 9), "CHARACTER": ("characters", 9), "WIND": ("winds", 4)}
+KDE_FACES |= {"DRAGON": ("dragons", 3), "FLOWER": ("bonus", 4), "SEASON": ("bonus", 4)}
 # sheets of 43 columns (MAHJONG_ORDER, then a blank) and 2 rows (the tile, then highlighted)
 GNOME_MAHJONGG_THEMES = "/usr/share/gnome-mahjongg/themes/*"
 # sheets of 21 columns of 64x64 cells, MAHJONG_ORDER over the first two rows (the next two
@@ -893,24 +908,18 @@ def _kde_tiles(tmp: str) -> list[tuple[str, str, Any]]:
     (the face alone, without the tile's body); a tileset without every face left out."""
     from glob import glob
 
-    from PIL import Image
-
-    ids = [f"{name}_{i}" for name, n in KDE_FACE_COUNTS.items() for i in range(1, n + 1)]
+    faces = [(f"{name}_{i}", suit) for name, (suit, n) in KDE_FACES.items() for i in range(1, n + 1)]
     sets = sorted(p for p in glob(KDE_TILESETS) if Path(p).name.removesuffix(".svgz") not in MAHJONG_LEFT_OUT)
-    jobs = [[path, MAHJONG_SIDE, [[f"{tmp}/{t}_{face}.png", [face]] for face in ids]] for t, path in enumerate(sets)]
-    proc = subprocess.run(
-        [str(SYSTEM_PYTHON), "-c", CARD_RENDERER], input=json.dumps(jobs), capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"the tile renderer failed: {proc.stderr.strip()[-500:]}")
+    jobs = [
+        [path, MAHJONG_SIDE, [[f"{tmp}/{t}_{face}.png", [face]] for face, _ in faces]] for t, path in enumerate(sets)
+    ]
+    _render_layers(jobs)
     out = []
     for t, path in enumerate(sets):
-        files = [Path(f"{tmp}/{t}_{face}.png") for face in ids]
+        files = [Path(f"{tmp}/{t}_{face}.png") for face, _ in faces]
         if all(f.exists() for f in files):
             name = "kde-" + Path(path).name.removesuffix(".svgz")
-            for face, f in zip(ids, files):
-                with Image.open(f) as opened:
-                    out.append((name, KDE_FACES[face.split("_")[0]], opened.convert("RGBA")))
+            out += [(name, suit, _rgba(f)) for (_, suit), f in zip(faces, files)]
     return out
 
 
@@ -921,26 +930,19 @@ def _sheet_tiles(sheet, columns: int, cell: tuple[int, int]) -> list[tuple[str, 
     return [(suit, sheet.crop((x, y, x + width, y + height))) for suit, (x, y) in zip(MAHJONG_ORDER, boxes)]
 
 
-def _sheet_sets(tmp: str) -> list[tuple[str, str, Any]]:
+def _sheet_sets() -> list[tuple[str, str, Any]]:
     """(tileset, suit, picture) of gnome-mahjongg's themes (its SVG drawn by rsvg-convert) and
     xmahjongg's two sheets of Dorothy Robinson's tiles (one family)."""
     from glob import glob
 
-    from PIL import Image
-
     out = []
-    for path in sorted(p for p in glob(GNOME_MAHJONGG_THEMES) if Path(p).stem not in MAHJONG_LEFT_OUT):
-        if path.endswith(".svg"):
-            png = f"{tmp}/{Path(path).stem}.png"
-            subprocess.run(["rsvg-convert", "-o", png, path], check=True)
-            path = png
-        with Image.open(path) as opened:
-            sheet = opened.convert("RGBA")
+    for path in sorted(Path(p) for p in glob(GNOME_MAHJONGG_THEMES) if Path(p).stem not in MAHJONG_LEFT_OUT):
+        sheet = _rgba(path)
+        if sheet is None:
+            raise RuntimeError(f"rsvg-convert drew nothing of {path}")
         cells = _sheet_tiles(sheet, 43, (sheet.width // 43, sheet.height // 2))
-        out += [("gnome-" + Path(path).stem, suit, tile) for suit, tile in cells]
-    for path in XMAHJONGG_SHEETS:
-        with Image.open(path) as opened:
-            sheet = opened.convert("RGBA")
+        out += [("gnome-" + path.stem, suit, tile) for suit, tile in cells]
+    for sheet in map(_rgba, map(Path, XMAHJONGG_SHEETS)):
         out += [("xmahjongg-dorothy", suit, tile) for suit, tile in _sheet_tiles(sheet, 21, (64, 64))]
     return out
 
@@ -950,7 +952,7 @@ def make_mahjong_suits(folder: Path) -> dict[str, int]:
     MAHJONG_LEFT_OUT's), 64x64 RGBA, by suit (dots, bamboo, characters, winds, dragons, bonus), a
     blank face left out; test: whole tilesets, unseen in training."""
     with tempfile.TemporaryDirectory(prefix="tiles-") as tmp:
-        tiles = _kde_tiles(tmp) + _sheet_sets(tmp)
+        tiles = _kde_tiles(tmp) + _sheet_sets()
     fitted = [(family, suit, _fit(tile, MAHJONG_SIDE, MAHJONG_SIDE, (0, 0, 0, 0))) for family, suit, tile in tiles]
     fitted = [(family, suit, picture) for family, suit, picture in fitted if picture is not None]  # a blank face
     test = _group_test(dict(Counter(family for family, _, _ in fitted)))

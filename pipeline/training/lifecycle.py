@@ -24,6 +24,7 @@ from pipeline.training import cluster, distribute
 
 if TYPE_CHECKING:
     from pipeline.config.keys.schema import DatasetParams
+    from pipeline.config.keys.training import EarlyStoppingConfig
     from pipeline.training.trainer import TrainResult
 
 
@@ -96,7 +97,7 @@ def run(
             )
     backup.finish()
     if setup.chief:
-        log.result(result_line(dataset, cfg.epochs, facts, result, training_run.run_id))
+        log.result(result_line(dataset, cfg.epochs, facts, result, training_run.run_id, cfg.early_stopping))
 
 
 def resume_hint(backup_dir: Optional[Path], env=None) -> str:
@@ -112,17 +113,31 @@ def resume_hint(backup_dir: Optional[Path], env=None) -> str:
     return f"{again} resumes it from the backup of its last finished epoch ({backup_dir})"
 
 
-def result_line(dataset: str, epochs: int, facts: dict, result: TrainResult, run_id: Optional[str]) -> str:
-    """The line the train stage ends with: where it trained, how fast, its best epoch."""
+def result_line(
+    dataset: str,
+    epochs: int,
+    facts: dict,
+    result: TrainResult,
+    run_id: Optional[str],
+    stopping: Optional[EarlyStoppingConfig] = None,
+) -> str:
+    """The line the train stage ends with: where it trained, how fast, and the epoch whose weights
+    the model has: the best one by `stopping`'s monitor, or the last one where `stopping` does not
+    restore the best (then the best is named beside it)."""
     best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
     stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
+    restored = stopping is None or stopping.restore_best_weights
+    kept = best if restored and best else trained
     if "final_val_accuracy" not in result.summary:
         validation = "no validation split"
     else:
-        val_accuracy = result.history[best - 1]["val_accuracy"] if best else result.summary["final_val_accuracy"]
-        validation = f"val accuracy {val_accuracy:.4f}"
+        validation = f"val accuracy {result.history[kept - 1]['val_accuracy']:.4f}"
+    if stopping is None or stopping.restore_best_weights:
+        which = f"best epoch {best} of {trained}"
+    else:
+        which = f"last epoch {trained} of {trained}"
+        validation += f"; best {stopping.monitor} at epoch {best}" if best and best != trained else ""
     return (
         f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
-        f"{result.samples_per_second:.0f} samples/s, best epoch {best} of {trained} "
-        f"({validation}{stopped}); MLflow run {run_id}"
+        f"{result.samples_per_second:.0f} samples/s, {which} ({validation}{stopped}); MLflow run {run_id}"
     )

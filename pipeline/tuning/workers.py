@@ -229,7 +229,7 @@ class Trial:
             run.finish("failed", epochs=self.last.get("epoch", 0), value=None, metric=self.cfg.metric, reason=str(exc))
             study.tell(trial, state=TrialState.FAIL)
             raise
-        self._tell(trial, run, result)
+        self._tell(trial, run, result, params.train.early_stopping.restore_best_weights)
 
     def _open_run(self, params: DatasetParams, trial, values: dict):
         run = study_runs.TrialRun.open(
@@ -273,13 +273,15 @@ class Trial:
         finally:
             keras.backend.clear_session()
 
-    def _tell(self, trial, run, result) -> None:
-        """A trained trial's value (its best epoch's metric) to the study; failed when not a number."""
+    def _tell(self, trial, run, result, restored: bool) -> None:
+        """A trained trial's value to the study, the metric of the epoch whose weights the model
+        has (the best one when `restored`, else the last); failed when not a number."""
         from optuna.trial import TrialState
 
         study, dataset, metric = self.opened.study, self.target.dataset, self.cfg.metric
         best_epoch = result.summary["best_epoch"] or len(result.history)
-        value = result.history[best_epoch - 1].get(metric)
+        kept = best_epoch if restored else len(result.history)
+        value = result.history[kept - 1].get(metric)
         if value is None or not math.isfinite(value):
             run.finish("failed", epochs=len(result.history), value=None, metric=metric, reason=f"{metric} is {value}")
             study.tell(trial, state=TrialState.FAIL)
@@ -295,7 +297,7 @@ class Trial:
         run.finish("complete", epochs=len(result.history), value=value, metric=metric, best_epoch=best_epoch)
         study.tell(trial, value)
         log.result(
-            f"{dataset} trial {trial.number}: {metric} {value:.4f} at epoch {best_epoch} of "
+            f"{dataset} trial {trial.number}: {metric} {value:.4f} at epoch {kept} of "
             f"{len(result.history)}; {self.shown}"
         )
         _record(self.target, self.opened)

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pipeline.config.keys.training import EarlyStoppingConfig
 from pipeline.data import prepared
 from pipeline.errors import DataError
 from pipeline.kinds.labelled_texts import full_length_facts
@@ -31,6 +32,17 @@ def test_the_last_line_says_where_how_fast_and_the_best_epoch():
     del unvalidated.summary["final_val_accuracy"]  # no validation split: the summary has no val_ figure
     line = lifecycle.result_line("notes", 5, FACTS, unvalidated, "abc")
     assert line.endswith("best epoch 2 of 2 (no validation split; stopped early, 5 at most); MLflow run abc")
+
+
+def test_where_the_best_epoch_is_not_restored_the_line_gives_the_last_ones_figure_and_names_the_best():
+    stopping = EarlyStoppingConfig("val_loss", "min", None, 0.0, restore_best_weights=False)
+    line = lifecycle.result_line("emoji", 60, FACTS, result(best=16, trained=60), "abc", stopping)
+    assert line.endswith("last epoch 60 of 60 (val accuracy 1.1000; best val_loss at epoch 16); MLflow run abc")
+    line = lifecycle.result_line("emoji", 60, FACTS, result(best=60, trained=60), "abc", stopping)
+    assert line.endswith("last epoch 60 of 60 (val accuracy 1.1000); MLflow run abc")
+    restoring = EarlyStoppingConfig("val_loss", "min", None, 0.0, restore_best_weights=True)
+    line = lifecycle.result_line("emoji", 60, FACTS, result(best=16, trained=60), "abc", restoring)
+    assert line.endswith("best epoch 16 of 60 (val accuracy 0.6600); MLflow run abc")
 
 
 def test_a_prepared_shard_missing_stops_the_run_before_tensorflow(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ read again. (`pipeline tune` for real, trials and workers: tests/scenarios/test_
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import pytest
 from support.project import write_params
@@ -50,3 +51,25 @@ def test_drawn_values_the_config_rejects_are_a_config_error_naming_the_key(tmp_p
     made = target(tmp_path)
     with pytest.raises(ConfigError, match=r"train\.reuters\.learning_rate: expected"):
         made.trial_params({"learning_rate": -1.0})
+
+
+@pytest.mark.parametrize("restored, value", [(True, 0.6), (False, 0.5)])
+def test_a_trials_value_is_that_of_the_epoch_whose_weights_the_model_has(tmp_path, monkeypatch, restored, value):
+    """restore_best_weights: the best epoch's (by the monitor, here epoch 2); else the last one's."""
+    from types import SimpleNamespace
+
+    import optuna
+
+    study = optuna.create_study(direction="maximize")
+    finished: dict = {}
+    run = SimpleNamespace(finish=lambda state, **figures: finished.update(state=state, **figures))
+    # nothing but the study is used by the telling: the rest of what a worker holds is not needed
+    opened: Any = SimpleNamespace(study=study)
+    trial = workers.Trial(target(tmp_path), opened, None, cast(Any, None))
+    trial.shown = "learning_rate=0.01"
+    monkeypatch.setattr(workers, "_record", lambda target, opened: None)  # the study's MLflow run: none here
+    history = [{"val_accuracy": 0.4}, {"val_accuracy": 0.6}, {"val_accuracy": 0.5}]
+    result = SimpleNamespace(summary={"best_epoch": 2}, history=history)
+    trial._tell(study.ask(), run, result, restored)
+    assert study.trials[0].value == value
+    assert (finished["state"], finished["value"], finished["best_epoch"]) == ("complete", value, 2)

@@ -397,14 +397,22 @@ SMALL_SIDES = (32, 48)
 PHOTO_SIDE = 128
 # a picture has colour where more than this share of its pixels have channels this far apart
 COLOUR_SHARE, COLOUR_SPREAD = 0.01, 16
+# the small-picture model is trained for as many epochs as it takes to see this many training
+# pictures, within EPOCH_BOUNDS: a network learnt from scratch needs some hundreds of steps
+# whatever the set's size, and a set of a thousand pictures gives 16 steps of 64 an epoch. An
+# epoch also costs its validation and the statistics' recomputation (about 0.7 s on 2 cores
+# whatever the set's size), hence the upper bound
+PICTURES_SEEN = 60_000
+EPOCH_BOUNDS = (30, 150)
 
 
 def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = None) -> list[survey_.Choice]:
     """The settings `pipeline add` chooses for image folders (`cfg`: the template's preprocess
     section, which says nothing they depend on), read from the pictures (the layout checked as
     preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes them): the template
-    (photos over `PHOTO_SIDE` pixels a side) or the side to train at, the colour; and the classes'
-    spread, reported beside the template's class_weight."""
+    (photos over `PHOTO_SIDE` pixels a side) or the side to train at and the epochs, the colour;
+    and the classes' spread, reported beside the template's class_weight. `cfg`'s validation
+    share is what the epochs' count of training pictures leaves out (None: nothing)."""
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
     chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}
@@ -428,7 +436,23 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     size = min(max(side, SMALL_SIDES[0]), SMALL_SIDES[1])
     bounds = "" if size == side else f", within {SMALL_SIDES[0]} to {SMALL_SIDES[1]}"
     why = f"the median side {read} is {side} px{bounds}"
-    return [survey_.Choice("preprocess.image_size", size, why, template=image_folders.SMALL), colour, weights]
+    return [
+        survey_.Choice("preprocess.image_size", size, why, template=image_folders.SMALL),
+        small_epochs(sum(counts.values()), cfg.validation_split if cfg is not None else 0.0),
+        colour,
+        weights,
+    ]
+
+
+def small_epochs(pictures: int, validation_split: float) -> survey_.Choice:
+    """The small-picture model's epochs for a training folder of `pictures`, of which the
+    validation share is held out: enough to see `PICTURES_SEEN` of them, within `EPOCH_BOUNDS`."""
+    training = max(round(pictures * (1 - validation_split)), 1)
+    wanted = -(-PICTURES_SEEN // training)
+    epochs = min(max(wanted, EPOCH_BOUNDS[0]), EPOCH_BOUNDS[1])
+    bounds = "" if epochs == wanted else f", within {EPOCH_BOUNDS[0]} to {EPOCH_BOUNDS[1]}"
+    why = f"about {training:,} training pictures: {wanted:,} epochs to see {PICTURES_SEEN:,}{bounds}"
+    return survey_.Choice("train.epochs", epochs, why, template=image_folders.SMALL)
 
 
 def has_colour(img) -> bool:

@@ -75,6 +75,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     assert out.splitlines() == [
         f"read {URL}:",
         "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)",
+        "  train.shapes.epochs: 150 (about 27 training pictures: 2,223 epochs to see 60,000, within 30 to 150)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
         "  train.shapes.class_weight: none, the template's (the classes have 3 to 3 training pictures (1.0x); "
         "balanced weighs each class by its size, for the small classes)",
@@ -85,7 +86,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     raw = params.raw
     template = raw["add"]["image_folders"]
     # the data's colour (grey) is the template's; the template's class_weight (none) stands
-    chosen: dict[str, dict] = {"preprocess": {"image_size": 32}}
+    chosen: dict[str, dict] = {"preprocess": {"image_size": 32}, "train": {"epochs": 150}}
     for stage in template:
         assert list(raw[stage])[-1] == "shapes"  # after the datasets there
         assert stage in ("download", "tune") or raw[stage]["shapes"] == {**template[stage], **chosen.get(stage, {})}

@@ -13,6 +13,7 @@ from support.datasets import write_archive
 
 from pipeline.data import images, survey, texts
 from pipeline.errors import DataError
+from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
 
 
@@ -50,7 +51,12 @@ def chosen(choices) -> dict:
 
 def test_small_grey_pictures_train_at_32_pixels_or_more_and_the_classes_spread_is_reported(tmp_path):
     choices = images.survey(folders(tmp_path, {"a": 5, "b": 4}, lambda i: png(20, "RGB")), None)
-    assert chosen(choices) == {"preprocess.image_size": 32, "preprocess.color": "grey", "train.class_weight": None}
+    assert chosen(choices) == {
+        "preprocess.image_size": 32,
+        "train.epochs": images.EPOCH_BOUNDS[1],
+        "preprocess.color": "grey",
+        "train.class_weight": None,
+    }
     why = {c.key: c.why for c in choices}
     assert why["preprocess.image_size"] == "the median side of all 11 pictures is 20 px, within 32 to 48"
     # saved as RGB, the grey pictures have no colour
@@ -60,7 +66,11 @@ def test_small_grey_pictures_train_at_32_pixels_or_more_and_the_classes_spread_i
 def test_colour_on_a_transparent_ground_is_rgb_and_the_line_says_how_far_apart_the_classes_are(tmp_path):
     raw = folders(tmp_path, {"disc": 20, "noise": 2}, lambda i: png(40, colour=i % 2 == 0))
     choices = images.survey(raw, None)
-    assert chosen(choices) == {"preprocess.image_size": 40, "preprocess.color": "rgb", "train.class_weight": None}
+    assert {k: v for k, v in chosen(choices).items() if k != "train.epochs"} == {
+        "preprocess.image_size": 40,
+        "preprocess.color": "rgb",
+        "train.class_weight": None,
+    }
     assert {c.key: c.why for c in choices}["train.class_weight"] == (
         "the classes have 2 to 20 training pictures (10.0x); balanced weighs each class by its size, for the small "
         "classes"
@@ -78,6 +88,28 @@ def test_photos_start_from_the_photos_template_at_its_own_side(tmp_path):
     choices = images.survey(folders(tmp_path, {"a": 2, "b": 2}, lambda i: png(images.PHOTO_SIDE + 1)), None)
     assert chosen(choices)[survey.TEMPLATE] == "photos"
     assert "preprocess.image_size" not in chosen(choices)
+    assert "train.epochs" not in chosen(choices)
+
+
+@pytest.mark.parametrize(
+    "pictures, split, epochs, why",
+    [
+        # 992 after the validation tenth: 61 passes see 60,512 pictures
+        (1102, 0.1, 61, "about 992 training pictures: 61 epochs to see 60,000"),
+        (6000, 0.0, 30, "about 6,000 training pictures: 10 epochs to see 60,000, within 30 to 150"),
+        (100, 0.2, 150, "about 80 training pictures: 750 epochs to see 60,000, within 30 to 150"),
+    ],
+)
+def test_the_small_models_epochs_see_a_number_of_pictures_whatever_the_sets_size(pictures, split, epochs, why):
+    choice = images.small_epochs(pictures, split)
+    assert (choice.key, choice.value, choice.why, choice.template) == ("train.epochs", epochs, why, "image_folders")
+
+
+def test_the_epochs_count_the_training_folders_pictures_less_the_validation_share(tmp_path):
+    raw = folders(tmp_path, {"a": 300, "b": 300}, lambda i: png(8))
+    cfg = ImageFoldersPreprocessConfig("image_folders", "folders", 28, "grey", 0.25, 7, True, None)
+    assert chosen(images.survey(raw, cfg))["train.epochs"] == 134  # 60,000 / 450, rounded up
+    assert chosen(images.survey(raw, None))["train.epochs"] == 100  # 60,000 / 600
 
 
 def test_only_a_bounded_number_of_pictures_is_decoded(tmp_path, monkeypatch):

@@ -39,7 +39,7 @@ import numpy as np
 
 from pipeline.data import archives, prepared
 from pipeline.data import survey as survey_
-from pipeline.data.splits import split_validation, training_order
+from pipeline.data.splits import class_quotas, split_validation, training_order
 from pipeline.errors import DataError
 from pipeline.io import reading
 from pipeline.kinds import image_folders
@@ -407,12 +407,12 @@ EPOCH_BOUNDS = (30, 150)
 
 
 def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = None) -> list[survey_.Choice]:
-    """The settings `pipeline add` chooses for image folders (`cfg`: the template's preprocess
-    section, which says nothing they depend on), read from the pictures (the layout checked as
-    preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes them): the template
-    (photos over `PHOTO_SIDE` pixels a side) or the side to train at and the epochs, the colour;
-    and the classes' spread, reported beside the template's class_weight. `cfg`'s validation
-    share is what the epochs' count of training pictures leaves out (None: nothing)."""
+    """The settings `pipeline add` chooses for image folders, read from the pictures (the layout
+    checked as preprocess checks it, `SURVEY_PICTURES` of them decoded as it decodes them): the
+    template (photos over `PHOTO_SIDE` pixels a side) or the side to train at and the epochs, the
+    colour; and the classes' spread, reported beside the template's class_weight. `cfg` is the
+    template's preprocess section: the validation share it holds out of each class is what the
+    epochs' count of training pictures leaves out (None: nothing)."""
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
     chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}
@@ -438,20 +438,21 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     why = f"the median side {read} is {side} px{bounds}"
     return [
         survey_.Choice("preprocess.image_size", size, why, template=image_folders.SMALL),
-        small_epochs(sum(counts.values()), cfg.validation_split if cfg is not None else 0.0),
+        small_epochs(list(counts.values()), cfg.validation_split if cfg is not None else 0.0),
         colour,
         weights,
     ]
 
 
-def small_epochs(pictures: int, validation_split: float) -> survey_.Choice:
-    """The small-picture model's epochs for a training folder of `pictures`, of which the
-    validation share is held out: enough to see `PICTURES_SEEN` of them, within `EPOCH_BOUNDS`."""
-    training = max(round(pictures * (1 - validation_split)), 1)
+def small_epochs(counts: list[int], validation_split: float) -> survey_.Choice:
+    """The small-picture model's epochs for a training folder of `counts` pictures a class, of
+    each of which preprocess holds out the validation share (`class_quotas`): enough epochs to
+    see `PICTURES_SEEN` of those left, within `EPOCH_BOUNDS`."""
+    training = max(sum(counts) - int(class_quotas(np.asarray(counts), validation_split).sum()), 1)
     wanted = -(-PICTURES_SEEN // training)
     epochs = min(max(wanted, EPOCH_BOUNDS[0]), EPOCH_BOUNDS[1])
     bounds = "" if epochs == wanted else f", within {EPOCH_BOUNDS[0]} to {EPOCH_BOUNDS[1]}"
-    why = f"about {training:,} training pictures: {wanted:,} epochs to see {PICTURES_SEEN:,}{bounds}"
+    why = f"{training:,} training pictures: {wanted:,} epochs to see {PICTURES_SEEN:,}{bounds}"
     return survey_.Choice("train.epochs", epochs, why, template=image_folders.SMALL)
 
 

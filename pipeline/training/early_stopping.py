@@ -48,6 +48,12 @@ def best_epoch(rows: list[dict], cfg: EarlyStoppingConfig) -> int:
     return best
 
 
+def kept_epoch(best: int, trained: int, restore_best_weights: bool) -> int:
+    """The 1-based epoch whose weights a model holds after `trained` epochs: the `best` one where
+    its weights are restored (`best` 0, no epoch with a figure: the last), else the last."""
+    return best if restore_best_weights and best else trained
+
+
 def should_stop(rows: list[dict], cfg: EarlyStoppingConfig) -> bool:
     """True when the last `cfg.patience` epochs brought no improvement (never with patience null)."""
     if cfg.patience is None or not rows:

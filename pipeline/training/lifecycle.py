@@ -124,19 +124,21 @@ def result_line(
     """The line the train stage ends with: where it trained, how fast, and the epoch whose weights
     the model has: the best one by `stopping`'s monitor, or the last one where `stopping` does not
     restore the best (then the best is named beside it)."""
+    from pipeline.training import early_stopping  # Keras: loaded by then, as training is over
+
     best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
     stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
-    restored = stopping is None or stopping.restore_best_weights
-    kept = best if restored and best else trained
+    monitor = None if stopping is None or stopping.restore_best_weights else stopping.monitor
+    kept = early_stopping.kept_epoch(best, trained, restore_best_weights=monitor is None)
     if "final_val_accuracy" not in result.summary:
         validation = "no validation split"
     else:
         validation = f"val accuracy {result.history[kept - 1]['val_accuracy']:.4f}"
-    if stopping is None or stopping.restore_best_weights:
+    if monitor is None:
         which = f"best epoch {best} of {trained}"
     else:
         which = f"last epoch {trained} of {trained}"
-        validation += f"; best {stopping.monitor} at epoch {best}" if best and best != trained else ""
+        validation += f"; best {monitor} at epoch {best}" if best and best != trained else ""
     return (
         f"{dataset}: {facts['replicas']} replica(s) on {facts['workers']} worker(s), {facts['strategy']}, "
         f"{result.samples_per_second:.0f} samples/s, {which} ({validation}{stopped}); MLflow run {run_id}"

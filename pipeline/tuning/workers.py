@@ -278,9 +278,11 @@ class Trial:
         has (the best one when `restored`, else the last); failed when not a number."""
         from optuna.trial import TrialState
 
+        from pipeline.training import early_stopping
+
         study, dataset, metric = self.opened.study, self.target.dataset, self.cfg.metric
         best_epoch = result.summary["best_epoch"] or len(result.history)
-        kept = best_epoch if restored else len(result.history)
+        kept = early_stopping.kept_epoch(best_epoch, len(result.history), restored)
         value = result.history[kept - 1].get(metric)
         if value is None or not math.isfinite(value):
             run.finish("failed", epochs=len(result.history), value=None, metric=metric, reason=f"{metric} is {value}")

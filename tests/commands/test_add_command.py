@@ -75,7 +75,7 @@ def test_add_declares_a_dataset_of_image_folders_in_both_files(project):
     assert out.splitlines() == [
         f"read {URL}:",
         "  preprocess.shapes.image_size: 32 (the median side of all 40 pictures is 28 px, within 32 to 48)",
-        "  train.shapes.epochs: 150 (about 27 training pictures: 2,223 epochs to see 60,000, within 30 to 150)",
+        "  train.shapes.epochs: 150 (20 training pictures: 3,000 epochs to see 60,000, within 30 to 150)",
         "  preprocess.shapes.color: grey (0 of all 40 pictures have colour)",
         "  train.shapes.class_weight: none, the template's (the classes have 3 to 3 training pictures (1.0x); "
         "balanced weighs each class by its size, for the small classes)",

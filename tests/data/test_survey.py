@@ -12,6 +12,7 @@ import pytest
 from support.datasets import write_archive
 
 from pipeline.data import images, survey, texts
+from pipeline.data.splits import split_validation
 from pipeline.errors import DataError
 from pipeline.kinds.image_folders import ImageFoldersPreprocessConfig
 from pipeline.kinds.labelled_texts import TextTablePreprocessConfig
@@ -92,24 +93,29 @@ def test_photos_start_from_the_photos_template_at_its_own_side(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "pictures, split, epochs, why",
+    "counts, split, epochs, why",
     [
-        # 992 after the validation tenth: 61 passes see 60,512 pictures
-        (1102, 0.1, 61, "about 992 training pictures: 61 epochs to see 60,000"),
-        (6000, 0.0, 30, "about 6,000 training pictures: 10 epochs to see 60,000, within 30 to 150"),
-        (100, 0.2, 150, "about 80 training pictures: 750 epochs to see 60,000, within 30 to 150"),
+        # 992 after the validation tenth of each class: 61 passes see 60,512 pictures
+        ([551, 551], 0.1, 61, "992 training pictures: 61 epochs to see 60,000"),
+        ([3000, 3000], 0.0, 30, "6,000 training pictures: 10 epochs to see 60,000, within 30 to 150"),
+        ([50, 50], 0.2, 150, "80 training pictures: 750 epochs to see 60,000, within 30 to 150"),
+        # a class of 3 keeps 2: its tenth, rounded, is none, but a class of two or more gives one
+        ([3] * 10, 0.1, 150, "20 training pictures: 3,000 epochs to see 60,000, within 30 to 150"),
     ],
 )
-def test_the_small_models_epochs_see_a_number_of_pictures_whatever_the_sets_size(pictures, split, epochs, why):
-    choice = images.small_epochs(pictures, split)
+def test_the_small_models_epochs_see_a_number_of_pictures_whatever_the_sets_size(counts, split, epochs, why):
+    choice = images.small_epochs(counts, split)
     assert (choice.key, choice.value, choice.why, choice.template) == ("train.epochs", epochs, why, "image_folders")
 
 
-def test_the_epochs_count_the_training_folders_pictures_less_the_validation_share(tmp_path):
-    raw = folders(tmp_path, {"a": 300, "b": 300}, lambda i: png(8))
+def test_the_epochs_count_the_training_pictures_preprocess_leaves_after_the_validation_share(tmp_path):
+    raw = folders(tmp_path, {"a": 300, "b": 301, "c": 2}, lambda i: png(8))
     cfg = ImageFoldersPreprocessConfig("image_folders", "folders", 28, "grey", 0.25, 7, True, None)
-    assert chosen(images.survey(raw, cfg))["train.epochs"] == 134  # 60,000 / 450, rounded up
-    assert chosen(images.survey(raw, None))["train.epochs"] == 100  # 60,000 / 600
+    # held out: 75 of a, 75 of b (75.25 rounded), 1 of c: 452 left, as preprocess's split leaves
+    kept, _ = split_validation(603, 0.25, 7, np.repeat([0, 1, 2], [300, 301, 2]))
+    assert len(kept) == 452
+    assert chosen(images.survey(raw, cfg))["train.epochs"] == 133  # 60,000 / 452, rounded up
+    assert chosen(images.survey(raw, None))["train.epochs"] == 100  # 60,000 / 603, rounded up
 
 
 def test_only_a_bounded_number_of_pictures_is_decoded(tmp_path, monkeypatch):

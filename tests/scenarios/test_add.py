@@ -40,7 +40,7 @@ def test_an_added_dataset_runs_its_stages_and_is_removed(tmp_path):
         assert added.stdout.splitlines() == [
             f"read {url}:",
             "  preprocess.shapes.image_size: 32 (the median side of all 80 pictures is 28 px, within 32 to 48)",
-            "  train.shapes.epochs: as -S sets it, not 150 (about 54 training pictures: 1,112 epochs to see 60,000, "
+            "  train.shapes.epochs: as -S sets it, not 150 (50 training pictures: 1,200 epochs to see 60,000, "
             "within 30 to 150)",
             "  preprocess.shapes.color: grey (0 of all 80 pictures have colour)",
             "  train.shapes.class_weight: none, the template's (the classes have 6 to 6 training pictures (1.0x); "

@@ -10,7 +10,7 @@ from support.processes import subprocess_env
 from support.project import ROOT
 
 from pipeline.config.keys.training import EarlyStoppingConfig
-from pipeline.training.early_stopping import best_epoch, should_stop
+from pipeline.training.early_stopping import best_epoch, kept_epoch, should_stop
 
 WORKER = ROOT / "tests" / "workers" / "train_case.py"
 
@@ -49,6 +49,12 @@ def test_training_stops_after_patience_epochs_without_improvement():
     assert should_stop(rows(0.5, 0.4), rule(patience=1))
     assert not should_stop(rows(0.5, 0.4, 0.3, 0.2), rule(patience=None))  # null: never
     assert not should_stop([], rule())
+
+
+def test_the_model_keeps_the_best_epochs_weights_only_where_they_are_restored():
+    assert kept_epoch(best=16, trained=60, restore_best_weights=True) == 16
+    assert kept_epoch(best=16, trained=60, restore_best_weights=False) == 60
+    assert kept_epoch(best=0, trained=60, restore_best_weights=True) == 60  # no epoch had a figure
 
 
 def case(tmp_path, *args):

@@ -19,7 +19,8 @@ validation splits together) and are scored on the same test split:
 
 - pictures: scikit-learn's SVC (RBF kernel, its defaults) and LogisticRegression(max_iter=5000)
   on the raw pixels, at the side and colour `pipeline add` chose, scaled to [0, 1], each
-  picture read as the pipeline reads it (a transparent one laid on white);
+  picture read as the pipeline reads it (a transparent one laid on white, or on black where
+  it would vanish on white);
 - texts: TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2)) with LinearSVC() and with
   LogisticRegression(C=10) (the template is a linear SVM too, on words, pairs and the words'
   character n-grams: docs/own-data.md); the test split is the one preprocess draws (test_split,

@@ -1772,7 +1772,7 @@ def describe(folder: Path, kind: str) -> dict:
         with Image.open(path) as image:
             sizes[f"{image.width}x{image.height}"] += 1
             modes[image.mode] += 1
-        rgb = np.asarray(_on_white(path), dtype=np.int16)
+        rgb = np.asarray(_flattened(path), dtype=np.int16)
         colour += bool((rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any())
     train = splits["train"]
     return {
@@ -1789,14 +1789,15 @@ def describe(folder: Path, kind: str) -> dict:
     }
 
 
-def _on_white(path: Path):
-    """A picture in RGB, laid on white where transparent (the pipeline's own rule), at its own size."""
+def _flattened(path: Path):
+    """A picture in RGB, a transparent one laid on its ground by the pipeline's own rule (white,
+    or black where it would vanish on white), at its own size."""
     from PIL import Image
 
-    from pipeline.data.images import on_white
+    from pipeline.data.images import flattened
 
     with Image.open(path) as image:
-        return on_white(image).convert("RGB")
+        return flattened(image).convert("RGB")
 
 
 def natural_side(folder: Path) -> int:
@@ -1816,7 +1817,7 @@ def picture_color(folder: Path) -> str:
 
     paths = sorted(folder.glob("*/*/*"))
     for path in paths[:: max(1, len(paths) // 300)]:
-        rgb = np.asarray(_on_white(path), dtype=np.int16)
+        rgb = np.asarray(_flattened(path), dtype=np.int16)
         if (rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any():
             return "rgb"
     return "grey"

@@ -8,7 +8,8 @@ them), and the test split must have the same ones. Pictures are PNG or JPEG of a
 `MAX_SIDE` square and of any mode they decode to, read straight from the archive (never
 unpacked to disk), made 8 bits a channel as Keras reads them (`eight_bit`: a 16-bit one scaled,
 value >> 8, never clipped; palette, 1-bit, CMYK converted; a mode no PNG or JPEG decodes to
-refused), a transparent one laid on white, made grey (Pillow's ITU-R 601-2 luma rule) or RGB
+refused), a transparent one laid on white (on black where its drawing would vanish on white:
+drawn light on a transparent canvas), made grey (Pillow's ITU-R 601-2 luma rule) or RGB
 as `color` says, and resized to `image_size` square with Pillow's bilinear filter when they
 are not that size already; a served picture goes through the same function (`picture`). The
 validation share is held out of the training pictures at random or, with `stratify`, class by
@@ -60,6 +61,10 @@ MAX_PIXELS = MAX_SIDE * MAX_SIDE
 # byte a row), with 32 MiB to spare for its other chunks (a colour profile, metadata)
 MAX_FILE_BYTES = MAX_PIXELS * 8 + MAX_SIDE + (32 << 20)
 MODES = {"grey": "L", "rgb": "RGB"}
+# a transparent picture laid on a ground shows on it where more than this share of its pixels are
+# more than this many levels from the ground in a channel (a picture that does not on white is
+# laid on black: `flattened`)
+SHOWN_SHARE, SHOWN_LEVELS = 0.01, 16
 log = logging.getLogger("pipeline")
 
 
@@ -118,8 +123,8 @@ def locate(name: str) -> Optional[tuple[str, str, str]]:
 
 def picture(data: bytes, name: str, image_size: int, color: str) -> np.ndarray:
     """A PNG or JPEG -> uint8 [size, size] (grey) or [size, size, 3] (rgb), as the prepared
-    splits hold pictures: made 8-bit and laid on white (`eight_bit`), then converted, then
-    resized."""
+    splits hold pictures: made 8-bit and a transparent one laid on its ground (`eight_bit`),
+    then converted, then resized."""
     from PIL import Image
 
     with opened(data, name) as img:
@@ -136,7 +141,8 @@ def eight_bit(img, name: str):
     (Pillow's modes I;16, I;16B, I) scaled to 8 bits as tf.image.convert_image_dtype scales
     (value >> 8: 65535 -> 255, 32768 -> 128), never clipped; 16-bit RGB(A) as Pillow decodes it
     (the same high byte); 1-bit, palette, CMYK converted; transparency (an alpha channel, a
-    palette's or a colour's tRNS) laid on white (`on_white`). Any other mode is refused
+    palette's or a colour's tRNS) laid on white, or on black where it would vanish on white
+    (`flattened`). Any other mode is refused
     naming it (one DataError), never read as something else."""
     from PIL import Image
 
@@ -149,32 +155,47 @@ def eight_bit(img, name: str):
         transparent = img.info.get("transparency")
         if isinstance(transparent, int) and not isinstance(transparent, bool):
             alpha = np.where(pixels == transparent, 0, 255).astype(np.uint8)
-            grey = on_white(Image.merge("LA", (grey, Image.fromarray(alpha, "L"))))
+            grey = flattened(Image.merge("LA", (grey, Image.fromarray(alpha, "L"))))
         return grey.convert("L") if grey.mode != "L" else grey
     if mode in ("1", "L", "P", "RGB", "CMYK", "YCbCr"):
         if "transparency" in img.info:
-            return on_white(img).convert("RGB")
+            return flattened(img).convert("RGB")
         if mode == "1":
             return img.convert("L")
         if mode == "P":  # grey or colour, as its palette is
             return img.convert("RGB")
         return img if mode in ("L", "RGB") else img.convert("RGB")
     if mode in ("LA", "La", "PA", "RGBA", "RGBa"):
-        flat = on_white(img)
+        flat = flattened(img)
         return flat.convert("L") if mode in ("LA", "La") else flat.convert("RGB")
     raise DataError(f"{name}: a picture of Pillow's mode {mode}; expected grey, RGB, CMYK, palette or 1-bit")
 
 
-def on_white(img):
+def flattened(img):
     """A picture with transparency laid on white (drawn on a transparent canvas: the ink over
-    white paper, not over black); any other as it is."""
+    white paper, not over black), unless it vanishes on white and shows on black (drawn light
+    on a transparent canvas, as icons for dark panels are): then laid on black (`shows`); any
+    other picture as it is. So no picture's drawing is lost to its ground, and a served picture
+    is laid on the ground its training pictures were."""
     from PIL import Image
 
-    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in img.info:
-        flat = Image.new("RGBA", img.size, "white")
-        flat.alpha_composite(img.convert("RGBA"))
-        return flat
-    return img
+    if img.mode not in ("RGBA", "LA", "PA", "RGBa", "La") and "transparency" not in img.info:
+        return img
+    drawn = img.convert("RGBA")
+    on_white = Image.new("RGBA", img.size, "white")
+    on_white.alpha_composite(drawn)
+    if shows(on_white, 255):
+        return on_white
+    on_black = Image.new("RGBA", img.size, "black")
+    on_black.alpha_composite(drawn)
+    return on_black if shows(on_black, 0) else on_white
+
+
+def shows(flat, ground: int) -> bool:
+    """Whether a picture laid on a grey `ground` (0 or 255) shows anything on it: more than
+    `SHOWN_SHARE` of its pixels more than `SHOWN_LEVELS` from the ground in a channel."""
+    pixels = np.asarray(flat, dtype=np.int16)[..., :3]
+    return bool((np.abs(pixels - ground).max(axis=-1) > SHOWN_LEVELS).mean() > SHOWN_SHARE)
 
 
 @contextlib.contextmanager

@@ -39,11 +39,12 @@ def _digits_only(folder: Path, classes: list[str], where: str) -> None:
 
 def read_digit(data: bytes, name: str, image_size: int) -> np.ndarray:
     """Any PNG or JPEG of one digit -> uint8 [image_size, image_size] as the dataset holds its
-    images: made 8-bit and laid on white as the folders' pictures are (`images.eight_bit`: a
-    16-bit PNG scaled, not clipped), grayscale by the same rule, a light digit on a dark ground
-    (a dark digit on a light ground, as a photographed or scanned one, is inverted: told by the
-    border's mean; one drawn on a transparent canvas is laid on white first), resized with
-    Pillow's area-averaging filter. The digit should fill the picture, as MNIST's do."""
+    images: made 8-bit as the folders' pictures are (`images.eight_bit`: a 16-bit PNG scaled, not
+    clipped; one drawn on a transparent canvas laid on white, or on black where it would vanish
+    on white), grayscale by the same rule, a light digit on a dark ground (a dark digit on a
+    light ground, as a photographed or scanned one, is inverted: told by the border's mean),
+    resized with Pillow's area-averaging filter. The digit should fill the picture, as MNIST's
+    do."""
     from PIL import Image
 
     with images.opened(data, name) as img:

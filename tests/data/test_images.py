@@ -218,6 +218,31 @@ def test_a_transparent_png_is_laid_on_white():
     assert images.picture(png(la), "p", 8, "grey").min() == 255
 
 
+def test_a_picture_drawn_light_on_transparency_is_laid_on_black_where_on_white_it_would_vanish():
+    glyph = np.zeros((16, 16, 4), np.uint8)
+    glyph[4:12, 6:10] = (255, 255, 255, 255)  # a white bar on a transparent canvas (an icon for dark panels)
+    glyph[3, 6:10] = (250, 250, 250, 90)  # an antialiased edge: as light, and faint
+    grey = images.picture(png(Image.fromarray(glyph, "RGBA")), "p", 16, "grey")
+    assert grey[4:12, 6:10].min() == 255 and grey[:3].max() == 0  # the bar, on black
+    assert 80 <= grey[3, 6] <= 95  # its edge, laid on black too
+    # a dark drawing on the same canvas shows on white: laid on white, as any other
+    ink = glyph.copy()
+    ink[..., :3] = 0
+    assert images.picture(png(Image.fromarray(ink, "RGBA")), "p", 16, "grey")[0, 0] == 255
+    # a white card with a little dark ink, its corners transparent: it shows on white, kept there
+    card = np.full((16, 16, 4), 255, np.uint8)
+    card[0, 0, 3] = card[0, -1, 3] = 0
+    card[7:9, 7:9, :3] = 0  # 4 of 256 pixels: 1.6%, over the 1% that shows
+    on = images.picture(png(Image.fromarray(card, "RGBA")), "p", 16, "rgb")
+    assert on[0, 0].tolist() == [255, 255, 255] and on[8, 8].tolist() == [0, 0, 0]
+    # a colour drawing that is light in every channel but one shows on white
+    yellow = glyph.copy()
+    yellow[4:12, 6:10, 2] = 0
+    assert images.picture(png(Image.fromarray(yellow, "RGBA")), "p", 16, "rgb")[0, 0].tolist() == [255, 255, 255]
+    # nothing drawn at all: on white, as before
+    assert images.picture(png(Image.fromarray(np.zeros((16, 16, 4), np.uint8), "RGBA")), "p", 16, "grey").min() == 255
+
+
 def test_images_digest_is_stable_across_repacking(tmp_path):
     files = members()
     # the same pictures under a top folder, other split and file names, in reverse order

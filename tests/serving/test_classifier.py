@@ -104,6 +104,11 @@ def test_a_digit_of_any_size_and_kind_becomes_a_dataset_image():
     Image.fromarray(rgba, "RGBA").save(canvas, format="PNG")
     drawn = mnist.read_digit(canvas.getvalue(), "canvas.png", 28)
     assert (drawn[digit > 128] > 200).all() and (drawn[digit <= 128] < 50).all()
+    # white ink on the same canvas: on white it would vanish, so it is laid on black
+    rgba[..., :3] = 255
+    canvas = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(canvas, format="PNG")
+    np.testing.assert_array_equal(mnist.read_digit(canvas.getvalue(), "canvas.png", 28), drawn)
     huge = io.BytesIO()
     Image.new("L", (5000, 4000)).save(huge, format="PNG")
     with pytest.raises(DataError, match=r"^h: a 5000x4000 image; expected at most 4096x4096 pixels$"):

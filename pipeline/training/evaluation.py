@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 @dataclass
 class Evaluation:
     metrics: dict  # test_loss, test_accuracy, [test_topK_accuracy], macro averages, test_samples
-    report: list[dict]  # per class: precision, recall, support, predicted
+    report: list[dict]  # per class: its name, precision, recall, support, predicted
     matrix: np.ndarray  # counts[actual, predicted]
     prepared: Prepared  # the prepared folder's description
     y_true: np.ndarray
@@ -44,7 +44,7 @@ def evaluate(model_dir: Path, prepared: Prepared, cfg: EvaluateConfig) -> Evalua
     metrics = metrics_from_logits(logits, y, cfg.top_k)
     y_pred = logits.argmax(axis=1)
     matrix = confusion_matrix(y, y_pred, prepared.num_classes)
-    report = per_class_report(matrix)
+    report = per_class_report(matrix, prepared.class_names)
     metrics.update(macro_averages(report))
     return Evaluation(metrics, report, matrix, prepared, y, y_pred, digest, model)
 
@@ -53,13 +53,15 @@ def write_outputs(
     ev: Evaluation, *, metrics: Path, per_class: Path, confusion: Path, confusion_png: Path, title: str
 ) -> None:
     """The metrics JSON (for dvc metrics), the per-class CSV, the (actual, predicted) CSV (for
-    dvc plots) and the confusion matrix as an image."""
+    dvc plots; each class by its name, as the per-class CSV names them) and the confusion
+    matrix as an image."""
+    names = ev.prepared.class_names
     with atomic_outputs(metrics, per_class, confusion, confusion_png) as (m_tmp, pc_tmp, c_tmp, png_tmp):
         write_json(m_tmp, ev.metrics)
         write_csv(pc_tmp, ev.report, ev.report[0])
         write_csv(
             c_tmp,
-            [{"actual": int(a), "predicted": int(p)} for a, p in zip(ev.y_true, ev.y_pred)],
+            [{"actual": names[int(a)], "predicted": names[int(p)]} for a, p in zip(ev.y_true, ev.y_pred)],
             ("actual", "predicted"),
         )
         plots.confusion(ev.matrix, png_tmp, title)
@@ -100,8 +102,9 @@ def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -
     return matrix
 
 
-def per_class_report(matrix: np.ndarray) -> list[dict]:
-    """Precision, recall and support of each class (0.0 where undefined, with support shown)."""
+def per_class_report(matrix: np.ndarray, class_names: list[str]) -> list[dict]:
+    """Each class's name (as the training folder or column named it), precision, recall and
+    support (0.0 where undefined, with support shown), in the classes' order."""
     tp = np.diag(matrix).astype(float)
     predicted = matrix.sum(axis=0)
     actual = matrix.sum(axis=1)
@@ -109,7 +112,7 @@ def per_class_report(matrix: np.ndarray) -> list[dict]:
     for c in range(len(matrix)):
         rows.append(
             {
-                "class": c,
+                "class": class_names[c],
                 "precision": float(tp[c] / predicted[c]) if predicted[c] else 0.0,
                 "recall": float(tp[c] / actual[c]) if actual[c] else 0.0,
                 "support": int(actual[c]),

@@ -1,5 +1,7 @@
 import subprocess
 import sys
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,12 +27,39 @@ def test_confusion_and_per_class_report():
     y_pred = np.array([0, 1, 1, 1, 0, 1])
     matrix = evaluation.confusion_matrix(y_true, y_pred, 4)
     assert matrix.tolist() == [[1, 1, 0, 0], [1, 2, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0]]
-    report = evaluation.per_class_report(matrix)
-    assert report[1] == {"class": 1, "precision": 0.5, "recall": pytest.approx(2 / 3), "support": 3, "predicted": 4}
+    report = evaluation.per_class_report(matrix, ["cat", "dog", "owl", "yak"])
+    assert report[1] == {"class": "dog", "precision": 0.5, "recall": pytest.approx(2 / 3), "support": 3, "predicted": 4}
     assert report[2]["precision"] == 0.0 and report[2]["recall"] == 0.0
     macro = evaluation.macro_averages(report)
     # class 3 has no test samples and is left out of the averages
     assert macro["test_macro_recall"] == pytest.approx((0.5 + 2 / 3 + 0) / 3)
+
+
+def test_the_reports_name_each_class_as_the_data_does(tmp_path):
+    y_true, y_pred = np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1])
+    matrix = evaluation.confusion_matrix(y_true, y_pred, 3)
+    names = ["earn", "acq", "crude, oil"]  # a name the CSV must quote
+    prepared: Any = SimpleNamespace(class_names=names)
+    report = evaluation.per_class_report(matrix, names)
+    ev = evaluation.Evaluation({"test_accuracy": 0.5}, report, matrix, prepared, y_true, y_pred, "d")
+    files = {
+        k: tmp_path / f
+        for k, f in (("metrics", "m.json"), ("per_class", "p.csv"), ("confusion", "c.csv"), ("confusion_png", "c.png"))
+    }
+    evaluation.write_outputs(ev, **files, title="t")
+    assert files["confusion"].read_text().splitlines() == [
+        "actual,predicted",
+        "earn,earn",
+        'acq,"crude, oil"',
+        '"crude, oil","crude, oil"',
+        '"crude, oil",acq',
+    ]
+    assert [row.split(",")[0] for row in files["per_class"].read_text().splitlines()] == [
+        "class",
+        "earn",
+        "acq",
+        '"crude',
+    ]
 
 
 def opens_of(paths, run) -> dict:

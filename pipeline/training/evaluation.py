@@ -64,7 +64,7 @@ def write_outputs(
             [{"actual": names[int(a)], "predicted": names[int(p)]} for a, p in zip(ev.y_true, ev.y_pred)],
             ("actual", "predicted"),
         )
-        plots.confusion(ev.matrix, png_tmp, title)
+        plots.confusion(ev.matrix, png_tmp, title, names)
 
 
 def predict_logits(

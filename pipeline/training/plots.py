@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def confusion(matrix: np.ndarray, path, title: str) -> None:
-    """A confusion matrix as a PNG, counts in each cell when the matrix is small enough to read."""
+def confusion(matrix: np.ndarray, path, title: str, class_names: list[str]) -> None:
+    """A confusion matrix as a PNG, its rows and columns named by `class_names`, counts in each
+    cell when the matrix is small enough to read."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,8 +22,8 @@ def confusion(matrix: np.ndarray, path, title: str) -> None:
     ax.set_ylabel("actual")
     ax.set_title(title)
     ticks = np.arange(n)
-    ax.set_xticks(ticks)
-    ax.set_yticks(ticks)
+    ax.set_xticks(ticks, class_names, rotation=90)
+    ax.set_yticks(ticks, class_names)
     ax.tick_params(labelsize=7 if n > 20 else 9)
     if n <= 20:
         threshold = np.log1p(matrix).max() / 2

@@ -17,7 +17,7 @@ gallery = keras.src.visualization.plot_image_gallery.plt
 import sklearn.base
 from pipeline.training import plots
 import numpy as np
-plots.confusion(np.eye(2, dtype=int), sys.argv[1], "probe")
+plots.confusion(np.eye(2, dtype=int), sys.argv[1], "probe", ["a", "b"])
 print(json.dumps({"held": held, "wrapper": wrapper, "gallery": gallery, "sklearn": sklearn.base.__name__,
                   "pyplot": sys.modules["matplotlib.pyplot"].__name__}))
 """

@@ -4,10 +4,18 @@ from PIL import Image
 from pipeline.training import plots
 
 
-def test_confusion_png_is_written(tmp_path):
-    path = tmp_path / "c.png"
-    plots.confusion(np.eye(3, dtype=int) * 5, path, "t")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_confusion_png_is_written_its_classes_named(tmp_path):
+    def drawn(names, name):
+        plots.confusion(np.eye(3, dtype=int) * 5, tmp_path / name, "t", names)
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        with Image.open(tmp_path / name) as img:
+            return np.asarray(img.convert("L"))
+
+    topics = drawn(["earn", "acq", "crude"], "a.png")
+    assert (topics == drawn(["earn", "acq", "crude"], "b.png")).all()
+    # the names alone differ, so do the pictures: beside the rows and under the columns
+    other = drawn(["gold", "tea", "ship"], "c.png")
+    assert topics.shape == other.shape and (topics != other).any()
 
 
 def test_learning_curves_png_has_both_panels(tmp_path):

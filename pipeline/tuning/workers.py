@@ -278,7 +278,7 @@ class Trial:
         has (the best one when `restored`, else the last); failed when not a number."""
         from optuna.trial import TrialState
 
-        from pipeline.training import early_stopping
+        from pipeline.training import early_stopping  # Keras: loaded by then, as training is over
 
         study, dataset, metric = self.opened.study, self.target.dataset, self.cfg.metric
         best_epoch = result.summary["best_epoch"] or len(result.history)

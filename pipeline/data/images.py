@@ -175,8 +175,8 @@ def flattened(img):
     """A picture with transparency laid on white (drawn on a transparent canvas: the ink over
     white paper, not over black), unless it vanishes on white and shows on black (drawn light
     on a transparent canvas, as icons for dark panels are): then laid on black (`shows`); any
-    other picture as it is. So no picture's drawing is lost to its ground, and a served picture
-    is laid on the ground its training pictures were."""
+    other picture as it is. So no picture's drawing is lost to its ground; a served picture is
+    laid by the same rule, picture by picture."""
     from PIL import Image
 
     if img.mode not in ("RGBA", "LA", "PA", "RGBa", "La") and "transparency" not in img.info:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import keras
 import numpy as np
@@ -380,6 +380,19 @@ def loss(name: str = "cross_entropy", reduction: Optional[str] = "sum_over_batch
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
+def optimizer(cfg: TrainConfig) -> keras.optimizers.Optimizer:
+    """The optimizer `cfg.optimizer` names, at `cfg.learning_rate`, with its decoupled weight
+    decay (`cfg.weight_decay`, none at 0) on the weight matrices only: a bias or a batch
+    normalisation's scale and offset is not a weight the decay should pull to zero."""
+    config: dict[str, Any] = {"learning_rate": cfg.learning_rate}
+    if cfg.weight_decay:
+        config["weight_decay"] = cfg.weight_decay
+    built = keras.optimizers.get({"class_name": cfg.optimizer, "config": config})
+    if cfg.weight_decay:
+        built.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    return built
+
+
 def compile_model(model: keras.Model, cfg: TrainConfig) -> None:
     """Optimizer (by Keras' name), loss on logits (`loss`) and accuracy, for `fit` and the custom loop.
 
@@ -387,7 +400,7 @@ def compile_model(model: keras.Model, cfg: TrainConfig) -> None:
     """
     fit = cfg.loop == "fit"
     model.compile(
-        optimizer=keras.optimizers.get({"class_name": cfg.optimizer, "config": {"learning_rate": cfg.learning_rate}}),
+        optimizer=optimizer(cfg),
         loss=loss(cfg.loss),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=bool(cfg.jit_compile) if fit else False,

@@ -340,6 +340,32 @@ def test_compile_builds_the_named_optimizer_with_its_slots(optimizer, cls):
     assert model.optimizer.built  # slots exist before the first step (keras#23085)
 
 
+def test_weight_decay_shrinks_the_weight_matrices_and_leaves_biases_and_batchnorm_alone():
+    keras = models.keras
+    cfg = dataclasses.replace(
+        load_params(ROOT / "params.yaml", "reuters").train, optimizer="sgd", learning_rate=0.1, weight_decay=0.5
+    )
+    inputs = keras.Input((3,))
+    h = keras.layers.BatchNormalization(name="bn")(keras.layers.Dense(4, name="dense")(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(h))
+    for v in model.trainable_variables:
+        v.assign(np.ones(v.shape, np.float32))
+    models.compile_model(model, cfg)
+    # a step with zero gradients: plain SGD moves nothing, so all that moves is the decay
+    model.optimizer.apply_gradients([(np.zeros(v.shape, np.float32), v) for v in model.trainable_variables])
+    moved = {v.path: float(np.asarray(v).flat[0]) for v in model.trainable_variables}
+    assert moved == {
+        "dense/kernel": pytest.approx(1 - 0.1 * 0.5),
+        "dense/bias": 1.0,
+        "bn/gamma": 1.0,
+        "bn/beta": 1.0,
+        "logits/kernel": pytest.approx(1 - 0.1 * 0.5),
+        "logits/bias": 1.0,
+    }
+    plain = dataclasses.replace(cfg, weight_decay=0.0)
+    assert models.optimizer(plain).weight_decay is None
+
+
 def test_the_loss_is_on_logits_and_per_sample_without_reduction():
     labels = np.array([0, 1])
     logits = np.array([[2.0, 0.0], [0.0, 2.0]], np.float32)

@@ -85,6 +85,14 @@ class TrainConfig:
         help="The optimizer, by Keras' own name (keras.optimizers.get)."
     )
     learning_rate: float = spec("a positive number", lambda v: v > 0, help="The initial learning rate.")
+    weight_decay: float = spec(
+        "a non-negative number",
+        lambda v: v >= 0,
+        help="Decoupled weight decay, as AdamW's (the weight_decay of Keras' optimizers): each step also "
+        "shrinks every weight matrix (the kernels of convolutions and Dense layers, embeddings) by "
+        "learning rate x weight_decay of itself; biases and batch normalisation's scale and offset are left "
+        "alone. 0: none.",
+    )
     loss: Literal["cross_entropy", "squared_hinge"] = spec(
         help="What training minimises, on the model's logits. cross_entropy: the softmax cross-entropy (Keras' "
         "SparseCategoricalCrossentropy). squared_hinge: each class against the rest, as a linear SVM (scikit-learn's "

@@ -1742,10 +1742,12 @@ def _class_range(counts: Counter) -> dict:
 
 def describe(folder: Path, kind: str) -> dict:
     """What a made set holds: classes and their counts; for pictures their sizes, modes and how
-    many have real colour (R, G, B not all equal once laid on white); for texts the words' count
-    percentiles and the vocabulary."""
+    many have colour by `pipeline add`'s own test (`images.has_colour`, once laid on their
+    ground); for texts the words' count percentiles and the vocabulary."""
     import numpy as np
     from PIL import Image
+
+    from pipeline.data.images import has_colour
 
     if kind == "tables":
         header, rows = table_rows(folder)
@@ -1772,8 +1774,7 @@ def describe(folder: Path, kind: str) -> dict:
         with Image.open(path) as image:
             sizes[f"{image.width}x{image.height}"] += 1
             modes[image.mode] += 1
-        rgb = np.asarray(_flattened(path), dtype=np.int16)
-        colour += bool((rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any())
+        colour += has_colour(_flattened(path))
     train = splits["train"]
     return {
         "train": sum(train.values()),
@@ -1812,15 +1813,12 @@ def natural_side(folder: Path) -> int:
 
 
 def picture_color(folder: Path) -> str:
-    """The set's colour for the yardsticks: "rgb" when a picture of a sample has real colour, else "grey"."""
-    import numpy as np
+    """The set's colour for the yardsticks: "rgb" when a picture of a sample has colour by
+    `pipeline add`'s own test (`images.has_colour`), else "grey"."""
+    from pipeline.data.images import has_colour
 
     paths = sorted(folder.glob("*/*/*"))
-    for path in paths[:: max(1, len(paths) // 300)]:
-        rgb = np.asarray(_flattened(path), dtype=np.int16)
-        if (rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any():
-            return "rgb"
-    return "grey"
+    return "rgb" if any(has_colour(_flattened(path)) for path in paths[:: max(1, len(paths) // 300)]) else "grey"
 
 
 # --------------------------------------------------------------------------- command line

@@ -54,6 +54,23 @@ def test_the_pictures_yardsticks_read_the_pixels_the_pipeline_trains_on(tmp_path
     assert x_train[0].max() == 1.0  # the transparent ground laid on white, as the pipeline lays it
 
 
+def test_the_sets_colour_is_told_by_the_test_pipeline_add_uses(tmp_path):
+    # a grey picture in RGB with a faint tint and 5 stray red pixels of 1,024, and a white one;
+    # then a red one
+    for split in ("train", "test"):
+        (tmp_path / split / "a").mkdir(parents=True)
+    tinted = np.repeat(np.tile(np.linspace(0, 240, 32), (32, 1))[..., None], 3, axis=-1)
+    tinted[..., 0] += 8
+    tinted[0, :5] = (200, 30, 30)
+    Image.fromarray(tinted.astype(np.uint8)).save(tmp_path / "train" / "a" / "tinted.png")
+    Image.new("RGB", (32, 32), "white").save(tmp_path / "test" / "a" / "white.png")
+    assert real_datasets.picture_color(tmp_path) == "grey"
+    assert real_datasets.describe(tmp_path, "image_folders")["real_colour"] == 0
+    Image.new("RGB", (32, 32), (200, 30, 30)).save(tmp_path / "test" / "a" / "red.png")
+    assert real_datasets.picture_color(tmp_path) == "rgb"
+    assert real_datasets.describe(tmp_path, "image_folders")["real_colour"] == 1
+
+
 def test_the_docstrings_set_takes_each_docstrings_first_paragraph():
     source = '''
 def f():

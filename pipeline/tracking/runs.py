@@ -220,6 +220,7 @@ class TrainingRun:
                 "samples_per_second": result.samples_per_second,
                 "peak_rss_mb": round(result.peak_rss_mb),
                 "best_epoch": result.summary["best_epoch"],
+                "kept_epoch": result.summary["kept_epoch"],
                 "epochs_trained": result.summary["epochs_trained"],
             }
         )

@@ -124,12 +124,10 @@ def result_line(
     """The line the train stage ends with: where it trained, how fast, and the epoch whose weights
     the model has: the best one by `stopping`'s monitor, or the last one where `stopping` does not
     restore the best (then the best is named beside it)."""
-    from pipeline.training import early_stopping  # Keras: loaded by then, as training is over
-
-    best, trained = result.summary["best_epoch"], result.summary["epochs_trained"]
+    summary = result.summary
+    best, kept, trained = summary["best_epoch"], summary["kept_epoch"], summary["epochs_trained"]
     stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
     monitor = None if stopping is None or stopping.restore_best_weights else stopping.monitor
-    kept = early_stopping.kept_epoch(best, trained, restore_best_weights=monitor is None)
     if "final_val_accuracy" not in result.summary:
         validation = "no validation split"
     else:

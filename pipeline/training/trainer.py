@@ -20,7 +20,7 @@ from pipeline.io import atomic_outputs, write_csv, write_json
 from pipeline.runtime import usage
 from pipeline.training import batchnorm, cluster, model_folder, plots
 from pipeline.training.custom_loop import CustomLoop
-from pipeline.training.early_stopping import BestEpoch
+from pipeline.training.early_stopping import BestEpoch, kept_epoch
 from pipeline.training.models import build_model, compile_model
 from pipeline.training.resume import Backup
 
@@ -276,7 +276,7 @@ def train(
         publisher=hooks.publisher,
     )
     _run(cfg, compiled, strategy, callbacks, initial_epoch, lr_for_epoch, verbose)
-    return _result(compiled, hooks.recorder.rows, best.restore(model))
+    return _result(compiled, hooks.recorder.rows, best.restore(model), cfg.early_stopping.restore_best_weights)
 
 
 def _run(cfg: AnyTrainConfig, compiled: Compiled, strategy, callbacks, initial_epoch: int, lr_for_epoch, verbose: int):
@@ -328,8 +328,10 @@ def _schedule(cfg: AnyTrainConfig):
     return lr_for_epoch, schedule
 
 
-def _result(compiled: Compiled, rows: list[dict], best_epoch: int) -> TrainResult:
-    """What a finished training gives back: the model, its per-epoch rows, figures, summary."""
+def _result(compiled: Compiled, rows: list[dict], best_epoch: int, restored: bool) -> TrainResult:
+    """What a finished training gives back: the model, its per-epoch rows, figures, summary (the
+    best epoch by the monitor, and the one whose weights the model holds: that one where
+    `restored`, else the last)."""
     model = compiled.model
     train_seconds = float(sum(r["epoch_train_seconds"] for r in rows))
     # without a validation split, no val_ figures (as Keras' History has none), not NaN
@@ -353,6 +355,7 @@ def _result(compiled: Compiled, rows: list[dict], best_epoch: int) -> TrainResul
             "final_accuracy": rows[-1]["accuracy"],
             **validated,
             "best_epoch": best_epoch,
+            "kept_epoch": kept_epoch(best_epoch, len(rows), restored),
             "epochs_trained": len(rows),
             "params_count": int(model.count_params()),
         },

@@ -229,7 +229,7 @@ class Trial:
             run.finish("failed", epochs=self.last.get("epoch", 0), value=None, metric=self.cfg.metric, reason=str(exc))
             study.tell(trial, state=TrialState.FAIL)
             raise
-        self._tell(trial, run, result, params.train.early_stopping.restore_best_weights)
+        self._tell(trial, run, result)
 
     def _open_run(self, params: DatasetParams, trial, values: dict):
         run = study_runs.TrialRun.open(
@@ -273,16 +273,15 @@ class Trial:
         finally:
             keras.backend.clear_session()
 
-    def _tell(self, trial, run, result, restored: bool) -> None:
+    def _tell(self, trial, run, result) -> None:
         """A trained trial's value to the study, the metric of the epoch whose weights the model
-        has (the best one when `restored`, else the last); failed when not a number."""
+        has (`kept_epoch`: the best one where it is restored, else the last); failed when not a
+        number."""
         from optuna.trial import TrialState
-
-        from pipeline.training import early_stopping  # Keras: loaded by then, as training is over
 
         study, dataset, metric = self.opened.study, self.target.dataset, self.cfg.metric
         best_epoch = result.summary["best_epoch"] or len(result.history)
-        kept = early_stopping.kept_epoch(best_epoch, len(result.history), restored)
+        kept = result.summary["kept_epoch"]
         value = result.history[kept - 1].get(metric)
         if value is None or not math.isfinite(value):
             run.finish("failed", epochs=len(result.history), value=None, metric=metric, reason=f"{metric} is {value}")

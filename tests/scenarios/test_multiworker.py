@@ -91,7 +91,7 @@ def test_two_workers_train_one_model_and_log_one_run(prepared):
     measured = json.loads((prepared / "measured.json").read_text())
     assert (measured["workers"], measured["replicas"]) == (2, 2)
     assert "reuters: 2 replica(s) on 2 worker(s), MultiWorkerMirroredStrategy," in "".join(outputs[0])
-    assert (summary["best_epoch"], summary["epochs_trained"]) == (1, 3)
+    assert (summary["best_epoch"], summary["kept_epoch"], summary["epochs_trained"]) == (1, 1, 3)
     assert len((prepared / "history.csv").read_text().splitlines()) == 1 + 3
 
     from mlflow import MlflowClient

@@ -79,7 +79,8 @@ def test_both_loops_stop_and_restore_the_best_epoch_on_two_replicas(tmp_path, lo
     restored = case(tmp_path, loop, 2, "true")
     assert [r["epoch"] for r in restored["history"]] == [1, 2, 3]
     assert restored["published"] == [1, 2, 3]
-    assert (restored["summary"]["best_epoch"], restored["summary"]["epochs_trained"]) == (1, 3)
+    summary = restored["summary"]
+    assert (summary["best_epoch"], summary["kept_epoch"], summary["epochs_trained"]) == (1, 1, 3)
     val_losses = [r["val_loss"] for r in restored["history"]]
     assert val_losses[0] != pytest.approx(val_losses[-1], rel=1e-3)
     # the model returned is the first epoch's: its own validation loss is that epoch's
@@ -87,6 +88,7 @@ def test_both_loops_stop_and_restore_the_best_epoch_on_two_replicas(tmp_path, lo
 
     kept_last = case(tmp_path, loop, 2, "false")
     assert kept_last["summary"]["best_epoch"] == 1  # recorded either way
+    assert kept_last["summary"]["kept_epoch"] == 3
     assert kept_last["own_val_loss"] == pytest.approx(kept_last["history"][-1]["val_loss"], rel=1e-4)
 
 

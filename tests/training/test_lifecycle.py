@@ -14,9 +14,15 @@ from pipeline.training import lifecycle
 FACTS = {"replicas": 2, "workers": 1, "strategy": "MirroredStrategy"}
 
 
-def result(best: int, trained: int):
+def result(best: int, trained: int, restored: bool = True):
     history = [{"val_accuracy": 0.5 + e / 100} for e in range(1, trained + 1)]
-    summary = {"best_epoch": best, "epochs_trained": trained, "final_val_accuracy": history[-1]["val_accuracy"]}
+    kept = best if restored and best else trained
+    summary = {
+        "best_epoch": best,
+        "kept_epoch": kept,
+        "epochs_trained": trained,
+        "final_val_accuracy": history[-1]["val_accuracy"],
+    }
     return SimpleNamespace(summary=summary, history=history, samples_per_second=1234.4)
 
 
@@ -36,9 +42,9 @@ def test_the_last_line_says_where_how_fast_and_the_best_epoch():
 
 def test_where_the_best_epoch_is_not_restored_the_line_gives_the_last_ones_figure_and_names_the_best():
     stopping = EarlyStoppingConfig("val_loss", "min", None, 0.0, restore_best_weights=False)
-    line = lifecycle.result_line("emoji", 60, FACTS, result(best=16, trained=60), "abc", stopping)
+    line = lifecycle.result_line("emoji", 60, FACTS, result(best=16, trained=60, restored=False), "abc", stopping)
     assert line.endswith("last epoch 60 of 60 (val accuracy 1.1000; best val_loss at epoch 16); MLflow run abc")
-    line = lifecycle.result_line("emoji", 60, FACTS, result(best=60, trained=60), "abc", stopping)
+    line = lifecycle.result_line("emoji", 60, FACTS, result(best=60, trained=60, restored=False), "abc", stopping)
     assert line.endswith("last epoch 60 of 60 (val accuracy 1.1000); MLflow run abc")
     restoring = EarlyStoppingConfig("val_loss", "min", None, 0.0, restore_best_weights=True)
     line = lifecycle.result_line("emoji", 60, FACTS, result(best=16, trained=60), "abc", restoring)

@@ -99,7 +99,8 @@ def test_killed_training_resumes_without_repeating_an_epoch(tmp_path, loop):
     assert run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
     assert sorted(steps) == list(range(1, STOPPED + 1))  # every epoch logged once: none repeated
-    assert (run.data.metrics["best_epoch"], run.data.metrics["epochs_trained"]) == (1, STOPPED)
+    metrics = run.data.metrics
+    assert (metrics["best_epoch"], metrics["kept_epoch"], metrics["epochs_trained"]) == (1, 1, STOPPED)
 
 
 def test_custom_loop_draws_a_progress_bar_on_a_terminal(tmp_path):

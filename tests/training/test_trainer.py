@@ -66,7 +66,8 @@ def test_a_training_without_a_validation_split_has_no_val_figures_in_its_summary
     result = trainer.train(cfg, prepared=data, strategy=tf.distribute.get_strategy(), verbose=0)
     assert [r["epoch"] for r in result.history] == [1, 2]
     assert all(np.isnan(r["val_accuracy"]) for r in result.history)
-    assert set(result.summary) == {"final_loss", "final_accuracy", "best_epoch", "epochs_trained", "params_count"}
+    summary_keys = {"final_loss", "final_accuracy", "best_epoch", "kept_epoch", "epochs_trained", "params_count"}
+    assert set(result.summary) == summary_keys
     files = lifecycle.Outputs(tmp_path / "model", tmp_path / "history.csv", tmp_path / "train.json", tmp_path / "c.png")
     trainer.write_outputs(result, files, figures={}, run_ids={}, title="t")
 

@@ -53,9 +53,10 @@ def test_drawn_values_the_config_rejects_are_a_config_error_naming_the_key(tmp_p
         made.trial_params({"learning_rate": -1.0})
 
 
-@pytest.mark.parametrize("restored, value", [(True, 0.6), (False, 0.5)])
-def test_a_trials_value_is_that_of_the_epoch_whose_weights_the_model_has(tmp_path, monkeypatch, restored, value):
-    """restore_best_weights: the best epoch's (by the monitor, here epoch 2); else the last one's."""
+@pytest.mark.parametrize("kept, value", [(2, 0.6), (3, 0.5)])
+def test_a_trials_value_is_that_of_the_epoch_whose_weights_the_model_has(tmp_path, monkeypatch, kept, value):
+    """The kept epoch's: the best one (by the monitor, here epoch 2) where restore_best_weights
+    put it back, else the last one (the training's summary says which)."""
     from types import SimpleNamespace
 
     import optuna
@@ -69,7 +70,7 @@ def test_a_trials_value_is_that_of_the_epoch_whose_weights_the_model_has(tmp_pat
     trial.shown = "learning_rate=0.01"
     monkeypatch.setattr(workers, "_record", lambda target, opened: None)  # the study's MLflow run: none here
     history = [{"val_accuracy": 0.4}, {"val_accuracy": 0.6}, {"val_accuracy": 0.5}]
-    result = SimpleNamespace(summary={"best_epoch": 2}, history=history)
-    trial._tell(study.ask(), run, result, restored)
+    result = SimpleNamespace(summary={"best_epoch": 2, "kept_epoch": kept}, history=history)
+    trial._tell(study.ask(), run, result)
     assert study.trials[0].value == value
     assert (finished["state"], finished["value"], finished["best_epoch"]) == ("complete", value, 2)

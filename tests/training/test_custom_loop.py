@@ -134,3 +134,28 @@ def test_class_weights_weigh_the_step_as_fits_class_weight_does():
         trained[loop] = model.get_weights()
     assert max(float(np.abs(a - b).max()) for a, b in zip(trained["fit"], trained["custom"])) < 1e-6
     assert max(float(np.abs(a - b).max()) for a, b in zip(trained["fit"], initial)) > 1e-3  # the step moved them
+
+
+def test_weight_decay_moves_the_weights_in_the_custom_loop_as_in_fit():
+    """From the same weights, one SGD step on one batch with weight decay: both loops end on the
+    same weights, and those are not the step's without decay."""
+    rng = np.random.RandomState(2)
+    x = rng.randint(1, 50, (40, 12)).astype(np.int32)
+    y = (x[:, 0] % 5).astype(np.int32)
+    cfg = dataclasses.replace(load_params(ROOT / "params.yaml", "reuters").train, optimizer="sgd", learning_rate=0.5)
+    keras.utils.set_random_seed(0)
+    initial = reuters_model(max_len=12, vocab_size=50).get_weights()
+    batch = tf.data.Dataset.from_tensor_slices((x, y)).batch(40)
+    trained = {}
+    for loop, decay in (("fit", 0.1), ("custom", 0.1), ("fit", 0.0)):
+        model = reuters_model(max_len=12, vocab_size=50)
+        model.set_weights(initial)
+        models.compile_model(model, dataclasses.replace(cfg, loop=loop, weight_decay=decay))
+        if loop == "fit":
+            model.fit(batch, epochs=1, verbose=0, shuffle=False)
+        else:
+            CustomLoop(model, tf.distribute.get_strategy()).fit(batch, None, epochs=1, callbacks=[], progress=False)
+        trained[loop, decay] = model.get_weights()
+    decayed, custom, plain = trained["fit", 0.1], trained["custom", 0.1], trained["fit", 0.0]
+    assert max(float(np.abs(a - b).max()) for a, b in zip(decayed, custom)) < 1e-6
+    assert max(float(np.abs(a - b).max()) for a, b in zip(decayed, plain)) > 1e-3

@@ -3,6 +3,7 @@ each in its own process)."""
 
 import dataclasses
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -147,7 +148,8 @@ def test_weight_decay_moves_the_weights_in_the_custom_loop_as_in_fit():
     initial = reuters_model(max_len=12, vocab_size=50).get_weights()
     batch = tf.data.Dataset.from_tensor_slices((x, y)).batch(40)
     trained = {}
-    for loop, decay in (("fit", 0.1), ("custom", 0.1), ("fit", 0.0)):
+    runs: tuple[tuple[Literal["fit", "custom"], float], ...] = (("fit", 0.1), ("custom", 0.1), ("fit", 0.0))
+    for loop, decay in runs:
         model = reuters_model(max_len=12, vocab_size=50)
         model.set_weights(initial)
         models.compile_model(model, dataclasses.replace(cfg, loop=loop, weight_decay=decay))

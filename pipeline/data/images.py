@@ -121,28 +121,28 @@ def locate(name: str) -> Optional[tuple[str, str, str]]:
     return None
 
 
-def picture(data: bytes, name: str, image_size: int, color: str) -> np.ndarray:
+def picture(data: bytes, name: str, image_size: int, color: str, grounds: Optional[Counter] = None) -> np.ndarray:
     """A PNG or JPEG -> uint8 [size, size] (grey) or [size, size, 3] (rgb), as the prepared
-    splits hold pictures: made 8-bit and a transparent one laid on its ground (`eight_bit`),
-    then converted, then resized."""
+    splits hold pictures: made 8-bit and a transparent one laid on its ground (`eight_bit`;
+    `grounds` counts those laid on black), then converted, then resized."""
     from PIL import Image
 
     with opened(data, name) as img:
-        img = eight_bit(img, name)
+        img = eight_bit(img, name, grounds)
         img = img.convert(MODES[color]) if img.mode != MODES[color] else img
         if img.size != (image_size, image_size):
             img = img.resize((image_size, image_size), Image.Resampling.BILINEAR)
         return np.asarray(img, dtype=np.uint8)
 
 
-def eight_bit(img, name: str):
+def eight_bit(img, name: str, grounds: Optional[Counter] = None):
     """A decoded picture of any mode a PNG or JPEG decodes to -> mode L (grey ones) or RGB, 8
     bits a channel, as Keras reads it (TensorFlow's decode_png and decode_jpeg): 16-bit grey
     (Pillow's modes I;16, I;16B, I) scaled to 8 bits as tf.image.convert_image_dtype scales
     (value >> 8: 65535 -> 255, 32768 -> 128), never clipped; 16-bit RGB(A) as Pillow decodes it
     (the same high byte); 1-bit, palette, CMYK converted; transparency (an alpha channel, a
     palette's or a colour's tRNS) laid on white, or on black where it would vanish on white
-    (`flattened`). Any other mode is refused
+    (`flattened`, which counts those in `grounds`). Any other mode is refused
     naming it (one DataError), never read as something else."""
     from PIL import Image
 
@@ -155,28 +155,29 @@ def eight_bit(img, name: str):
         transparent = img.info.get("transparency")
         if isinstance(transparent, int) and not isinstance(transparent, bool):
             alpha = np.where(pixels == transparent, 0, 255).astype(np.uint8)
-            grey = flattened(Image.merge("LA", (grey, Image.fromarray(alpha, "L"))))
+            grey = flattened(Image.merge("LA", (grey, Image.fromarray(alpha, "L"))), grounds)
         return grey.convert("L") if grey.mode != "L" else grey
     if mode in ("1", "L", "P", "RGB", "CMYK", "YCbCr"):
         if "transparency" in img.info:
-            return flattened(img).convert("RGB")
+            return flattened(img, grounds).convert("RGB")
         if mode == "1":
             return img.convert("L")
         if mode == "P":  # grey or colour, as its palette is
             return img.convert("RGB")
         return img if mode in ("L", "RGB") else img.convert("RGB")
     if mode in ("LA", "La", "PA", "RGBA", "RGBa"):
-        flat = flattened(img)
+        flat = flattened(img, grounds)
         return flat.convert("L") if mode in ("LA", "La") else flat.convert("RGB")
     raise DataError(f"{name}: a picture of Pillow's mode {mode}; expected grey, RGB, CMYK, palette or 1-bit")
 
 
-def flattened(img):
+def flattened(img, grounds: Optional[Counter] = None):
     """A picture with transparency laid on white (drawn on a transparent canvas: the ink over
     white paper, not over black), unless it vanishes on white and shows on black (drawn light
     on a transparent canvas, as icons for dark panels are): then laid on black (`shows`); any
     other picture as it is. So no picture's drawing is lost to its ground; a served picture is
-    laid by the same rule, picture by picture."""
+    laid by the same rule, picture by picture. `grounds`, when given, counts the pictures laid
+    on black (its "black")."""
     from PIL import Image
 
     if img.mode not in ("RGBA", "LA", "PA", "RGBa", "La") and "transparency" not in img.info:
@@ -188,7 +189,11 @@ def flattened(img):
         return on_white
     on_black = Image.new("RGBA", img.size, "black")
     on_black.alpha_composite(drawn)
-    return on_black if shows(on_black, 0) else on_white
+    if not shows(on_black, 0):
+        return on_white
+    if grounds is not None:
+        grounds["black"] += 1
+    return on_black
 
 
 def shows(flat, ground: int) -> bool:
@@ -332,6 +337,7 @@ def _decode_into(splits: dict, where: Path, places: dict, cfg: ImageFoldersPrepr
     """The second pass: each listed picture read (with the cap), decoded and written at its
     place; each one's `sample_hash`, by split (the validation split's with the training's)."""
     hashes: dict[str, list[str]] = {"train": [], "test": []}
+    grounds: Counter[str] = Counter()
     with reading(where, "truncated or corrupt archive"):
         for name, handle in entries(where, archives.PassedOver()):  # counted in the first pass
             if handle is None or name not in places:
@@ -342,12 +348,24 @@ def _decode_into(splits: dict, where: Path, places: dict, cfg: ImageFoldersPrepr
                 f"{where}: {name}",
                 cfg.image_size,
                 cfg.color,
+                grounds,
             )
             splits[split].add(place, label, x)
             hashes["test" if split == "test" else "train"].append(sample_hash(label, x))
     if places:  # the archive changed between the passes
         raise DataError(f"{where}: {next(iter(places))}: listed, then not found; download it again")
+    if grounds["black"]:
+        log.info("%s: of its pictures, %s", where, on_black(grounds["black"]))
     return hashes
+
+
+def on_black(count: int) -> str:
+    """What preprocess and `pipeline add` say of the pictures `flattened` laid on black."""
+    one = count == 1
+    return (
+        f"{count:,} {'is' if one else 'are'} drawn light on a transparent canvas: laid on black, where white "
+        f"would hide {'it' if one else 'them'}"
+    )
 
 
 def sample_hash(label: int, x: np.ndarray) -> str:
@@ -437,7 +455,7 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
     chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}
-    sides, coloured = [], 0
+    sides, coloured, grounds = [], 0, Counter[str]()
     with reading(listing.where, "truncated or corrupt archive"):
         for name, handle in entries(listing.where, archives.PassedOver()):
             if handle is None or name not in chosen:
@@ -445,11 +463,12 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
             where = f"{listing.where}: {name}"
             with opened(archives.read_capped(handle, where, MAX_FILE_BYTES), where) as img:
                 sides.append(max(img.size))
-                coloured += has_colour(eight_bit(img, where))
+                coloured += has_colour(eight_bit(img, where, grounds))
     side = int(np.median(sides))
     read = f"of the {len(sides):,} pictures read" if len(sides) < len(names) else f"of all {len(sides):,} pictures"
     counts = Counter(listing.classes[label] for _, label in listing.pictures["train"])
-    colour = survey_.Choice("preprocess.color", "rgb" if coloured else "grey", f"{coloured:,} {read} have colour")
+    dark = f"; {on_black(grounds['black'])}" if grounds["black"] else ""
+    colour = survey_.Choice("preprocess.color", "rgb" if coloured else "grey", f"{coloured:,} {read} have colour{dark}")
     weights = survey_.class_weight(counts, "training pictures")
     if side > PHOTO_SIDE:
         why = f"the median side {read} is {side} px, over {PHOTO_SIDE}: photos, fine-tuned from ImageNet weights"

@@ -9,6 +9,7 @@ import tarfile
 import typing
 import zipfile
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -222,13 +223,16 @@ def test_a_picture_drawn_light_on_transparency_is_laid_on_black_where_on_white_i
     glyph = np.zeros((16, 16, 4), np.uint8)
     glyph[4:12, 6:10] = (255, 255, 255, 255)  # a white bar on a transparent canvas (an icon for dark panels)
     glyph[3, 6:10] = (250, 250, 250, 90)  # an antialiased edge: as light, and faint
-    grey = images.picture(png(Image.fromarray(glyph, "RGBA")), "p", 16, "grey")
+    grounds: Counter[str] = Counter()
+    grey = images.picture(png(Image.fromarray(glyph, "RGBA")), "p", 16, "grey", grounds)
     assert grey[4:12, 6:10].min() == 255 and grey[:3].max() == 0  # the bar, on black
     assert 80 <= grey[3, 6] <= 95  # its edge, laid on black too
+    assert grounds == {"black": 1}  # counted
     # a dark drawing on the same canvas shows on white: laid on white, as any other
     ink = glyph.copy()
     ink[..., :3] = 0
-    assert images.picture(png(Image.fromarray(ink, "RGBA")), "p", 16, "grey")[0, 0] == 255
+    assert images.picture(png(Image.fromarray(ink, "RGBA")), "p", 16, "grey", grounds)[0, 0] == 255
+    assert grounds == {"black": 1}  # not counted
     # a white card with a little dark ink, its corners transparent: it shows on white, kept there
     card = np.full((16, 16, 4), 255, np.uint8)
     card[0, 0, 3] = card[0, -1, 3] = 0
@@ -241,6 +245,25 @@ def test_a_picture_drawn_light_on_transparency_is_laid_on_black_where_on_white_i
     assert images.picture(png(Image.fromarray(yellow, "RGBA")), "p", 16, "rgb")[0, 0].tolist() == [255, 255, 255]
     # nothing drawn at all: on white, as before
     assert images.picture(png(Image.fromarray(np.zeros((16, 16, 4), np.uint8), "RGBA")), "p", 16, "grey").min() == 255
+
+
+def test_preprocess_says_how_many_pictures_it_laid_on_black(tmp_path, caplog):
+    glyph = np.zeros((8, 8, 4), np.uint8)
+    glyph[2:6, 3:5] = (255, 255, 255, 255)  # white on a transparent canvas
+    files = members()
+    files["train/ant/0.png"] = files["test/zebra/1.png"] = png(Image.fromarray(glyph, "RGBA"))
+    with caplog.at_level("INFO", logger="pipeline"):
+        read_splits(raw_with(tmp_path, files), 8, "grey")
+    said = [r.getMessage() for r in caplog.records if "laid on black" in r.getMessage()]
+    assert said == [
+        f"{tmp_path / 'raw' / 'pics.tar.gz'}: of its pictures, 2 are drawn light on a transparent canvas: laid on "
+        "black, where white would hide them"
+    ]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="pipeline"):
+        (tmp_path / "plain").mkdir()
+        read_splits(raw_with(tmp_path / "plain", members()), 8, "grey")
+    assert not [r for r in caplog.records if "laid on black" in r.getMessage()]  # none: nothing said
 
 
 def test_images_digest_is_stable_across_repacking(tmp_path):

@@ -78,6 +78,21 @@ def test_colour_on_a_transparent_ground_is_rgb_and_the_line_says_how_far_apart_t
     )
 
 
+def test_the_colour_line_says_how_many_pictures_read_are_laid_on_black(tmp_path):
+    from PIL import Image
+
+    glyph = np.zeros((20, 20, 4), np.uint8)
+    glyph[5:15, 8:12] = (255, 255, 255, 255)  # white on a transparent canvas
+    buf = io.BytesIO()
+    Image.fromarray(glyph, "RGBA").save(buf, format="PNG")
+    raw = folders(tmp_path, {"a": 3, "b": 3}, lambda i: buf.getvalue() if i == 1 else png(20))
+    why = {c.key: c.why for c in images.survey(raw, None)}
+    assert why["preprocess.color"] == (
+        "0 of all 8 pictures have colour; 2 are drawn light on a transparent canvas: laid on black, where white "
+        "would hide them"
+    )
+
+
 @pytest.mark.parametrize("side, size", [(6, 32), (32, 32), (40, 40), (64, 48), (images.PHOTO_SIDE, 48)])
 def test_the_side_is_the_median_within_the_small_models_bounds(tmp_path, side, size):
     choices = images.survey(folders(tmp_path, {"a": 2, "b": 2}, lambda i: png(side, fmt="JPEG")), None)

@@ -355,11 +355,11 @@ def _decode_into(splits: dict, where: Path, places: dict, cfg: ImageFoldersPrepr
     if places:  # the archive changed between the passes
         raise DataError(f"{where}: {next(iter(places))}: listed, then not found; download it again")
     if grounds["black"]:
-        log.info("%s: of its pictures, %s", where, on_black(grounds["black"]))
+        log.info("%s: of its pictures, %s", where, laid_on_black(grounds["black"]))
     return hashes
 
 
-def on_black(count: int) -> str:
+def laid_on_black(count: int) -> str:
     """What preprocess and `pipeline add` say of the pictures `flattened` laid on black."""
     one = count == 1
     return (
@@ -455,7 +455,8 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     listing = list_pictures(raw_dir)
     names = [name for split in ("train", "test") for name, _ in listing.pictures[split]]
     chosen = {names[i] for i in survey_.spread(len(names), SURVEY_PICTURES)}
-    sides, coloured, grounds = [], 0, Counter[str]()
+    sides, coloured = [], 0
+    grounds: Counter[str] = Counter()
     with reading(listing.where, "truncated or corrupt archive"):
         for name, handle in entries(listing.where, archives.PassedOver()):
             if handle is None or name not in chosen:
@@ -467,7 +468,7 @@ def survey(raw_dir: Path | str, cfg: Optional[ImageFoldersPreprocessConfig] = No
     side = int(np.median(sides))
     read = f"of the {len(sides):,} pictures read" if len(sides) < len(names) else f"of all {len(sides):,} pictures"
     counts = Counter(listing.classes[label] for _, label in listing.pictures["train"])
-    dark = f"; {on_black(grounds['black'])}" if grounds["black"] else ""
+    dark = f"; {laid_on_black(grounds['black'])}" if grounds["black"] else ""
     colour = survey_.Choice("preprocess.color", "rgb" if coloured else "grey", f"{coloured:,} {read} have colour{dark}")
     weights = survey_.class_weight(counts, "training pictures")
     if side > PHOTO_SIDE:

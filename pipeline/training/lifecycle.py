@@ -128,7 +128,7 @@ def result_line(
     best, kept, trained = summary["best_epoch"], summary["kept_epoch"], summary["epochs_trained"]
     stopped = f"; stopped early, {epochs} at most" if trained < epochs else ""
     monitor = None if stopping is None or stopping.restore_best_weights else stopping.monitor
-    if "final_val_accuracy" not in result.summary:
+    if "final_val_accuracy" not in summary:
         validation = "no validation split"
     else:
         validation = f"val accuracy {result.history[kept - 1]['val_accuracy']:.4f}"

@@ -239,7 +239,8 @@ def small_convnet(
     side = prepared.shape[0]
     inputs = keras.Input(shape=(side, side, 3), name="image")
     colour = len(prepared.shape) == 3
-    h = augmentation(inputs, settings.shift, settings.zoom, settings.flip, settings.greyscale if colour else 0.0)
+    greyscale = settings.greyscale if colour else 0.0
+    h = augmentation(inputs, settings.shift, settings.zoom, settings.flip, greyscale, settings.erasing)
     for i, filters in enumerate(settings.filters, start=1):
         for j in (1, 2):
             h = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"conv{i}_{j}")(h)
@@ -257,12 +258,13 @@ def small_convnet(
     return keras.Model(inputs, _logits(h, prepared.num_classes), name="small_convnet")
 
 
-def augmentation(h, shift: float, zoom: float, flip: str, greyscale: float = 0.0):
+def augmentation(h, shift: float, zoom: float, flip: str, greyscale: float = 0.0, erasing: float = 0.0):
     """Keras' random layers, which change a picture only while training (evaluation and the
     served model see it as it is): a shift by up to `shift` of the side, a zoom in or out by up
     to `zoom`, a mirror image by `flip` ("none", "horizontal", "vertical", "both"), a colour
-    picture shown in grey with probability `greyscale`. The edges a shift or zoom uncovers
-    repeat the nearest pixel (a picture's ground, as a rule)."""
+    picture shown in grey with probability `greyscale`, a rectangle of noise over the picture
+    with probability `erasing`. The edges a shift or zoom uncovers repeat the nearest pixel (a
+    picture's ground, as a rule); the pictures come scaled to [-1, 1], and so does the noise."""
     if flip != "none":
         mode = "horizontal_and_vertical" if flip == "both" else flip
         h = keras.layers.RandomFlip(mode, name="random_flip")(h)
@@ -272,6 +274,8 @@ def augmentation(h, shift: float, zoom: float, flip: str, greyscale: float = 0.0
         h = keras.layers.RandomZoom(zoom, zoom, fill_mode="nearest", name="random_zoom")(h)
     if greyscale:
         h = keras.layers.RandomGrayscale(greyscale, name="random_greyscale")(h)
+    if erasing:  # a (p, p) factor: RandomErasing draws each picture's probability from the range
+        h = keras.layers.RandomErasing(factor=(erasing, erasing), value_range=(-1.0, 1.0), name="random_erasing")(h)
     return h
 
 

@@ -230,7 +230,7 @@ def test_squared_hinge_sums_each_class_against_the_rest():
 
 def test_small_convnet_takes_the_pictures_at_their_prepared_size():
     model = models.small_convnet(
-        SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none", 0.0, 0), pictures(4, side=12)
+        SmallConvnetSettings((8, 16), 32, 0.2, 0.9, 0.0, 0.0, "none", 0.0, 0.0, 0), pictures(4, side=12)
     )
     assert model.input_shape == (None, 12, 12, 3) and model.output_shape == (None, 4)
     pools = [layer.name for layer in model.layers if isinstance(layer, models.keras.layers.MaxPooling2D)]
@@ -241,14 +241,14 @@ def test_small_convnet_takes_the_pictures_at_their_prepared_size():
 def test_small_convnet_has_the_same_weights_at_any_side_from_8_to_128():
     """Global pooling: the head is the last block's filters whatever the picture's side, so a
     larger picture adds no weight for the dense layer to learn."""
-    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal", 0.5, 0)
+    settings = SmallConvnetSettings((8, 16, 32), 32, 0.2, 0.9, 0.1, 0.1, "horizontal", 0.5, 0.0, 0)
     counts = {side: models.small_convnet(settings, pictures(3, side=side)).count_params() for side in (8, 16, 64, 128)}
     assert len(set(counts.values())) == 1, counts
 
 
 @pytest.mark.parametrize("flip", ["none", "horizontal", "both"])
 def test_the_augmentation_changes_pictures_while_training_only(flip):
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip, 0.5, 0)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.2, 0.2, flip, 0.5, 0.5, 0)
     model = models.small_convnet(settings, pictures(2, side=16))
     augmented = [layer.name for layer in model.layers if layer.name.startswith("random_")]
     assert augmented == [
@@ -256,6 +256,7 @@ def test_the_augmentation_changes_pictures_while_training_only(flip):
         "random_shift",
         "random_zoom",
         "random_greyscale",
+        "random_erasing",
     ]
     head = models.keras.Model(model.input, model.get_layer(augmented[-1]).output)
     x = np.random.default_rng(0).uniform(-1, 1, (4, 16, 16, 3)).astype("float32")
@@ -265,19 +266,19 @@ def test_the_augmentation_changes_pictures_while_training_only(flip):
 
 def test_no_augmentation_adds_no_layer():
     model = models.small_convnet(
-        SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.0, 0), pictures(2, side=16)
+        SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.0, 0.0, 0), pictures(2, side=16)
     )
     assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
 
 
 def test_grey_pictures_get_no_greyscale_layer():
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5, 0)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5, 0.0, 0)
     model = models.small_convnet(settings, pictures(2, side=16, colour=False))
     assert not [layer.name for layer in model.layers if layer.name.startswith("random_")]
 
 
 def test_greyscale_shows_a_share_of_the_colour_pictures_in_grey_while_training():
-    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5, 0)
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.5, 0.0, 0)
     model = models.small_convnet(settings, pictures(2, side=8))
     head = models.keras.Model(model.input, model.get_layer("random_greyscale").output)
     x = np.random.default_rng(0).uniform(-1, 1, (64, 8, 8, 3)).astype("float32")
@@ -287,6 +288,25 @@ def test_greyscale_shows_a_share_of_the_colour_pictures_in_grey_while_training()
     kept = np.all(out == x, axis=(1, 2, 3))
     assert np.all(grey | kept)
     assert 10 < grey.sum() < 54, grey.sum()  # about half of 64 (binomial: outside [11, 53] ~1e-7)
+
+
+def test_erasing_lays_a_rectangle_of_noise_over_a_share_of_the_pictures_while_training():
+    settings = SmallConvnetSettings((4,), 8, 0.0, 0.9, 0.0, 0.0, "none", 0.0, 0.5, 0)
+    model = models.small_convnet(settings, pictures(2, side=16, colour=False))
+    head = models.keras.Model(model.input, model.get_layer("random_erasing").output)
+    x = np.zeros((64, 16, 16, 3), "float32")  # a blank ground: every erased pixel shows
+    np.testing.assert_array_equal(np.asarray(head(x, training=False)), x)
+    out = np.asarray(head(x, training=True))
+    assert out.min() >= -1.0 and out.max() <= 1.0  # the noise within the pictures' scale
+    changed = out != 0
+    erased = changed.any(axis=(1, 2, 3))
+    assert 10 < erased.sum() < 54, erased.sum()  # about half of 64 (binomial: outside [11, 53] ~1e-7)
+    for picture in changed[erased].any(axis=-1):  # one rectangle: its rows and columns
+        rows, cols = np.flatnonzero(picture.any(axis=1)), np.flatnonzero(picture.any(axis=0))
+        assert rows[-1] - rows[0] + 1 == len(rows) and cols[-1] - cols[0] + 1 == len(cols)
+        box = picture[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+        assert box.mean() > 0.9  # noise throughout it (a draw of exactly 0 is all it misses)
+        assert picture.sum() == box.sum()  # nothing outside it
 
 
 def test_word_pairs_seen_twice_join_the_bag_weighed_as_the_words(tmp_path):

@@ -164,6 +164,14 @@ class SmallConvnetSettings:
         "model learns shapes as well as colours (colours that differ between the pictures it learns from and those "
         "it is used on mislead it less); nothing for grey pictures; 0: none.",
     )
+    erasing: float = spec(
+        "a number in [0, 1]",
+        lambda v: 0.0 <= v <= 1.0,
+        help="Augmentation while training: each picture, with this probability, has a rectangle replaced by "
+        "noise (Keras' RandomErasing; each side of the rectangle 14% to 57% of the picture's, at random), so that "
+        "the model learns from every part of a picture rather than the one part that tells the classes apart "
+        "in the pictures it learns from; 0: none.",
+    )
     batchnorm_statistics: int = non_negative_int(
         help="Training pictures (the first of the prepared training split, which preprocess writes in a seeded "
         "shuffle) that each BatchNormalization layer's moving mean and variance are recomputed from at every "

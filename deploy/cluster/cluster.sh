@@ -89,6 +89,29 @@ wait_gone() {  # until none of the pids runs (a zombie is gone), 10 s at most; t
     kill -9 $left 2>/dev/null || true
 }
 
+# the pids a cluster recorded (slurmctld, the MLflow server and PostgreSQL by /run/pipeline-cluster
+# when it is the cluster up here, each slurmd and PostgreSQL by its folder) and every process in
+# the nodes' namespaces
+cluster_pids() {
+    local dir=$1 node
+    if [ "$(cat "$run_dir/dir" 2>/dev/null)" = "$dir" ]; then
+        cat "$run_dir"/*.pid 2>/dev/null || true
+    fi
+    cat "$dir"/node*/slurmd.pid 2>/dev/null || true
+    head -1 "$dir/postgres/data/postmaster.pid" 2>/dev/null || true
+    for node in "${nodes[@]}"; do ip netns pids "$(netns_of "$node")" 2>/dev/null || true; done
+}
+
+# whether any of them runs: a cluster whose run was killed (SIGKILL, a lost session) leaves its
+# bridge, namespaces and folder, and none
+cluster_running() {
+    local pid
+    for pid in $(cluster_pids "$1"); do
+        [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] && return 0
+    done
+    return 1
+}
+
 wait_idle() {  # until sinfo shows N nodes idle
     local want=$1
     for _ in $(seq 1 120); do

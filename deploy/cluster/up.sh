@@ -15,7 +15,17 @@ done
 pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
 [ -n "$pg_bin" ] || die "PostgreSQL: not found; install Debian's postgresql (scripts/system-deps.sh)"
 [ -x "$project/.venv/bin/mlflow" ] || die "$project/.venv/bin/mlflow: not found; run make setup first"
-[ ! -e "$dir/slurm.conf" ] || die "$dir: a cluster is up there already (deploy/cluster/down.sh $dir stops it)"
+# a cluster up here, or in this folder, that no longer runs (its run killed) is taken away first;
+# one that runs is left alone
+mapfile -t others < <( (cat "$run_dir/dir" 2>/dev/null; [ ! -e "$dir/slurm.conf" ] || echo "$dir") | sort -u)
+for other in "${others[@]}"; do
+    if cluster_running "$other"; then
+        [ "$other" = "$dir" ] && die "$dir: a cluster is up there already (deploy/cluster/down.sh $dir stops it)"
+        die "a cluster is up on this machine, in $other (deploy/cluster/down.sh stops it)"
+    fi
+    echo "up.sh: the cluster in $other no longer runs (none of its daemons is left): taking away what it left" >&2
+    PIPELINE_CLUSTER_DIR="" bash "$here/down.sh" "$other" >/dev/null 2>&1
+done
 
 # Failing midway takes down what it started (down.sh), or the folder it made; nothing else.
 started=0 made=0
@@ -38,7 +48,7 @@ chmod 0755 "$dir"
 runuser -u postgres -- test -x "$dir" 2>/dev/null \
     || die "$dir: the postgres user cannot enter it (a folder above it is closed to others, as mktemp -d makes its own); choose a folder under one that others can enter, such as /var/tmp"
 ip link show "$bridge" >/dev/null 2>&1 \
-    && die "bridge $bridge exists: another cluster is up (deploy/cluster/down.sh stops it)"
+    && die "bridge $bridge exists, and $run_dir names no cluster it belongs to (deploy/cluster/down.sh DIR takes down the cluster in DIR; ip link del $bridge removes the bridge alone)"
 started=1
 mkdir -p "$run_dir"
 echo "$dir" > "$run_dir/dir"

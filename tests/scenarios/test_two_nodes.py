@@ -71,6 +71,18 @@ def test_up_sh_refuses_a_folder_its_users_cannot_enter(tmp_path):
     assert not folder.exists()
 
 
+def in_namespaces_of_its_own(script: str) -> subprocess.CompletedProcess:
+    """SCRIPT (bash) in network and mount namespaces of its own, with a /run/netns of its own:
+    a bridge, nodes and daemons apart from the session's cluster."""
+    Path("/run/netns").mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        ["unshare", "--mount", "--net", "--propagation", "private", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_up_sh_failing_midway_takes_down_what_it_started(tmp_path):
     """up.sh in network and mount namespaces of its own (its bridge, nodes and daemons apart from
     the session's cluster), its PostgreSQL on a port it may not bind: it fails after the bridge,
@@ -90,17 +102,67 @@ def test_up_sh_failing_midway_takes_down_what_it_started(tmp_path):
         grep -l "SLURM_CONF={folder}/" /proc/[0-9]*/environ 2>/dev/null | sed 's/^/left: /'
         true
     """
-    Path("/run/netns").mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["unshare", "--mount", "--net", "--propagation", "private", "bash", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = in_namespaces_of_its_own(script)
     assert done.stdout.splitlines() == ["exit 1"], done.stdout + done.stderr
     assert done.stderr.splitlines()[0].startswith("error: PostgreSQL did not start on 10.213.7.1:80: "), done.stderr
     assert done.stderr.splitlines()[1] == f"up.sh: taking down what it started (deploy/cluster/down.sh {folder})"
     assert not folder.exists() and not run.exists()
+
+
+LEFT_BEHIND = """
+    mount -t tmpfs tmpfs /run/netns
+    ip link add plcluster0 type bridge
+    ip netns add pipeline-node1
+    ip netns add pipeline-node2
+    mkdir -p {run} {old}/node1 {old}/node2
+    touch {old}/slurm.conf
+    echo {old} > {run}/dir
+    {daemon}
+    daemon=$!
+    echo $daemon > {run}/slurmctld.pid
+    PIPELINE_CLUSTER_RUN={run} bash {up} {new} >/dev/null
+    echo "exit $?"
+    ip link show plcluster0 >/dev/null 2>&1 && echo "left: the bridge"
+    ls /run/netns | sed 's/^/left: /'
+    kill $daemon 2>/dev/null
+    true
+"""
+
+
+def left_behind(tmp_path, daemon: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """up.sh, in network and mount namespaces of its own, on this machine as a killed run of
+    the cluster leaves it: its bridge, the nodes' namespaces, its folder and the pids in
+    /run/pipeline-cluster; slurmctld's pid that of DAEMON (a shell command started in the
+    background). The new folder is under pytest's, which postgres cannot enter: up.sh stops
+    there, once it has dealt with the old one."""
+    old, run, new = tmp_path / "old", tmp_path / "run", tmp_path / "new"
+    script = LEFT_BEHIND.format(run=run, old=old, new=new, up=UP, daemon=daemon)
+    return in_namespaces_of_its_own(script), old, run
+
+
+def test_up_sh_takes_away_a_cluster_whose_run_was_killed(tmp_path):
+    """A run killed with its cluster up (SIGKILL, a lost session) leaves the bridge, the nodes'
+    namespaces and the folder, with no daemon left: the next up.sh says so in one line and
+    takes them away (down.sh) before it starts, where it refused for the bridge."""
+    done, old, run = left_behind(tmp_path, "true &")
+    assert done.stdout.splitlines() == ["exit 1"], done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"up.sh: the cluster in {old} no longer runs (none of its daemons is left): taking away what it left",
+        f"error: {tmp_path / 'new'}: the postgres user cannot enter it (a folder above it is closed to others, as "
+        "mktemp -d makes its own); choose a folder under one that others can enter, such as /var/tmp",
+    ]
+    assert not old.exists() and not run.exists()
+
+
+def test_up_sh_leaves_a_cluster_that_runs_alone(tmp_path):
+    """One of the cluster's daemons still runs: up.sh refuses in one line, naming its folder,
+    and leaves everything as it was."""
+    done, old, run = left_behind(tmp_path, "sleep 60 >/dev/null 2>&1 &")
+    assert done.stdout.splitlines() == ["exit 1", "left: the bridge", "left: pipeline-node1", "left: pipeline-node2"]
+    assert done.stderr.splitlines() == [
+        f"error: a cluster is up on this machine, in {old} (deploy/cluster/down.sh stops it)"
+    ]
+    assert (old / "slurm.conf").exists() and (run / "dir").exists()
 
 
 @pytest.fixture

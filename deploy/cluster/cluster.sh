@@ -89,25 +89,32 @@ wait_gone() {  # until none of the pids runs (a zombie is gone), 10 s at most; t
     kill -9 $left 2>/dev/null || true
 }
 
-# the pids a cluster recorded (slurmctld, the MLflow server and PostgreSQL by /run/pipeline-cluster
-# when it is the cluster up here, each slurmd and PostgreSQL by its folder) and every process in
-# the nodes' namespaces
-cluster_pids() {
-    local dir=$1 node
-    if [ "$(cat "$run_dir/dir" 2>/dev/null)" = "$dir" ]; then
-        cat "$run_dir"/*.pid 2>/dev/null || true
-    fi
-    cat "$dir"/node*/slurmd.pid 2>/dev/null || true
-    head -1 "$dir/postgres/data/postmaster.pid" 2>/dev/null || true
-    for node in "${nodes[@]}"; do ip netns pids "$(netns_of "$node")" 2>/dev/null || true; done
+# whether PID runs and is one of the cluster's daemons, by its command's name: a pid a killed
+# run left in a pid file may name another process since (pid_max is 32768 on many hosts)
+daemon_alive() {
+    local pid=$1
+    [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+        slurmctld | slurmd | postgres | mlflow) return 0 ;;
+    esac
+    return 1
 }
 
-# whether any of them runs: a cluster whose run was killed (SIGKILL, a lost session) leaves its
-# bridge, namespaces and folder, and none
+# whether the cluster in DIR runs: a daemon it recorded (slurmctld, the MLflow server and
+# PostgreSQL by /run/pipeline-cluster when it is the cluster up here, each slurmd and PostgreSQL
+# by its folder), or any process in the nodes' namespaces. A cluster whose run was killed
+# (SIGKILL, a lost session) leaves its bridge, namespaces and folder, and none.
 cluster_running() {
-    local pid
-    for pid in $(cluster_pids "$1"); do
-        [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] && return 0
+    local dir=$1 pid node
+    for pid in $(
+        if [ "$(cat "$run_dir/dir" 2>/dev/null)" = "$dir" ]; then cat "$run_dir"/*.pid 2>/dev/null; fi
+        cat "$dir"/node*/slurmd.pid 2>/dev/null
+        head -1 "$dir/postgres/data/postmaster.pid" 2>/dev/null
+    ); do
+        daemon_alive "$pid" && return 0
+    done
+    for node in "${nodes[@]}"; do
+        [ -z "$(ip netns pids "$(netns_of "$node")" 2>/dev/null)" ] || return 0
     done
     return 1
 }

@@ -17,8 +17,8 @@ done
 # the folder is gone
 for name in slurmctld mlflow; do
     pidfile="$run_dir/$name.pid"
-    if [ -s "$pidfile" ]; then
-        pid=$(cat "$pidfile")
+    pid=$(cat "$pidfile" 2>/dev/null || true)
+    if [ -n "$pid" ] && daemon_alive "$pid"; then  # not a process that took a dead daemon's pid
         kill "$pid" 2>/dev/null || true
         signalled+=("$pid")
     fi
@@ -26,7 +26,7 @@ done
 if [ -d "$dir/postgres/data" ]; then
     pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/postgres/data" -m immediate stop >/dev/null 2>&1 || true
-elif [ -s "$run_dir/postgres.pid" ]; then
+elif [ -s "$run_dir/postgres.pid" ] && daemon_alive "$(cat "$run_dir/postgres.pid")"; then
     pid=$(cat "$run_dir/postgres.pid")
     kill -QUIT "$pid" 2>/dev/null || true  # PostgreSQL's immediate shutdown
     signalled+=("$pid")

@@ -11,6 +11,7 @@ with bash alone (no Slurm, no root)."""
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -124,41 +125,57 @@ LEFT_BEHIND = """
     echo "exit $?"
     ip link show plcluster0 >/dev/null 2>&1 && echo "left: the bridge"
     ls /run/netns | sed 's/^/left: /'
-    kill $daemon 2>/dev/null
+    kill $daemon 2>/dev/null && echo "running: the process of slurmctld's pid"
     true
 """
 
 
-def left_behind(tmp_path, daemon: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+def left_behind(tmp_path, command: str | None) -> tuple[subprocess.CompletedProcess, Path, Path]:
     """up.sh, in network and mount namespaces of its own, on this machine as a killed run of
     the cluster leaves it: its bridge, the nodes' namespaces, its folder and the pids in
-    /run/pipeline-cluster; slurmctld's pid that of DAEMON (a shell command started in the
-    background). The new folder is under pytest's, which postgres cannot enter: up.sh stops
-    there, once it has dealt with the old one."""
+    /run/pipeline-cluster; at slurmctld's pid, a process that has exited (None) or one running
+    as COMMAND (sleep, under that name). The new folder is under pytest's, which postgres
+    cannot enter: up.sh stops there, once it has dealt with the old one."""
     old, run, new = tmp_path / "old", tmp_path / "run", tmp_path / "new"
+    daemon = "true &"
+    if command:
+        (tmp_path / "bin").mkdir()
+        sleep = shutil.which("sleep")
+        assert sleep is not None
+        shutil.copy(sleep, tmp_path / "bin" / command)
+        daemon = f"{tmp_path / 'bin' / command} 60 >/dev/null 2>&1 &"
     script = LEFT_BEHIND.format(run=run, old=old, new=new, up=UP, daemon=daemon)
     return in_namespaces_of_its_own(script), old, run
 
 
-def test_up_sh_takes_away_a_cluster_whose_run_was_killed(tmp_path):
+@pytest.mark.parametrize("command", [None, "sleep"], ids=["exited", "another-process-since"])
+def test_up_sh_takes_away_a_cluster_whose_run_was_killed(tmp_path, command):
     """A run killed with its cluster up (SIGKILL, a lost session) leaves the bridge, the nodes'
     namespaces and the folder, with no daemon left: the next up.sh says so in one line and
-    takes them away (down.sh) before it starts, where it refused for the bridge."""
-    done, old, run = left_behind(tmp_path, "true &")
-    assert done.stdout.splitlines() == ["exit 1"], done.stdout + done.stderr
+    takes them away (down.sh) before it starts, where it refused for the bridge. A pid the
+    run left that names another process since is not the daemon's: that process is left
+    alone, neither counted as the cluster nor signalled."""
+    done, old, run = left_behind(tmp_path, command)
+    assert done.stdout.splitlines() == ["exit 1"] + (["running: the process of slurmctld's pid"] if command else [])
     assert done.stderr.splitlines() == [
         f"up.sh: the cluster in {old} no longer runs (none of its daemons is left): taking away what it left",
         f"error: {tmp_path / 'new'}: the postgres user cannot enter it (a folder above it is closed to others, as "
         "mktemp -d makes its own); choose a folder under one that others can enter, such as /var/tmp",
-    ]
+    ], done.stdout + done.stderr
     assert not old.exists() and not run.exists()
 
 
 def test_up_sh_leaves_a_cluster_that_runs_alone(tmp_path):
     """One of the cluster's daemons still runs: up.sh refuses in one line, naming its folder,
     and leaves everything as it was."""
-    done, old, run = left_behind(tmp_path, "sleep 60 >/dev/null 2>&1 &")
-    assert done.stdout.splitlines() == ["exit 1", "left: the bridge", "left: pipeline-node1", "left: pipeline-node2"]
+    done, old, run = left_behind(tmp_path, "slurmctld")
+    assert done.stdout.splitlines() == [
+        "exit 1",
+        "left: the bridge",
+        "left: pipeline-node1",
+        "left: pipeline-node2",
+        "running: the process of slurmctld's pid",
+    ]
     assert done.stderr.splitlines() == [
         f"error: a cluster is up on this machine, in {old} (deploy/cluster/down.sh stops it)"
     ]

@@ -3,6 +3,7 @@ while the other tests run: when the session ends, what it waits for before it st
 Its engine script is a stand-in here that writes down each call (tests/scenarios/test_container.py
 runs the real one)."""
 
+import os
 import threading
 import time
 
@@ -59,7 +60,12 @@ def test_one_session_at_a_time_has_the_engine_that_keeps_its_images(tmp_path, mo
     first, log = builder_with_engine_log(tmp_path, monkeypatch, lambda builder, log: None)
     first.root = first._claim()
     assert first.root == tmp_path / "engine"
-    assert images.Builder(tmp_path / "b.json")._claim() is None
+    second = images.Builder(tmp_path / "b.json")
+    assert second._claim() is None
     first.finish()  # no engine ran: nothing to tidy
     assert log.read_text().split() == ["stop", str(first.state), str(tmp_path / "engine")]
-    assert images.Builder(tmp_path / "c.json")._claim() == tmp_path / "engine"
+    third = images.Builder(tmp_path / "c.json")
+    assert third._claim() == tmp_path / "engine"
+    os.close(third.lock)
+    for builder in (second, third):  # no engine ran in their folders (/var/tmp): left empty
+        builder.state.rmdir()

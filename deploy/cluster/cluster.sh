@@ -76,12 +76,16 @@ kill_node() {  # prints the pids it signalled
     echo $pids
 }
 
+pid_runs() {  # whether PID is a process, and not a zombie
+    [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 wait_gone() {  # until none of the pids runs (a zombie is gone), 10 s at most; then SIGKILL
     local pid left
     for _ in $(seq 1 40); do
         left=""
         for pid in "$@"; do
-            [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] && left="$left $pid"
+            pid_runs "$pid" && left="$left $pid"
         done
         [ -z "$left" ] && return 0
         sleep 0.25
@@ -92,9 +96,8 @@ wait_gone() {  # until none of the pids runs (a zombie is gone), 10 s at most; t
 # whether PID runs and is one of the cluster's daemons, by its command's name: a pid a killed
 # run left in a pid file may name another process since (pid_max is 32768 on many hosts)
 daemon_alive() {
-    local pid=$1
-    [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+    pid_runs "$1" || return 1
+    case "$(cat "/proc/$1/comm" 2>/dev/null)" in
         slurmctld | slurmd | postgres | mlflow) return 0 ;;
     esac
     return 1

@@ -13,23 +13,24 @@ for node in "${nodes[@]}"; do
     ip netns del "$(netns_of "$node")" 2>/dev/null || true
     ip link del "pl-$node" 2>/dev/null || true
 done
-# the daemons by the pids up.sh kept beside the folder (/run/pipeline-cluster): found even when
-# the folder is gone
-for name in slurmctld mlflow; do
-    pidfile="$run_dir/$name.pid"
-    pid=$(cat "$pidfile" 2>/dev/null || true)
-    if [ -n "$pid" ] && daemon_alive "$pid"; then  # not a process that took a dead daemon's pid
-        kill "$pid" 2>/dev/null || true
+# a daemon by the pid up.sh kept beside the folder (/run/pipeline-cluster): found even when the
+# folder is gone; signalled only while that pid is still the daemon's, not a process that took
+# a dead daemon's pid
+signal_recorded() {  # NAME SIGNAL
+    local pid
+    pid=$(cat "$run_dir/$1.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && daemon_alive "$pid"; then
+        kill "-$2" "$pid" 2>/dev/null || true
         signalled+=("$pid")
     fi
-done
+}
+signal_recorded slurmctld TERM
+signal_recorded mlflow TERM
 if [ -d "$dir/postgres/data" ]; then
     pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/postgres/data" -m immediate stop >/dev/null 2>&1 || true
-elif [ -s "$run_dir/postgres.pid" ] && daemon_alive "$(cat "$run_dir/postgres.pid")"; then
-    pid=$(cat "$run_dir/postgres.pid")
-    kill -QUIT "$pid" 2>/dev/null || true  # PostgreSQL's immediate shutdown
-    signalled+=("$pid")
+else
+    signal_recorded postgres QUIT  # PostgreSQL's immediate shutdown
 fi
 # gone before down.sh returns: a daemon saving its state on SIGTERM takes a while on a busy host
 wait_gone "${signalled[@]}"

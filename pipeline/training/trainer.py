@@ -211,7 +211,7 @@ def _validation(
     )
 
 
-def callbacks_in_order(*, recorder, statistics, schedule, keeper, backup, stopper, publisher) -> list:
+def callbacks_in_order(*, recorder, statistics, schedule, keeper, backup, stopper, publisher, observer=None) -> list:
     """A training's Keras callbacks, by name, in the one order that works (None: not in this
     training). Keras calls them in list order at every hook, and each one relies on those
     before it:
@@ -222,6 +222,8 @@ def callbacks_in_order(*, recorder, statistics, schedule, keeper, backup, stoppe
     2. `statistics` (batchnorm.EpochStatistics): the BatchNormalization layers' statistics
        recomputed with the epoch's weights, before the validation split is evaluated (or, with
        none, before the best epoch is kept and the epoch backed up).
+    An `observer` (a benchmark's instrument, `train`'s `observer`) comes next: it sees each
+    epoch's weights as the evaluate stage would take them, and before the keeper may put others back.
     3. `schedule`: the learning rate of the epoch about to begin (fit; the custom loop sets it).
     4. `keeper` (early_stopping): a new best epoch's weights, kept before the backup saves the
        epoch, so that whichever epoch a resume restores, its best epoch's weights exist.
@@ -232,7 +234,8 @@ def callbacks_in_order(*, recorder, statistics, schedule, keeper, backup, stoppe
     7. `publisher` (resume.EpochPublisher): last, it hands MLflow each epoch once every worker
        has backed it up, so that a killed and resumed run logs each epoch exactly once.
     """
-    return [c for c in (recorder, statistics, schedule, keeper, backup, stopper, publisher) if c is not None]
+    chain = (recorder, statistics, observer, schedule, keeper, backup, stopper, publisher)
+    return [c for c in chain if c is not None]
 
 
 def train(
@@ -244,6 +247,7 @@ def train(
     on_epoch=None,
     verbose: int = 2,
     pretrained: Optional[Path] = None,
+    observer: Optional[keras.callbacks.Callback] = None,
 ) -> TrainResult:
     """Build, compile and train `cfg.model` under `strategy` (`cfg.loop`: fit or custom).
 
@@ -251,7 +255,9 @@ def train(
     finished epoch is backed up, and a run that was killed resumes from its last finished
     epoch; the caller calls `backup.finish()` after a finished run. `cfg.early_stopping` may
     end the run early and put the best epoch's weights back (`pipeline.training.early_stopping`).
-    `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar).
+    `verbose` 0 shows no per-epoch progress (Keras' lines, the custom loop's bar). `observer`, a
+    Keras callback, is told of each finished epoch with its statistics recomputed
+    (`callbacks_in_order`; benchmarks/test_by_epoch.py).
     """
     backup = backup or Backup(None, strategy)
     compiled = prepare(cfg, prepared=prepared, strategy=strategy, pretrained=pretrained)
@@ -274,6 +280,7 @@ def train(
         backup=hooks.backup,
         stopper=best.stopper,
         publisher=hooks.publisher,
+        observer=observer,
     )
     _run(cfg, compiled, strategy, callbacks, initial_epoch, lr_for_epoch, verbose)
     return _result(compiled, hooks.recorder.rows, best.restore(model), cfg.early_stopping.restore_best_weights)

@@ -60,3 +60,38 @@ def test_the_step_breakdown_times_each_part_of_a_step(tmp_path):
     parts = dict(part.rsplit(" ", 1) for part in seconds.split(", "))
     assert list(parts) == ["forward", "forward + backward", "whole step"], first
     assert all(float(value) > 0 for value in parts.values()), first
+
+
+def test_the_test_accuracy_by_epoch_is_a_row_per_epoch_and_the_second_halfs_figures(tmp_path):
+    """benchmarks/test_by_epoch.py: a row per epoch, each test accuracy a count of the test
+    samples; the last line's figures are the last row's and the second half's (its CSV the same rows)."""
+    prepared = prepared_reuters(tmp_path, n=240, preprocess__reuters__max_len=40)
+    result = sh(
+        sys.executable,
+        ROOT / "benchmarks" / "test_by_epoch.py",
+        "reuters",
+        "--data",
+        prepared / "prepared",
+        "--csv",
+        tmp_path / "by_epoch.csv",
+        "-S",
+        "train.reuters.epochs=3",
+        "-S",
+        "train.reuters.batch_size_per_replica=32",
+        cwd=prepared,
+        env=subprocess_env(),
+    )
+    *rows, last = result.stdout.splitlines()
+    figures = [dict(zip(row.split()[::2], row.split()[1::2])) for row in rows]
+    assert [f["epoch"] for f in figures] == ["1", "2", "3"]
+    tests = [float(f["test_accuracy"]) for f in figures]
+    test_samples = 48  # a fifth of 240, Reuters' test split
+    assert all(abs(t * test_samples - round(t * test_samples)) < 0.01 for t in tests), tests
+    late = tests[1:]  # epochs 2-3
+    assert last == (
+        f"reuters: test accuracy {tests[-1]:.4f} at the last epoch (3); epochs 2-3: mean {sum(late) / 2:.4f}, "
+        f"lowest {min(late):.4f}, highest {max(late):.4f}"
+    )
+    written = (tmp_path / "by_epoch.csv").read_text().splitlines()
+    assert written[0] == "epoch,accuracy,val_accuracy,test_accuracy" and len(written) == 4
+    assert [round(float(line.split(",")[3]), 4) for line in written[1:]] == tests

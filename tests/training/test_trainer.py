@@ -91,14 +91,24 @@ def test_short_training_run_records_each_epoch(tmp_path):
         params.train, epochs=3, lr_decay_epochs=(2,), batch_size_per_replica=16, learning_rate=1e-3
     )
     seen = []
+    observed = []
+
+    class Observer(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            observed.append((epoch + 1, self.model, sorted(logs)))
+
     result = trainer.train(
         cfg,
         prepared=data,
         strategy=tf.distribute.get_strategy(),
         on_epoch=lambda epoch, row: seen.append(epoch),
         verbose=0,
+        observer=Observer(),
     )
     assert seen == [1, 2, 3]
+    assert [epoch for epoch, _, _ in observed] == [1, 2, 3]
+    assert all(model is result.model for _, model, _ in observed)
+    assert all({"accuracy", "val_accuracy"} <= set(keys) for _, _, keys in observed)
     assert [r["epoch"] for r in result.history] == [1, 2, 3]
     assert [r["learning_rate"] for r in result.history] == pytest.approx([1e-3, 1e-3, 1e-4])
     assert result.history[-1]["loss"] < result.history[0]["loss"]
@@ -184,8 +194,8 @@ def test_training_batches():
 
 @pytest.mark.parametrize("loop,backup_type", [("fit", "AtomicBackupAndRestore"), ("custom", "EpochCheckpoint")])
 def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type):
-    """Recorder, schedule, keeper, backup, stopper, publisher (trainer.callbacks_in_order says
-    why); what a training does not use is left out."""
+    """Recorder, statistics, observer, schedule, keeper, backup, stopper, publisher
+    (trainer.callbacks_in_order says why); what a training does not use is left out."""
     import keras
 
     from pipeline.training.batchnorm import EpochStatistics
@@ -208,10 +218,12 @@ def test_callbacks_run_in_the_order_their_rules_need(tmp_path, loop, backup_type
         backup=hooks.backup,
         stopper=best.stopper,
         publisher=hooks.publisher,
+        observer=keras.callbacks.LambdaCallback(),
     )
     assert [type(c).__name__ for c in order] == [
         "EpochRecorder",
         "EpochStatistics",
+        "LambdaCallback",  # the observer: the epoch's statistics recomputed, before the keeper
         "LearningRateScheduler",
         "_Keeper",
         backup_type,

@@ -48,7 +48,6 @@ def main() -> None:
     import keras
 
     from pipeline.data import prepared as prepared_data
-    from pipeline.data.inputs import image_size_for
     from pipeline.training import evaluation, trainer
 
     prepared = prepared_data.read(opts.data or ROOT / "data" / "prepared" / opts.dataset)
@@ -57,15 +56,7 @@ def main() -> None:
 
     class TestAccuracy(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
-            tap = prepared.tap("test")
-            logits = evaluation.predict_logits(
-                self.model,
-                prepared,
-                batch_size=params.evaluate.batch_size,
-                image_size=image_size_for(prepared, self.model),
-                tap=tap,
-            )
-            _, labels = tap.finish()
+            logits, labels, _ = evaluation.logits_of_test_split(self.model, prepared, params.evaluate)
             test = evaluation.metrics_from_logits(logits, labels)["test_accuracy"]
             logs = logs or {}
             row = {

@@ -32,21 +32,28 @@ class Evaluation:
 def evaluate(model_dir: Path, prepared: Prepared, cfg: EvaluateConfig) -> Evaluation:
     """Run the train stage's model over the test split of `prepared` (the prepared folder's
     description, as `pipeline.data.prepared.read` gives it), streamed (an EvaluateConfig's batch size and top k)."""
-    from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
-
     model = model_folder.load_model(model_dir)
     prepared.check("test", digests=False)  # there, and of their sizes: their sha256 as they are read
-    tap = prepared.tap("test")
-    logits = predict_logits(
-        model, prepared, batch_size=cfg.batch_size, image_size=image_size_for(prepared, model), tap=tap
-    )
-    digest, y = tap.finish()
+    logits, y, digest = logits_of_test_split(model, prepared, cfg)
     metrics = metrics_from_logits(logits, y, cfg.top_k)
     y_pred = logits.argmax(axis=1)
     matrix = confusion_matrix(y, y_pred, prepared.num_classes)
     report = per_class_report(matrix, prepared.class_names)
     metrics.update(macro_averages(report))
     return Evaluation(metrics, report, matrix, prepared, y, y_pred, digest, model)
+
+
+def logits_of_test_split(model, prepared: Prepared, cfg: EvaluateConfig) -> tuple[np.ndarray, np.ndarray, str]:
+    """`model`'s logits for every test sample of `prepared`, in order, in batches of `cfg`'s; the
+    samples' labels, and the sha256 of the records read (the test split as the model saw it)."""
+    from pipeline.data.inputs import image_size_for  # TensorFlow: only when this runs
+
+    tap = prepared.tap("test")
+    logits = predict_logits(
+        model, prepared, batch_size=cfg.batch_size, image_size=image_size_for(prepared, model), tap=tap
+    )
+    digest, y = tap.finish()
+    return logits, y, digest
 
 
 def write_outputs(

@@ -6,7 +6,8 @@ the weights and statistics the evaluate stage would take if the training ended t
 how the test accuracy moves while the model fits the training split: on a dataset whose test
 pictures come from elsewhere (another theme, deck or font), it can fall while the validation
 accuracy, from the training split's own sources, climbs. The last line gives the last epoch's
-test accuracy (what `dvc repro` reports) beside the mean, lowest and highest of the second half
+test accuracy (what `dvc repro` reports, unless early stopping puts an earlier epoch's weights
+back) beside the mean, lowest and highest of the second half
 of the epochs: the mean moves less from one seed to the next than the last epoch does, a
 steadier figure to compare two settings by.
 
@@ -42,16 +43,21 @@ def main() -> None:
     log.configure(0)  # before TensorFlow: its C++ start-up lines filtered as in a `pipeline` command
     params = harness.load_params(opts.dataset, opts.overrides)
     cfg = params.train
+    from pipeline.data import prepared as prepared_data
+    from pipeline.errors import PipelineError
     from pipeline.training import distribute
+
+    try:  # before TensorFlow: data not prepared is one `error:` line
+        prepared = prepared_data.read(opts.data or ROOT / "data" / "prepared" / opts.dataset)
+        prepared.check("train", "val", "test", digests=False)
+    except PipelineError as exc:
+        harness._config_exit(exc)
 
     setup = distribute.setup(cfg, where=f"train.{opts.dataset}")
     import keras
 
-    from pipeline.data import prepared as prepared_data
     from pipeline.training import evaluation, trainer
 
-    prepared = prepared_data.read(opts.data or ROOT / "data" / "prepared" / opts.dataset)
-    prepared.check("train", "val", "test", digests=False)
     rows: list[dict] = []
 
     class TestAccuracy(keras.callbacks.Callback):
